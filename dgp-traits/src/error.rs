@@ -1,0 +1,129 @@
+//! The workspace's one error type.
+//!
+//! Every fallible library call returns [`Result<T>`]. User input (data files, matrices,
+//! configurations) is validated and reported through these variants; library code never
+//! panics on user input. Shape mismatches *between tape operations* are programming errors
+//! inside a backend and panic with a message (the faer policy); shapes of user-supplied
+//! data are checked at the API boundary and return [`Error::Shape`].
+
+use std::path::PathBuf;
+
+/// Errors returned by every crate of the workspace.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two inputs that must agree in size do not.
+    #[error("shape mismatch in {context}: expected {expected}, got {got}")]
+    Shape {
+        /// Where the mismatch was found.
+        context: String,
+        /// The shape that was required.
+        expected: String,
+        /// The shape that was given.
+        got: String,
+    },
+    /// A NaN or infinite value where finite numbers are required.
+    #[error("non-finite value in {context} at row {row}, column {col}")]
+    NonFinite {
+        /// What held the value (a data set, a parameter block, ...).
+        context: String,
+        /// 0-based row of the offending entry.
+        row: usize,
+        /// 0-based column of the offending entry.
+        col: usize,
+    },
+    /// Data with no rows or no columns where some are required.
+    #[error("empty data: {0}")]
+    Empty(String),
+    /// A matrix that stayed non positive-definite after the bounded jitter retries.
+    #[error(
+        "matrix {context} is not positive definite (pivot {pivot}) after {retries} jitter retries up to {jitter:e}"
+    )]
+    NotPositiveDefinite {
+        /// Which matrix (e.g. `"Kuu of layer 2"`).
+        context: String,
+        /// The failing pivot of the last attempt.
+        pivot: usize,
+        /// How many jitter increases were tried.
+        retries: usize,
+        /// The largest jitter that was tried.
+        jitter: f64,
+    },
+    /// A file that could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file whose contents could not be parsed.
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based column (field) number; 0 when it does not apply.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A configuration value outside its allowed range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A computation produced NaN or infinity (an objective, a gradient, a prediction).
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+    /// (De)serialisation of a model or checkpoint failed.
+    #[error("serialisation: {0}")]
+    Serde(String),
+}
+
+/// Shorthand used throughout the workspace.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Convenience constructor for [`Error::Shape`].
+    pub fn shape(context: impl Into<String>, expected: impl ToString, got: impl ToString) -> Self {
+        Error::Shape {
+            context: context.into(),
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+}
+
+/// Returns [`Error::NonFinite`] for the first NaN/inf entry of `m`, scanning column by column.
+pub fn check_finite(context: &str, m: faer::MatRef<'_, f64>) -> Result<()> {
+    for j in 0..m.ncols() {
+        for i in 0..m.nrows() {
+            if !m[(i, j)].is_finite() {
+                return Err(Error::NonFinite {
+                    context: context.to_string(),
+                    row: i,
+                    col: j,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_finite_reports_position() {
+        let mut m = faer::Mat::<f64>::zeros(3, 2);
+        m[(2, 1)] = f64::NAN;
+        match check_finite("x", m.as_ref()) {
+            Err(Error::NonFinite { row, col, .. }) => assert_eq!((row, col), (2, 1)),
+            other => panic!("expected NonFinite, got {other:?}"),
+        }
+        m[(2, 1)] = 0.0;
+        assert!(check_finite("x", m.as_ref()).is_ok());
+    }
+}

@@ -1,0 +1,1 @@
+//! Cholesky factorisation, triangular solves and log-determinants on the [`Tape`](super::Tape).
