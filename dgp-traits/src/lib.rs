@@ -1,6 +1,54 @@
 //! # dgp-traits
 //!
-//! The shared vocabulary and building blocks of the deep-GP workspace.
+//! The shared vocabulary and building blocks of the deep-GP workspace. Every inference
+//! backend (`dgp-svi`, `dgp-structured`, `dgp-dspp`, `dgp-nested`, `dgp-hmc`) builds on this
+//! crate and exposes its trained model through the same three traits:
+//!
+//! * [`model::Layer`] — the prior side of a sparse-GP layer and the projection of inputs onto
+//!   its inducing points;
+//! * [`model::Objective`] — the scalar a backend maximises on a minibatch, recorded on the
+//!   reverse-mode [`tape`], which gives its gradient;
+//! * [`model::Model`] — parameters, training, and prediction as a common
+//!   [`predictive::Predictive`] (a finite Gaussian mixture per test point).
+//!
+//! Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
+//! [`transforms`], [`optim`]isers (Adam, L-BFGS), [`data`] loading / standardisation /
+//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
+//! [`rng`], and the one [`error::Error`] type.
+//!
+//! ## How each backend maps onto the traits
+//!
+//! **svi** (Salimbeni & Deisenroth 2017). Every layer is a [`layer::SparseLayer`]; q(u) is a
+//! Gaussian per output with a full Cholesky factor. The objective is the ELBO of eq. (17):
+//! inputs are propagated by Monte Carlo (eq. 15, reparameterised samples of each hidden
+//! layer, the last layer analytic), the data term scaled by N/|B| minus the KLs. `predict`
+//! draws S samples of the hidden layers and returns an equal-weight S-component mixture
+//! (eq. 18).
+//!
+//! **structured** (Lindinger et al. 2020). Same layers, but one joint Gaussian q over the
+//! inducing outputs of all layers (fully coupled, or the stripes-and-arrow sparsity). The
+//! objective is the ELBO of eq. (8), propagated with the sequential conditionals of
+//! Theorem 1 (each layer's marginal conditioned on the samples of earlier layers); the
+//! predictive is again an equal-weight mixture of samples.
+//!
+//! **dspp** (Jankowiak et al. 2020). Same layers, whitened mean-field q(u). Instead of
+//! sampling, each hidden layer's marginal is evaluated at S learned quadrature sites with
+//! learned simplex weights; the objective is the regularised predictive log-likelihood of
+//! eq. (21) (log of the mixture, minus β·KL); the predictive is the S-component mixture with
+//! the learned weights.
+//!
+//! **nested** (Hensman & Lawrence 2014). Layers see Gaussian *distributions* of inputs, so a
+//! nested layer implements [`model::Layer`]'s role with psi-statistics (ψ0, Ψ1, Ψ2) as fused
+//! tape operations; moments are propagated deterministically and the objective is the
+//! nested bound (eq. 19 as corrected in the spec). The predictive is one Gaussian per point
+//! (optionally a mixture from sampling the hidden layers).
+//!
+//! **hmc** (Havasi et al. 2018; Vafa 2016). Same layers; the whitened inducing outputs are
+//! sampled by SGHMC instead of given a q. The objective is the log joint of data and
+//! inducing outputs (its negative is the sampler's potential); `fit` overrides the default
+//! optimiser with burn-in, moving-window MCEM hyperparameter steps and thinning, and the
+//! predictive is the equal-weight mixture over kept samples. The DGPS point estimate
+//! maximises the same objective with L-BFGS.
 #![warn(missing_docs)]
 
 pub mod data;
@@ -18,6 +66,7 @@ pub mod predictive;
 pub mod quadrature;
 pub mod rng;
 pub mod tape;
+pub mod train;
 pub mod transforms;
 
 pub use error::{Error, Result};

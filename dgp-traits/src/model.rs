@@ -1,1 +1,211 @@
-//! TODO
+//! The three traits every backend implements: [`Layer`], [`Objective`] and [`Model`].
+//!
+//! * [`Layer`]: the prior side of one sparse-GP layer — kernel, mean function, inducing
+//!   inputs — and the projection of a batch of inputs onto its inducing points
+//!   ([`Projection`]: `chol(Kuu)`, `A = L⁻¹Kuf`, `diag Kff`, the mean function's value).
+//!   [`crate::layer::SparseLayer`] is the shared implementation; backends that propagate
+//!   distributions instead of points (nested) implement their own.
+//! * [`Objective`]: the scalar a backend *maximises* on a minibatch, recorded on a
+//!   [`Tape`] so that its gradient comes for free: the ELBO (svi, structured, nested), the
+//!   regularised predictive log-likelihood (dspp), the log joint of data and inducing
+//!   outputs (hmc, whose negative is the SGHMC potential).
+//! * [`Model`]: the trained thing — a [`ParamStore`], `fit`, and `predict` returning the
+//!   common [`Predictive`] (a finite Gaussian mixture per test point), so that metrics,
+//!   plots and the benchmark treat every backend alike through `Box<dyn Model>`.
+
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::params::ParamStore;
+use crate::predictive::Predictive;
+use crate::rng::Rng;
+use crate::tape::{Tape, Var};
+use faer::MatRef;
+use serde::{Deserialize, Serialize};
+
+/// A minibatch in model units: inputs `x` (B×D), targets `y` (B×P), and the size of the
+/// whole training set, used to scale the data term (`N/|B|`).
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// Inputs, B×D.
+    pub x: MatRef<'a, f64>,
+    /// Targets, B×P.
+    pub y: MatRef<'a, f64>,
+    /// Size N of the training set the batch is drawn from.
+    pub num_data: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// Checks that `x` and `y` have the same number of rows, at least one row, and
+    /// `num_data ≥ rows`.
+    pub fn new(x: MatRef<'a, f64>, y: MatRef<'a, f64>, num_data: usize) -> Result<Self> {
+        if x.nrows() != y.nrows() {
+            return Err(Error::shape("Batch rows of x and y", x.nrows(), y.nrows()));
+        }
+        if x.nrows() == 0 {
+            return Err(Error::Empty("minibatch has no rows".into()));
+        }
+        if num_data < x.nrows() {
+            return Err(Error::Config(format!(
+                "num_data {num_data} is smaller than the batch ({} rows)",
+                x.nrows()
+            )));
+        }
+        Ok(Batch { x, y, num_data })
+    }
+
+    /// Number of points in the batch.
+    pub fn len(&self) -> usize {
+        self.x.nrows()
+    }
+
+    /// True when the batch has no rows (never, for a batch built with [`Batch::new`]).
+    pub fn is_empty(&self) -> bool {
+        self.x.nrows() == 0
+    }
+}
+
+/// What a layer's projection of a batch onto its inducing points yields (all on the tape).
+#[derive(Clone, Copy, Debug)]
+pub struct Projection {
+    /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
+    pub chol: Var,
+    /// `A = L⁻¹ Kuf` (M×B).
+    pub a: Var,
+    /// `diag Kff` (B×1), including any white-noise variance of the layer.
+    pub kff_diag: Var,
+    /// The mean function at the inputs (B×D_out).
+    pub mean: Var,
+}
+
+/// The prior side of one sparse-GP layer; see the module docs.
+pub trait Layer {
+    /// Width of the layer's inputs.
+    fn input_dim(&self) -> usize;
+    /// Number of GPs (outputs) in the layer.
+    fn output_dim(&self) -> usize;
+    /// Number of inducing points M.
+    fn num_inducing(&self) -> usize;
+    /// Projects inputs `x` (B×D_in, on the tape) onto the inducing points, using the
+    /// model's parameter leaves `params` (as returned by [`ParamStore::record`]).
+    fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection>;
+}
+
+/// The scalar a backend maximises; see the module docs.
+pub trait Objective {
+    /// The parameters the objective depends on.
+    fn params(&self) -> &ParamStore;
+
+    /// Records the objective for `batch` on `tape` and returns its 1×1 node. `params`
+    /// are the leaves of [`Objective::params`] on this tape; `rng` supplies any noise
+    /// (Monte Carlo draws), so a fixed generator state gives a deterministic function.
+    fn record(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var>;
+
+    /// Objective value and its gradient with respect to the flat trainable parameters
+    /// ([`ParamStore::flat`] layout). Fails on a non-finite value or gradient.
+    fn value_and_grad(&self, tape: &mut Tape, batch: &Batch<'_>, rng: &mut Rng) -> Result<(f64, Vec<f64>)> {
+        tape.clear();
+        let leaves = self.params().record(tape);
+        let out = self.record(tape, &leaves, batch, rng)?;
+        let value = tape.scalar(out);
+        if !value.is_finite() {
+            return Err(Error::Numerical(format!("objective is {value}")));
+        }
+        let grads = tape.backward(out);
+        let g = self.params().flat_grad(&grads, &leaves);
+        if let Some(k) = g.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Numerical(format!("gradient entry {k} is {}", g[k])));
+        }
+        Ok((value, g))
+    }
+}
+
+/// Settings shared by every backend's training loop. Backend-specific settings (numbers
+/// of training samples, natural-gradient steps, burn-in) live in the backend's own config.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FitConfig {
+    /// Optimisation (or sampler) steps.
+    pub steps: usize,
+    /// Minibatch size; `0` or ≥ N means full batch.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Seed for minibatch order and Monte Carlo noise.
+    pub seed: u64,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            steps: 2000,
+            batch_size: 10_000,
+            learning_rate: 0.01,
+            seed: 0,
+        }
+    }
+}
+
+/// Settings of a prediction.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PredictConfig {
+    /// Number of mixture components requested (Monte Carlo samples for svi/hmc/structured;
+    /// ignored where the model fixes it, e.g. dspp's quadrature sites).
+    pub samples: usize,
+    /// Seed for the prediction's own noise.
+    pub seed: u64,
+}
+
+impl Default for PredictConfig {
+    fn default() -> Self {
+        PredictConfig { samples: 100, seed: 1 }
+    }
+}
+
+/// Receives progress from a training loop (the benchmark shows a progress bar with it).
+pub trait FitObserver {
+    /// Called after every step with the objective value of that step.
+    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Silent;
+
+impl FitObserver for Silent {}
+
+/// Summary of a training run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FitReport {
+    /// Steps taken.
+    pub steps: usize,
+    /// Objective of the last step (per the backend's objective, on its last minibatch).
+    pub final_objective: f64,
+    /// Wall-clock seconds spent training.
+    pub seconds: f64,
+    /// (step, objective) pairs recorded along the way.
+    pub history: Vec<(usize, f64)>,
+}
+
+/// A trainable deep-GP model; see the module docs.
+pub trait Model: Objective + Send + Sync {
+    /// Name of the backend (`"svi"`, `"dspp"`, ...).
+    fn backend(&self) -> &'static str;
+
+    /// One-line description of the architecture (layers, widths, inducing points).
+    fn describe(&self) -> String;
+
+    /// Mutable access to the parameters (optimisers, checkpoints).
+    fn params_mut(&mut self) -> &mut ParamStore;
+
+    /// Trains on `data` (already in model units). The default runs Adam over minibatches
+    /// of the [`Objective`]; backends with another scheme (samplers, natural gradients,
+    /// L-BFGS) override it.
+    fn fit(&mut self, data: &Dataset, cfg: &FitConfig, observer: &mut dyn FitObserver) -> Result<FitReport> {
+        crate::train::fit_adam(self, data, cfg, observer)
+    }
+
+    /// Predictive distribution at `x` (N×D, model units).
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive>;
+
+    /// The model (configuration and parameters) as JSON, for checkpoints.
+    fn to_json(&self) -> Result<String>;
+}
