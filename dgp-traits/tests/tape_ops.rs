@@ -47,7 +47,7 @@ fn triangular(rng: &mut Rng, n: usize, lower: bool) -> Mat<f64> {
     })
 }
 
-fn grad_ok<F>(inputs: &[Mat<f64>], f: F) -> Result<(), TestCaseError>
+fn assert_grad<F>(inputs: &[Mat<f64>], f: F) -> Result<(), TestCaseError>
 where
     F: Fn(&mut Tape, &[Var]) -> Var,
 {
@@ -91,26 +91,26 @@ proptest! {
         let mut rng = seeded(seed);
         let a = if ta { unif(&mut rng, k, n, -1.0, 1.0) } else { unif(&mut rng, n, k, -1.0, 1.0) };
         let b = if tb { unif(&mut rng, m, k, -1.0, 1.0) } else { unif(&mut rng, k, m, -1.0, 1.0) };
-        grad_ok(&[a, b], |t, v| t.matmul_t(v[0], ta, v[1], tb))?;
+        assert_grad(&[a, b], |t, v| t.matmul_t(v[0], ta, v[1], tb))?;
     }
 
     #[test]
     fn grad_add(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.add(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.add(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_sum(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.sum(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.sum(v[0]))?;
     }
 
     #[test]
     fn grad_weighted_sum(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let w = unif(&mut rng, r, c, -1.0, 1.0);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.weighted_sum(v[0], w.clone()))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.weighted_sum(v[0], w.clone()))?;
     }
 
     // ----- elementwise -----
@@ -118,42 +118,42 @@ proptest! {
     #[test]
     fn grad_sub(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.sub(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.sub(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_mul(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let (a, b) = (unif(&mut rng, r, c, -2.0, 2.0), unif(&mut rng, r, c, -2.0, 2.0));
-        grad_ok(&[a.clone(), b], |t, v| t.mul(v[0], v[1]))?;
+        assert_grad(&[a.clone(), b], |t, v| t.mul(v[0], v[1]))?;
         // the same variable on both sides: d(x²) = 2x
-        grad_ok(&[a], |t, v| t.mul(v[0], v[0]))?;
+        assert_grad(&[a], |t, v| t.mul(v[0], v[0]))?;
     }
 
     #[test]
     fn grad_div(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let (a, b) = (unif(&mut rng, r, c, -2.0, 2.0), signed(&mut rng, r, c, 0.5, 2.0));
-        grad_ok(&[a, b], |t, v| t.div(v[0], v[1]))?;
+        assert_grad(&[a, b], |t, v| t.div(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_neg(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.neg(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.neg(v[0]))?;
     }
 
     #[test]
     fn grad_scale(r in DIM, c in DIM, k in -3.0f64..3.0, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.scale(v[0], k))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.scale(v[0], k))?;
     }
 
     #[test]
     fn grad_add_scalar(r in DIM, c in DIM, k in -3.0f64..3.0, seed: u64) {
         let mut rng = seeded(seed);
         // squared afterwards so that the constant shifts the gradient
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| {
             let y = t.add_scalar(v[0], k);
             t.square(y)
         })?;
@@ -162,13 +162,13 @@ proptest! {
     #[test]
     fn grad_scale_by(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| t.scale_by(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| t.scale_by(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_add_scalar_var(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| {
             let y = t.add_scalar_var(v[0], v[1]);
             t.square(y)
         })?;
@@ -177,38 +177,38 @@ proptest! {
     #[test]
     fn grad_exp(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.exp(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.exp(v[0]))?;
     }
 
     #[test]
     fn grad_log(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, 0.5, 3.0)], |t, v| t.log(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, 0.5, 3.0)], |t, v| t.log(v[0]))?;
     }
 
     #[test]
     fn grad_sqrt(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, 0.5, 3.0)], |t, v| t.sqrt(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, 0.5, 3.0)], |t, v| t.sqrt(v[0]))?;
     }
 
     #[test]
     fn grad_square(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.square(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.square(v[0]))?;
     }
 
     #[test]
     fn grad_softplus(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -4.0, 4.0)], |t, v| t.softplus(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -4.0, 4.0)], |t, v| t.softplus(v[0]))?;
     }
 
     #[test]
     fn grad_positive(r in DIM, c in DIM, floor in 0.0f64..0.1, seed: u64) {
         let mut rng = seeded(seed);
         // log afterwards so that the floor matters for the gradient
-        grad_ok(&[unif(&mut rng, r, c, -4.0, 4.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, r, c, -4.0, 4.0)], |t, v| {
             let p = t.positive(v[0], floor + 1e-2);
             t.log(p)
         })?;
@@ -220,7 +220,7 @@ proptest! {
         // entries at least 0.1 away from the kink
         let a = signed(&mut rng, r, c, 0.1, 2.0);
         let a = Mat::from_fn(r, c, |i, j| lo + a[(i, j)]);
-        grad_ok(&[a], |t, v| {
+        assert_grad(&[a], |t, v| {
             let y = t.clamp_min(v[0], lo);
             t.square(y)
         })?;
@@ -231,61 +231,61 @@ proptest! {
     #[test]
     fn grad_row_sums(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.row_sums(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.row_sums(v[0]))?;
     }
 
     #[test]
     fn grad_col_sums(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.col_sums(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.col_sums(v[0]))?;
     }
 
     #[test]
     fn grad_broadcast_rows(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.broadcast_rows(v[0], n))?;
+        assert_grad(&[unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.broadcast_rows(v[0], n))?;
     }
 
     #[test]
     fn grad_broadcast_cols(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.broadcast_cols(v[0], m))?;
+        assert_grad(&[unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.broadcast_cols(v[0], m))?;
     }
 
     #[test]
     fn grad_add_row(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.add_row(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.add_row(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_mul_row(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.mul_row(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, 1, m, -1.0, 1.0)], |t, v| t.mul_row(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_add_col(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.add_col(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.add_col(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_mul_col(n in DIM, m in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.mul_col(v[0], v[1]))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0), unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.mul_col(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_transpose(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.transpose(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.transpose(v[0]))?;
     }
 
     #[test]
     fn grad_add_diag(n in DIM, k in -3.0f64..3.0, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, n, -1.0, 1.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, n, n, -1.0, 1.0)], |t, v| {
             let y = t.add_diag(v[0], k);
             t.square(y)
         })?;
@@ -294,7 +294,7 @@ proptest! {
     #[test]
     fn grad_add_diag_var(n in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, n, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, n, n, -1.0, 1.0), unif(&mut rng, 1, 1, -2.0, 2.0)], |t, v| {
             let y = t.add_diag_var(v[0], v[1]);
             t.square(y)
         })?;
@@ -303,49 +303,49 @@ proptest! {
     #[test]
     fn grad_diag(n in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, n, -1.0, 1.0)], |t, v| t.diag(v[0]))?;
+        assert_grad(&[unif(&mut rng, n, n, -1.0, 1.0)], |t, v| t.diag(v[0]))?;
     }
 
     #[test]
     fn grad_diag_matrix(n in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.diag_matrix(v[0]))?;
+        assert_grad(&[unif(&mut rng, n, 1, -1.0, 1.0)], |t, v| t.diag_matrix(v[0]))?;
     }
 
     #[test]
     fn grad_tril(r in DIM, c in DIM, strict: bool, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.tril(v[0], strict))?;
+        assert_grad(&[unif(&mut rng, r, c, -1.0, 1.0)], |t, v| t.tril(v[0], strict))?;
     }
 
     #[test]
     fn grad_lower_cholesky_factor(n in DIM, floor in 0.0f64..0.1, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, n, -2.0, 2.0)], |t, v| t.lower_cholesky_factor(v[0], floor))?;
+        assert_grad(&[unif(&mut rng, n, n, -2.0, 2.0)], |t, v| t.lower_cholesky_factor(v[0], floor))?;
     }
 
     #[test]
     fn grad_softmax(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.softmax(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.softmax(v[0]))?;
     }
 
     #[test]
     fn grad_log_softmax(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.log_softmax(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.log_softmax(v[0]))?;
     }
 
     #[test]
     fn grad_sum_squares(r in DIM, c in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.sum_squares(v[0]))?;
+        assert_grad(&[unif(&mut rng, r, c, -2.0, 2.0)], |t, v| t.sum_squares(v[0]))?;
     }
 
     #[test]
     fn grad_logsumexp_rows(n in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
-        grad_ok(&[unif(&mut rng, n, k, -3.0, 3.0)], |t, v| t.logsumexp_rows(v[0]))?;
+        assert_grad(&[unif(&mut rng, n, k, -3.0, 3.0)], |t, v| t.logsumexp_rows(v[0]))?;
     }
 
     // ----- indexing -----
@@ -354,7 +354,7 @@ proptest! {
     fn grad_gather_rows(n in DIM, m in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let idx: Vec<usize> = (0..k).map(|_| rng.random_range(0..n)).collect();
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.gather_rows(v[0], &idx))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.gather_rows(v[0], &idx))?;
     }
 
     #[test]
@@ -362,14 +362,14 @@ proptest! {
         let mut rng = seeded(seed);
         let (a, b) = (unif(&mut rng, r0, c, -1.0, 1.0), unif(&mut rng, r1, c, -1.0, 1.0));
         // the first block appears twice: its adjoint is the sum of both slices
-        grad_ok(&[a, b], |t, v| t.concat_rows(&[v[0], v[1], v[0]]))?;
+        assert_grad(&[a, b], |t, v| t.concat_rows(&[v[0], v[1], v[0]]))?;
     }
 
     #[test]
     fn grad_concat_cols(r in DIM, c0 in DIM, c1 in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let (a, b) = (unif(&mut rng, r, c0, -1.0, 1.0), unif(&mut rng, r, c1, -1.0, 1.0));
-        grad_ok(&[a, b], |t, v| t.concat_cols(&[v[1], v[0], v[1]]))?;
+        assert_grad(&[a, b], |t, v| t.concat_cols(&[v[1], v[0], v[1]]))?;
     }
 
     #[test]
@@ -377,7 +377,7 @@ proptest! {
         let mut rng = seeded(seed);
         let start = rng.random_range(0..n);
         let len = rng.random_range(1..=n - start);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.slice_rows(v[0], start, len))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.slice_rows(v[0], start, len))?;
     }
 
     #[test]
@@ -385,14 +385,14 @@ proptest! {
         let mut rng = seeded(seed);
         let start = rng.random_range(0..m);
         let len = rng.random_range(1..=m - start);
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.slice_cols(v[0], start, len))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.slice_cols(v[0], start, len))?;
     }
 
     #[test]
     fn grad_reshape_col_major(n in DIM, m in DIM, to_column: bool, seed: u64) {
         let mut rng = seeded(seed);
         let (r, c) = if to_column { (n * m, 1) } else { (m, n) };
-        grad_ok(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.reshape_col_major(v[0], r, c))?;
+        assert_grad(&[unif(&mut rng, n, m, -1.0, 1.0)], |t, v| t.reshape_col_major(v[0], r, c))?;
     }
 
     // ----- linear algebra -----
@@ -401,7 +401,7 @@ proptest! {
     fn grad_cholesky(n in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
         // X ↦ chol(X Xᵀ + n I): the input stays symmetric positive definite.
-        grad_ok(&[unif(&mut rng, n, k, -1.0, 1.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, n, k, -1.0, 1.0)], |t, v| {
             let a = t.matmul_nt(v[0], v[0]);
             let a = t.add_diag(a, n as f64);
             t.cholesky(a).expect("positive definite")
@@ -413,7 +413,7 @@ proptest! {
         let mut rng = seeded(seed);
         // A large relative jitter, so that its dependence on mean(diag A) is visible.
         let cfg = JitterConfig { rel: 1e-2, ..JitterConfig::default() };
-        grad_ok(&[unif(&mut rng, n, k, -1.0, 1.0)], |t, v| {
+        assert_grad(&[unif(&mut rng, n, k, -1.0, 1.0)], |t, v| {
             let a = t.matmul_nt(v[0], v[0]);
             let a = t.add_diag(a, n as f64);
             t.cholesky_jittered(a, "test", cfg).expect("positive definite").0
@@ -425,7 +425,7 @@ proptest! {
         let mut rng = seeded(seed);
         let tri = triangular(&mut rng, n, lower);
         let b = unif(&mut rng, n, k, -1.0, 1.0);
-        grad_ok(&[tri, b], |t, v| t.tri_solve(v[0], v[1], lower, transpose))?;
+        assert_grad(&[tri, b], |t, v| t.tri_solve(v[0], v[1], lower, transpose))?;
     }
 
     #[test]
@@ -433,14 +433,14 @@ proptest! {
         let mut rng = seeded(seed);
         let l = triangular(&mut rng, n, true);
         let b = unif(&mut rng, n, k, -1.0, 1.0);
-        grad_ok(&[l, b], |t, v| t.chol_solve(v[0], v[1]))?;
+        assert_grad(&[l, b], |t, v| t.chol_solve(v[0], v[1]))?;
     }
 
     #[test]
     fn grad_logdet_chol(n in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let l = triangular(&mut rng, n, true);
-        grad_ok(&[l], |t, v| t.logdet_chol(v[0]))?;
+        assert_grad(&[l], |t, v| t.logdet_chol(v[0]))?;
     }
 
     /// A whole Gaussian log-likelihood through Cholesky, solve and log-determinant.
@@ -449,7 +449,7 @@ proptest! {
         let mut rng = seeded(seed);
         let x = unif(&mut rng, n, k, -1.0, 1.0);
         let y = unif(&mut rng, n, 1, -1.0, 1.0);
-        grad_ok(&[x, y], |t, v| {
+        assert_grad(&[x, y], |t, v| {
             let a = t.matmul_nt(v[0], v[0]);
             let a = t.add_diag(a, 1.0);
             let l = t.cholesky(a).expect("positive definite");
