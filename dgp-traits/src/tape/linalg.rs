@@ -1,1 +1,292 @@
-//! Cholesky factorisation, triangular solves and log-determinants on the [`Tape`](super::Tape).
+//! Cholesky factorisation, triangular solves and log-determinants on the [`Tape`].
+//!
+//! Backward rules (workspace notes §4):
+//! - Cholesky `A = L Lᵀ` (Murray 2016, "Differentiation of the Cholesky decomposition",
+//!   eq. 10): `P = Φ(Lᵀ L̄)` with `Φ` = lower triangle with halved diagonal, then
+//!   `Ā = L⁻ᵀ P L⁻¹` by two triangular solves, symmetrised `½(Ā + Āᵀ)`.
+//! - Triangular solve `X = op(T)⁻¹ B`: `B̄ = op(T)⁻ᵀ X̄`, `op(T)‾ = −B̄ Xᵀ`, restricted to
+//!   the triangle of `T`.
+//! - `log det = 2 Σ log Lᵢᵢ`: `L̄ᵢᵢ = 2 ḡ / Lᵢᵢ`.
+//!
+//! The numerics (and the jitter rule) live in [`crate::linalg`]; this module only adds the
+//! adjoints. No rule forms an explicit inverse.
+
+use super::{Backward, BackwardCtx, GradSink, Tape, Var};
+use crate::error::Result;
+use crate::linalg::{self as la, JitterConfig};
+use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
+use faer::{Accum, Mat};
+
+// ---------------------------------------------------------------------------------------
+// Cholesky
+// ---------------------------------------------------------------------------------------
+
+struct CholeskyOp {
+    /// `∂ jitter / ∂ A_ii` of the jitter rule (0 for the plain factorisation).
+    jitter_slope: f64,
+}
+
+impl Backward for CholeskyOp {
+    fn name(&self) -> &'static str {
+        "cholesky"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        if !sink.wants(0) {
+            return;
+        }
+        let (l, lbar, par) = (ctx.output(), ctx.grad(), ctx.par());
+        let n = l.nrows();
+        // P = Φ(Lᵀ L̄): only the lower triangle of L̄ matters (the upper triangle of L is a
+        // constant zero), and only the lower triangle of the product is kept.
+        let mut p = Mat::zeros(n, n);
+        tri_matmul(
+            p.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Replace,
+            l.transpose(),
+            BlockStructure::TriangularUpper,
+            lbar,
+            BlockStructure::TriangularLower,
+            1.0,
+            par,
+        );
+        for i in 0..n {
+            p[(i, i)] *= 0.5;
+        }
+        // Ā = L⁻ᵀ P L⁻¹:  Y = L⁻ᵀ P, then Āᵀ = L⁻ᵀ Yᵀ.
+        la::tri_solve_in_place(l, p.as_mut(), true, true, par);
+        let mut at = p.transpose().to_owned();
+        la::tri_solve_in_place(l, at.as_mut(), true, true, par);
+        // at = Āᵀ; symmetrise and add the jitter term c·tr(Ā)·I.
+        let mut tr = 0.0;
+        for i in 0..n {
+            tr += at[(i, i)];
+        }
+        let extra = self.jitter_slope * tr;
+        let mut acc = sink.acc(0);
+        for j in 0..n {
+            for i in 0..n {
+                acc[(i, j)] += 0.5 * (at[(i, j)] + at[(j, i)]);
+            }
+            acc[(j, j)] += extra;
+        }
+    }
+}
+
+impl Tape {
+    /// Lower Cholesky factor `L` of the symmetric positive-definite `A` (`A = L Lᵀ`).
+    ///
+    /// Only the lower triangle of `A` is read; the gradient is the symmetric one
+    /// (Murray 2016, eq. 10, symmetrised), i.e. the derivative along symmetric
+    /// perturbations of `A`. Errors instead of panicking: [`crate::Error::NotPositiveDefinite`]
+    /// (no jitter is added; see [`Tape::cholesky_jittered`]), [`crate::Error::Shape`] for a
+    /// non-square input, [`crate::Error::NonFinite`].
+    pub fn cholesky(&mut self, a: Var) -> Result<Var> {
+        let l = la::cholesky_par(self.value(a), "tape cholesky", self.par())?;
+        Ok(self.push(l, &[a], CholeskyOp { jitter_slope: 0.0 }))
+    }
+
+    /// Cholesky factor of `A + jitter·I` following the workspace jitter rule
+    /// ([`crate::linalg::cholesky_jittered_with`]); returns the factor and the jitter used.
+    ///
+    /// The gradient is exact for the computed value, including the dependence of a
+    /// relative jitter on `mean(diag A)`: `Ā ← Ā + (∂jitter/∂Aᵢᵢ) tr(Ā) I`. `context` names
+    /// the matrix in the [`crate::Error::NotPositiveDefinite`] error.
+    pub fn cholesky_jittered(
+        &mut self,
+        a: Var,
+        context: &str,
+        cfg: JitterConfig,
+    ) -> Result<(Var, f64)> {
+        let r = la::cholesky_jittered_with(self.value(a), context, cfg, self.par())?;
+        let v = self.push(
+            r.factor,
+            &[a],
+            CholeskyOp {
+                jitter_slope: r.jitter_slope,
+            },
+        );
+        Ok((v, r.jitter))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// triangular solve
+// ---------------------------------------------------------------------------------------
+
+struct TriSolveOp {
+    lower: bool,
+    transpose: bool,
+}
+
+impl Backward for TriSolveOp {
+    fn name(&self) -> &'static str {
+        "tri_solve"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let (t, x, g, par) = (ctx.input(0), ctx.output(), ctx.grad(), ctx.par());
+        if !sink.wants(0) && !sink.wants(1) {
+            return;
+        }
+        // B̄ = op(T)⁻ᵀ X̄.
+        let mut bbar = g.to_owned();
+        la::tri_solve_in_place(t, bbar.as_mut(), self.lower, !self.transpose, par);
+        if sink.wants(0) {
+            let structure = if self.lower {
+                BlockStructure::TriangularLower
+            } else {
+                BlockStructure::TriangularUpper
+            };
+            // T̄ = −B̄ Xᵀ (no transpose) or −X B̄ᵀ (transpose), on T's triangle only.
+            let (lhs, rhs) = if self.transpose {
+                (x, bbar.as_ref().transpose())
+            } else {
+                (bbar.as_ref(), x.transpose())
+            };
+            tri_matmul(
+                sink.acc(0),
+                structure,
+                Accum::Add,
+                lhs,
+                BlockStructure::Rectangular,
+                rhs,
+                BlockStructure::Rectangular,
+                -1.0,
+                par,
+            );
+        }
+        sink.add_owned(1, bbar);
+    }
+}
+
+impl Tape {
+    /// `X = op(T)⁻¹ B` for a triangular `T` (`lower`: lower-triangular, else upper;
+    /// `transpose`: `op(T) = Tᵀ`). Only `T`'s triangle is read and receives a gradient.
+    ///
+    /// Backward: `B̄ = op(T)⁻ᵀ X̄`; `T̄ = −tril(B̄ Xᵀ)` (lower, no transpose) or
+    /// `−tril(X B̄ᵀ)` (lower, transposed), `triu` likewise for upper `T`.
+    #[track_caller]
+    pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
+        let (tv, bv) = (self.value(t), self.value(b));
+        assert!(
+            tv.nrows() == tv.ncols() && tv.nrows() == bv.nrows(),
+            "tri_solve: {}×{} triangle with {}×{} right-hand side",
+            tv.nrows(),
+            tv.ncols(),
+            bv.nrows(),
+            bv.ncols()
+        );
+        let x = la::tri_solve(tv, bv, lower, transpose, self.par());
+        self.push(x, &[t, b], TriSolveOp { lower, transpose })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// solve with a Cholesky factor
+// ---------------------------------------------------------------------------------------
+
+struct CholSolveOp;
+
+impl Backward for CholSolveOp {
+    fn name(&self) -> &'static str {
+        "chol_solve"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let (l, x, g, par) = (ctx.input(0), ctx.output(), ctx.grad(), ctx.par());
+        if !sink.wants(0) && !sink.wants(1) {
+            return;
+        }
+        // X = A⁻¹B with A = LLᵀ:  B̄ = A⁻¹X̄,  Ā = −B̄Xᵀ,
+        // L̄ = tril((Ā + Āᵀ) L) = −tril(B̄ (XᵀL) + X (B̄ᵀL)).
+        let mut bbar = g.to_owned();
+        la::chol_solve_in_place(l, bbar.as_mut(), par);
+        if sink.wants(0) {
+            let (n, k) = (x.nrows(), x.ncols());
+            let mut xtl = Mat::zeros(k, n);
+            let mut btl = Mat::zeros(k, n);
+            for (dst, src) in [(&mut xtl, x), (&mut btl, bbar.as_ref())] {
+                tri_matmul(
+                    dst.as_mut(),
+                    BlockStructure::Rectangular,
+                    Accum::Replace,
+                    src.transpose(),
+                    BlockStructure::Rectangular,
+                    l,
+                    BlockStructure::TriangularLower,
+                    1.0,
+                    par,
+                );
+            }
+            let mut acc = sink.acc(0);
+            for (lhs, rhs) in [(bbar.as_ref(), xtl.as_ref()), (x, btl.as_ref())] {
+                tri_matmul(
+                    acc.as_mut(),
+                    BlockStructure::TriangularLower,
+                    Accum::Add,
+                    lhs,
+                    BlockStructure::Rectangular,
+                    rhs,
+                    BlockStructure::Rectangular,
+                    -1.0,
+                    par,
+                );
+            }
+        }
+        sink.add_owned(1, bbar);
+    }
+}
+
+impl Tape {
+    /// `X = (L Lᵀ)⁻¹ B` for a lower Cholesky factor `L` (two triangular solves; only the
+    /// lower triangle of `L` is read and receives a gradient).
+    ///
+    /// Backward: `B̄ = (LLᵀ)⁻¹X̄`, `L̄ = −tril(B̄XᵀL + XB̄ᵀL)`.
+    #[track_caller]
+    pub fn chol_solve(&mut self, l: Var, b: Var) -> Var {
+        let (lv, bv) = (self.value(l), self.value(b));
+        assert!(
+            lv.nrows() == lv.ncols() && lv.nrows() == bv.nrows(),
+            "chol_solve: {}×{} factor with {}×{} right-hand side",
+            lv.nrows(),
+            lv.ncols(),
+            bv.nrows(),
+            bv.ncols()
+        );
+        let mut x = bv.to_owned();
+        la::chol_solve_in_place(lv, x.as_mut(), self.par());
+        self.push(x, &[l, b], CholSolveOp)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// log-determinant from a factor
+// ---------------------------------------------------------------------------------------
+
+struct LogdetCholOp;
+
+impl Backward for LogdetCholOp {
+    fn name(&self) -> &'static str {
+        "logdet_chol"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        if sink.wants(0) {
+            let (l, g) = (ctx.input(0), ctx.grad()[(0, 0)]);
+            let mut acc = sink.acc(0);
+            for i in 0..l.nrows() {
+                acc[(i, i)] += 2.0 * g / l[(i, i)];
+            }
+        }
+    }
+}
+
+impl Tape {
+    /// `log det(L Lᵀ) = 2 Σᵢ log Lᵢᵢ` (1×1) for a square factor `L` with positive diagonal
+    /// (only the diagonal is read). Backward: `L̄ᵢᵢ = 2 ḡ / Lᵢᵢ`.
+    #[track_caller]
+    pub fn logdet_chol(&mut self, l: Var) -> Var {
+        let lv = self.value(l);
+        assert_eq!(lv.nrows(), lv.ncols(), "logdet_chol: factor must be square");
+        let v = la::logdet_chol(lv);
+        self.push(Mat::from_fn(1, 1, |_, _| v), &[l], LogdetCholOp)
+    }
+}
