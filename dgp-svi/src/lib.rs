@@ -1,4 +1,48 @@
-//! # dgp-svi (in progress)
+//! # dgp-svi
 //!
 //! Doubly-stochastic variational inference for deep Gaussian processes (Salimbeni &
-//! Deisenroth 2017). Algorithm notes: `shared/specs/dsvi.md`.
+//! Deisenroth 2017, "Doubly Stochastic Variational Inference for Deep Gaussian Processes").
+//!
+//! A [`DeepGp`] has L sparse-GP layers (L = 1 is the sparse-GP baseline, "SGP"); each layer's
+//! GPs share a kernel and M inducing inputs, and q(u) is a Gaussian per output with a full
+//! Cholesky factor, whitened by default. Training maximises the bound of eq. (17) — the
+//! minibatch expected log-likelihood, scaled by N/|B|, minus the KLs — where the hidden
+//! layers are sampled by the reparameterisation of eq. (15) and the last layer is handled in
+//! closed form. Prediction (eq. 18) is an equal-weight mixture of S Gaussians per test
+//! point. Gaussian regression and Bernoulli-probit classification are supported. Algorithm
+//! notes, defaults and their provenance: `shared/specs/dsvi.md`.
+//!
+//! This crate re-exports [`dgp_traits`], so depending on `dgp-svi` alone is enough:
+//!
+//! ```
+//! use dgp_svi::prelude::*;
+//!
+//! # fn main() -> dgp_svi::dgp_traits::Result<()> {
+//! let x = Mat::from_fn(60, 1, |i, _| i as f64 / 30.0 - 1.0);
+//! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
+//! let data = Dataset::new(x, y)?;
+//! let config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! let mut model = DeepGp::new(config, &data)?;
+//! model.fit(&data, &FitConfig { steps: 300, ..Default::default() }, &mut Silent)?;
+//! let pred = model.predict(data.x.as_ref(), &PredictConfig::default())?;
+//! assert!(rmse(&pred, data.y.as_ref())? < 0.3);
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+mod config;
+mod model;
+
+pub use config::{LastMean, SviConfig};
+pub use dgp_traits;
+pub use model::{DeepGp, NOISE_FLOOR, Q_SQRT_FLOOR, QParams, SAMPLE_JITTER};
+
+/// Everything needed to build, train and evaluate a model.
+pub mod prelude {
+    pub use crate::{DeepGp, LastMean, SviConfig};
+    pub use dgp_traits::data::Dataset;
+    pub use dgp_traits::metrics::{nll, rmse};
+    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use faer::Mat;
+}

@@ -1,1 +1,337 @@
-//! TODO
+//! The shared sparse-GP layer: projection onto inducing points, the marginals of q(f) at a
+//! batch of inputs, and KL(q(u) ‖ p(u)). Written once, used by every backend that
+//! conditions on points (svi, dspp, structured, hmc).
+//!
+//! Notation (Salimbeni & Deisenroth 2017, §2 and `shared/specs/dsvi.md` §2): Kuu = k(Z, Z) +
+//! σ²_white·I + jitter·I, L = chol(Kuu), Kuf = k(Z, X), A = L⁻¹Kuf. With q(u_d) = N(m_d, S_d),
+//! S_d = L_S,d L_S,dᵀ, the marginal of output d at x_i (eqs. 7–8) is
+//!
+//! * whitened (u = L v, q(v) = N(m, S)):   μ = m(x) + aᵀm,      σ² = k(x,x) − aᵀa + ‖L_Sᵀa‖²;
+//! * non-whitened (q(u) = N(m, S)):        μ = m(x) + Ãᵀm,      σ² = k(x,x) − aᵀa + ‖L_SᵀÃ‖²,
+//!   with Ã = L⁻ᵀA = Kuu⁻¹Kuf.
+//!
+//! The variance is assembled as `kff − aᵀa + ‖L_Sᵀ·‖²`, never as `k − α(Kuu − S)α`, which
+//! loses positive-definiteness numerically.
+
+use crate::error::{Error, Result};
+use crate::kernels::{Kernel, KernelVars};
+use crate::linalg::JitterConfig;
+use crate::mean::{MeanFunction, MeanParams, MeanVars};
+use crate::model::{Layer, Projection};
+use crate::params::{ParamId, ParamStore};
+use crate::tape::{Tape, Var};
+use crate::transforms::inv_softplus;
+use faer::Mat;
+use serde::{Deserialize, Serialize};
+
+/// Lower bound added to every softplus-transformed kernel hyperparameter.
+pub const HYPER_FLOOR: f64 = 1e-6;
+
+/// One sparse-GP layer with `output_dim` GPs that share a kernel, a mean function and M
+/// inducing inputs Z (M×D_in).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SparseLayer {
+    /// Name used in parameter names and error messages (e.g. `"layer2"`).
+    pub name: String,
+    /// The kernel (type and dimensions; hyperparameter values live in the store).
+    pub kernel: Kernel,
+    /// The mean function.
+    pub mean: MeanFunction,
+    /// Width of the layer's output.
+    pub output_dim: usize,
+    /// Number of inducing points M.
+    pub num_inducing: usize,
+    /// Variance of the white-noise kernel added to Kuu's diagonal and to k(x, x) only (the
+    /// "noise between layers" σ²_l of the DSVI paper); zero by default.
+    pub white_noise: f64,
+    /// Jitter rule for Cholesky factorisations of Kuu.
+    pub jitter: JitterConfig,
+    /// Inducing inputs Z (M×D_in).
+    pub z: ParamId,
+    /// Unconstrained lengthscales (1×D_in, or 1×1 isotropic; linear kernel: weights).
+    pub lengthscales: ParamId,
+    /// Unconstrained kernel variance (1×1).
+    pub variance: ParamId,
+    /// Weight block (D_in×D_out) of the mean function, if it has one.
+    pub mean_weights: Option<ParamId>,
+    /// Bias block (1×D_out) of the mean function, if it has one.
+    pub mean_bias: Option<ParamId>,
+}
+
+/// Initial values of a new layer.
+#[derive(Clone, Debug)]
+pub struct SparseLayerInit {
+    /// Inducing inputs (M×D_in).
+    pub z: Mat<f64>,
+    /// Positive lengthscale(s).
+    pub lengthscale: f64,
+    /// Positive kernel variance.
+    pub variance: f64,
+    /// Whether the kernel variance is trained.
+    pub train_variance: bool,
+    /// Whether Z is trained.
+    pub train_z: bool,
+    /// Initial (or fixed) parameters of the mean function.
+    pub mean: MeanParams,
+}
+
+impl SparseLayer {
+    /// Registers a new layer's parameters in `store` under the prefix `name`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        store: &mut ParamStore,
+        name: &str,
+        kernel: Kernel,
+        mean: MeanFunction,
+        output_dim: usize,
+        white_noise: f64,
+        init: SparseLayerInit,
+    ) -> Result<Self> {
+        if init.z.ncols() != kernel.input_dim {
+            return Err(Error::shape(
+                format!("{name}: inducing inputs columns"),
+                kernel.input_dim,
+                init.z.ncols(),
+            ));
+        }
+        if init.z.nrows() == 0 || output_dim == 0 {
+            return Err(Error::Empty(format!("{name}: no inducing points or no outputs")));
+        }
+        if !(init.lengthscale > HYPER_FLOOR && init.variance > HYPER_FLOOR && white_noise >= 0.0) {
+            return Err(Error::Config(format!(
+                "{name}: lengthscale and variance must exceed {HYPER_FLOOR}, white noise must be ≥ 0"
+            )));
+        }
+        let num_inducing = init.z.nrows();
+        let z = store.add(format!("{name}.z"), init.z, init.train_z)?;
+        let n_ls = kernel.num_lengthscales();
+        let ls0 = inv_softplus(init.lengthscale - HYPER_FLOOR);
+        let lengthscales = store.add(
+            format!("{name}.kernel.lengthscales"),
+            Mat::from_fn(1, n_ls, |_, _| ls0),
+            true,
+        )?;
+        let variance = store.add(
+            format!("{name}.kernel.variance"),
+            Mat::from_fn(1, 1, |_, _| inv_softplus(init.variance - HYPER_FLOOR)),
+            init.train_variance,
+        )?;
+        mean.validate()?;
+        if mean.input_dim != kernel.input_dim || mean.output_dim != output_dim {
+            return Err(Error::shape(
+                format!("{name}: mean function dimensions"),
+                format!("{}→{}", kernel.input_dim, output_dim),
+                format!("{}→{}", mean.input_dim, mean.output_dim),
+            ));
+        }
+        let learned = mean.is_trainable();
+        let mean_weights = match init.mean.weights {
+            Some(w) => Some(store.add(format!("{name}.mean.weights"), w, learned)?),
+            None => None,
+        };
+        let mean_bias = match init.mean.bias {
+            Some(b) => Some(store.add(format!("{name}.mean.bias"), b, learned)?),
+            None => None,
+        };
+        Ok(SparseLayer {
+            name: name.to_string(),
+            kernel,
+            mean,
+            output_dim,
+            num_inducing,
+            white_noise,
+            jitter: JitterConfig::default(),
+            z,
+            lengthscales,
+            variance,
+            mean_weights,
+            mean_bias,
+        })
+    }
+
+    /// Positive kernel hyperparameters on the tape.
+    pub fn kernel_vars(&self, tape: &mut Tape, params: &[Var]) -> KernelVars {
+        let lengthscales = tape.positive(self.lengthscales.var(params), HYPER_FLOOR);
+        let variance = tape.positive(self.variance.var(params), HYPER_FLOOR);
+        KernelVars { lengthscales, variance }
+    }
+
+    /// `Kuu = k(Z, Z) + σ²_white I` (before jitter) and its jittered Cholesky factor.
+    pub fn chol_kuu(&self, tape: &mut Tape, params: &[Var], hyp: KernelVars) -> Result<Var> {
+        let z = self.z.var(params);
+        let mut kuu = self.kernel.record(tape, z, z, hyp);
+        if self.white_noise > 0.0 {
+            kuu = tape.add_diag(kuu, self.white_noise);
+        }
+        let (l, _jitter) = tape.cholesky_jittered(kuu, &format!("Kuu of {}", self.name), self.jitter)?;
+        Ok(l)
+    }
+}
+
+impl Layer for SparseLayer {
+    fn input_dim(&self) -> usize {
+        self.kernel.input_dim
+    }
+
+    fn output_dim(&self) -> usize {
+        self.output_dim
+    }
+
+    fn num_inducing(&self) -> usize {
+        self.num_inducing
+    }
+
+    fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection> {
+        let hyp = self.kernel_vars(tape, params);
+        let chol = self.chol_kuu(tape, params, hyp)?;
+        let z = self.z.var(params);
+        let kuf = self.kernel.record(tape, z, x, hyp);
+        let a = tape.tri_solve(chol, kuf, true, false);
+        let mut kff_diag = self.kernel.record_diag(tape, x, hyp);
+        if self.white_noise > 0.0 {
+            kff_diag = tape.add_scalar(kff_diag, self.white_noise);
+        }
+        let mv = MeanVars {
+            weights: self.mean_weights.map(|id| id.var(params)),
+            bias: self.mean_bias.map(|id| id.var(params)),
+        };
+        let mean = self.mean.record(tape, x, mv);
+        Ok(Projection {
+            chol,
+            a,
+            kff_diag,
+            mean,
+        })
+    }
+}
+
+/// The Cholesky factor(s) of q(u)'s covariance on the tape, already transformed.
+#[derive(Clone, Debug)]
+pub enum QSqrt {
+    /// One lower-triangular M×M factor per output, with positive diagonal.
+    Full(Vec<Var>),
+    /// Standard deviations, M×D (mean-field q).
+    Diag(Var),
+}
+
+/// q(u) of one layer on the tape: means (M×D) and covariance factors.
+#[derive(Clone, Debug)]
+pub struct QVars {
+    /// Means, M×D.
+    pub mean: Var,
+    /// Covariance factors.
+    pub sqrt: QSqrt,
+}
+
+/// Marginal means and variances (each B×D) of q(f) at the projected inputs, eqs. (7)–(8);
+/// see the module docs for both parameterisations.
+pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) -> (Var, Var) {
+    let at = if whiten {
+        proj.a
+    } else {
+        tape.tri_solve(proj.chol, proj.a, true, true)
+    };
+    // means: m(x) + Ãᵀ m   (B×D)
+    let proj_mean = tape.matmul_tn(at, q.mean);
+    let mu = match proj.mean {
+        Some(m) => tape.add(m, proj_mean),
+        None => proj_mean,
+    };
+    // k(x,x) − aᵀa   (B×1)
+    let a2 = tape.square(proj.a);
+    let qff = tape.col_sums(a2);
+    let qff = tape.transpose(qff);
+    let base = tape.sub(proj.kff_diag, qff);
+    let var = match &q.sqrt {
+        QSqrt::Full(factors) => {
+            let cols: Vec<Var> = factors
+                .iter()
+                .map(|&ls| {
+                    let t = tape.matmul_tn(ls, at);
+                    let t2 = tape.square(t);
+                    let s = tape.col_sums(t2);
+                    let s = tape.transpose(s);
+                    tape.add(base, s)
+                })
+                .collect();
+            tape.concat_cols(&cols)
+        }
+        QSqrt::Diag(sd) => {
+            let at2 = tape.square(at);
+            let s2 = tape.square(*sd);
+            let extra = tape.matmul_tn(at2, s2);
+            tape.add_col(extra, base)
+        }
+    };
+    (mu, var)
+}
+
+/// Σ_d KL(q(u_d) ‖ p(u_d)) for one layer (whitened: against N(0, I); non-whitened: against
+/// N(0, Kuu) with `chol` = chol(Kuu)); `shared/specs/dsvi.md` §2.
+pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var {
+    let (m_rows, d_out) = tape.shape(q.mean);
+    let m = m_rows as f64;
+    // Mean term: ‖m‖² (whitened) or ‖L⁻¹m‖².
+    let mean_term = if whiten {
+        tape.sum_squares(q.mean)
+    } else {
+        let lm = tape.tri_solve(chol, q.mean, true, false);
+        tape.sum_squares(lm)
+    };
+    // Trace term ‖L_S‖² or ‖L⁻¹L_S‖², and Σ log diag(L_S)².
+    let (trace_term, logdet_s) = match &q.sqrt {
+        QSqrt::Full(factors) => {
+            let mut tr: Option<Var> = None;
+            let mut ld: Option<Var> = None;
+            for &ls in factors {
+                let t = if whiten {
+                    tape.sum_squares(ls)
+                } else {
+                    let x = tape.tri_solve(chol, ls, true, false);
+                    tape.sum_squares(x)
+                };
+                let l = tape.logdet_chol(ls);
+                tr = Some(match tr {
+                    None => t,
+                    Some(acc) => tape.add(acc, t),
+                });
+                ld = Some(match ld {
+                    None => l,
+                    Some(acc) => tape.add(acc, l),
+                });
+            }
+            (tr.expect("at least one output"), ld.expect("at least one output"))
+        }
+        QSqrt::Diag(sd) => {
+            let t = if whiten {
+                tape.sum_squares(*sd)
+            } else {
+                let mut cols = Vec::with_capacity(d_out);
+                for d in 0..d_out {
+                    let c = tape.slice_cols(*sd, d, 1);
+                    let dm = tape.diag_matrix(c);
+                    let x = tape.tri_solve(chol, dm, true, false);
+                    cols.push(tape.sum_squares(x));
+                }
+                let mut acc = cols[0];
+                for &c in &cols[1..] {
+                    acc = tape.add(acc, c);
+                }
+                acc
+            };
+            let s2 = tape.square(*sd);
+            let logs2 = tape.log(s2);
+            (t, tape.sum(logs2))
+        }
+    };
+    // 0.5 (tr + mean − M·D − logdet S) [+ 0.5·D·logdet Kuu when non-whitened]
+    let mut kl = tape.add(trace_term, mean_term);
+    kl = tape.sub(kl, logdet_s);
+    kl = tape.add_scalar(kl, -m * d_out as f64);
+    if !whiten {
+        let ldk = tape.logdet_chol(chol);
+        let ldk = tape.scale(ldk, d_out as f64);
+        kl = tape.add(kl, ldk);
+    }
+    tape.scale(kl, 0.5)
+}

@@ -73,8 +73,8 @@ pub struct Projection {
     pub a: Var,
     /// `diag Kff` (B×1), including any white-noise variance of the layer.
     pub kff_diag: Var,
-    /// The mean function at the inputs (B×D_out).
-    pub mean: Var,
+    /// The mean function at the inputs (B×D_out); `None` for the zero mean.
+    pub mean: Option<Var>,
 }
 
 /// The prior side of one sparse-GP layer; see the module docs.

@@ -1,0 +1,111 @@
+//! Configuration of a DSVI deep GP, with the defaults of the paper and its reference code
+//! (`shared/specs/dsvi.md` §5–6).
+
+use dgp_traits::error::{Error, Result};
+use dgp_traits::kernels::KernelKind;
+use dgp_traits::likelihoods::Likelihood;
+use serde::{Deserialize, Serialize};
+
+/// Mean function of the last layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LastMean {
+    /// `m(x) = 0` (the reference's `Zero()`).
+    Zero,
+    /// A learned constant per output.
+    Constant,
+}
+
+/// Architecture and inference settings of a [`crate::DeepGp`].
+///
+/// ```
+/// let cfg = dgp_svi::SviConfig { layers: 2, ..Default::default() };
+/// assert_eq!(cfg.num_inducing, 100);
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SviConfig {
+    /// Number of GP layers L ≥ 1 (L = 1 is the sparse-GP baseline "SGP").
+    pub layers: usize,
+    /// Width of every hidden layer; `None` gives the paper's `min(30, D)`.
+    pub hidden_width: Option<usize>,
+    /// Inducing points per layer, M.
+    pub num_inducing: usize,
+    /// Kernel of every layer.
+    pub kernel: KernelKind,
+    /// One lengthscale per input dimension (the paper's choice) instead of one shared.
+    pub ard: bool,
+    /// Whitened parameterisation u = L v (default; the NIPS-era code) or q(u) directly.
+    pub whiten: bool,
+    /// Monte Carlo samples S per data point in the training objective (paper: 1).
+    pub train_samples: usize,
+    /// White-noise variance added to every *inner* layer's kernel diagonal (the "noise
+    /// between layers"; reference: 2e-6).
+    pub inner_white_noise: f64,
+    /// Scale of the inner layers' initial q(u) Cholesky factor relative to the prior
+    /// (reference: 1e-5, i.e. S = 1e-10·Kuu).
+    pub inner_q_scale: f64,
+    /// Mean function of the last layer.
+    pub last_mean: LastMean,
+    /// Likelihood (Gaussian with initial variance 0.05 by default).
+    pub likelihood: Likelihood,
+    /// Lloyd iterations of the k-means++ initialisation of Z.
+    pub kmeans_iters: usize,
+    /// Seed of the initialisation (k-means++).
+    pub init_seed: u64,
+}
+
+impl Default for SviConfig {
+    fn default() -> Self {
+        SviConfig {
+            layers: 2,
+            hidden_width: None,
+            num_inducing: 100,
+            kernel: KernelKind::Rbf,
+            ard: true,
+            whiten: true,
+            train_samples: 1,
+            inner_white_noise: 2e-6,
+            inner_q_scale: 1e-5,
+            last_mean: LastMean::Zero,
+            likelihood: Likelihood::gaussian(0.05),
+            kmeans_iters: 25,
+            init_seed: 0,
+        }
+    }
+}
+
+impl SviConfig {
+    /// Checks every range; called by [`crate::DeepGp::new`].
+    pub fn validate(&self) -> Result<()> {
+        if self.layers == 0 {
+            return Err(Error::Config("svi: layers must be at least 1".into()));
+        }
+        if self.num_inducing == 0 {
+            return Err(Error::Config("svi: num_inducing must be at least 1".into()));
+        }
+        if self.hidden_width == Some(0) {
+            return Err(Error::Config("svi: hidden_width must be at least 1".into()));
+        }
+        if self.train_samples == 0 {
+            return Err(Error::Config("svi: train_samples must be at least 1".into()));
+        }
+        if !(self.inner_white_noise >= 0.0 && self.inner_white_noise.is_finite()) {
+            return Err(Error::Config("svi: inner_white_noise must be finite and ≥ 0".into()));
+        }
+        if !(self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0) {
+            return Err(Error::Config("svi: inner_q_scale must be in (0, 1]".into()));
+        }
+        self.likelihood.validate()
+    }
+
+    /// Widths D⁰ (inputs), D¹ … D^{L−1} (hidden), D^L (outputs) for data with `input_dim`
+    /// columns and `output_dim` targets.
+    pub fn widths(&self, input_dim: usize, output_dim: usize) -> Vec<usize> {
+        let hidden = self.hidden_width.unwrap_or(input_dim.min(30));
+        let mut w = vec![input_dim];
+        w.extend(std::iter::repeat_n(hidden, self.layers - 1));
+        w.push(output_dim);
+        w
+    }
+}

@@ -1,0 +1,434 @@
+//! The DSVI deep GP: construction, the propagation of eq. (15), the ELBO of eq. (17) and
+//! the predictive mixture of eq. (18).
+
+use crate::config::{LastMean, SviConfig};
+use dgp_traits::data::{Dataset, kmeans};
+use dgp_traits::error::{Error, Result};
+use dgp_traits::kernels::Kernel;
+use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
+use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::likelihoods::scalar::probit_prob;
+use dgp_traits::linalg::cholesky_jittered;
+use dgp_traits::mean::{LinearInit, MeanFunction};
+use dgp_traits::model::{Batch, Layer, Model, Objective, PredictConfig};
+use dgp_traits::params::{ParamId, ParamStore};
+use dgp_traits::predictive::Predictive;
+use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
+use dgp_traits::tape::{Tape, Var};
+use dgp_traits::transforms::inv_softplus;
+use faer::{Mat, MatRef};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Lower bound of the diagonal of q(u)'s Cholesky factors (softplus + floor).
+pub const Q_SQRT_FLOOR: f64 = 1e-10;
+/// Lower bound of the Gaussian noise variance (softplus + floor).
+pub const NOISE_FLOOR: f64 = 1e-6;
+/// Jitter added to hidden-layer variances before the square root of eq. (15)
+/// (the reference's `reparameterize`).
+pub const SAMPLE_JITTER: f64 = 1e-6;
+/// Largest number of rows (points × samples) pushed through the layers at once when
+/// predicting.
+const PREDICT_ROWS: usize = 50_000;
+
+/// Parameter blocks of q(u) for one layer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QParams {
+    /// Means, M×D_out.
+    pub mean: ParamId,
+    /// Unconstrained Cholesky factors, one M×M block per output.
+    pub sqrt: Vec<ParamId>,
+}
+
+/// A deep GP trained by doubly-stochastic variational inference (Salimbeni & Deisenroth
+/// 2017). See the crate docs for an example.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeepGp {
+    config: SviConfig,
+    layers: Vec<SparseLayer>,
+    q: Vec<QParams>,
+    noise: Option<ParamId>,
+    params: ParamStore,
+    input_dim: usize,
+    output_dim: usize,
+}
+
+/// Unconstrained form of a lower-triangular factor with positive diagonal: the inverse of
+/// `Tape::lower_cholesky_factor(·, Q_SQRT_FLOOR)`.
+fn raw_factor(l: MatRef<'_, f64>) -> Mat<f64> {
+    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
+        if i == j {
+            inv_softplus((l[(i, i)] - Q_SQRT_FLOOR).max(1e-300))
+        } else if i > j {
+            l[(i, j)]
+        } else {
+            0.0
+        }
+    })
+}
+
+impl DeepGp {
+    /// Builds a model for training data `data` (inputs N×D, targets N×P, already in model
+    /// units), initialised as the reference code does (`shared/specs/dsvi.md` §5): Z of the
+    /// first layer by k-means++ on X, later layers' Z and data pushed through fixed
+    /// identity/PCA mean functions, q(u) with zero mean, inner factors at
+    /// `inner_q_scale`× the prior, the last layer at the prior.
+    pub fn new(config: SviConfig, data: &Dataset) -> Result<Self> {
+        config.validate()?;
+        let x = data.x.as_ref();
+        let (n, d_in) = (x.nrows(), x.ncols());
+        let p = data.y.ncols();
+        if n == 0 {
+            return Err(Error::Empty("svi: no training data".into()));
+        }
+        config.likelihood.check_targets(data.y.as_ref())?;
+        let widths = config.widths(d_in, p);
+        let m = config.num_inducing;
+        let mut rng = seeded(config.init_seed);
+        let mut z_run = kmeans(x, m, config.kmeans_iters, &mut rng)?;
+        let mut x_run = x.to_owned();
+        let mut params = ParamStore::new();
+        let mut layers = Vec::with_capacity(config.layers);
+        let mut q = Vec::with_capacity(config.layers);
+        for l in 0..config.layers {
+            let (din, dout) = (widths[l], widths[l + 1]);
+            let inner = l + 1 < config.layers;
+            let name = format!("layer{}", l + 1);
+            let mean = if inner {
+                MeanFunction::linear(din, dout, LinearInit::Pca, false, false)
+            } else {
+                match config.last_mean {
+                    LastMean::Zero => MeanFunction::zero(din, dout),
+                    LastMean::Constant => MeanFunction::constant(din, dout),
+                }
+            };
+            let mean_init = mean.init_params(Some(x_run.as_ref()), &mut rng)?;
+            let w = mean_init.weights.clone();
+            let kernel = Kernel::new(config.kernel, din, config.ard)?;
+            let white = if inner { config.inner_white_noise } else { 0.0 };
+            let layer = SparseLayer::new(
+                &mut params,
+                &name,
+                kernel.clone(),
+                mean,
+                dout,
+                white,
+                SparseLayerInit {
+                    z: z_run.clone(),
+                    lengthscale: 1.0,
+                    variance: 1.0,
+                    train_variance: true,
+                    train_z: true,
+                    mean: mean_init,
+                },
+            )?;
+            let scale = if inner { config.inner_q_scale } else { 1.0 };
+            let prior_factor = if config.whiten {
+                Mat::from_fn(m, m, |i, j| if i == j { 1.0 } else { 0.0 })
+            } else {
+                let hyper = kernel.default_hyper();
+                let mut kuu = kernel.gram(z_run.as_ref(), hyper.as_ref());
+                for i in 0..m {
+                    kuu[(i, i)] += white;
+                }
+                cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {name}"), layer.jitter)?.0
+            };
+            let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
+            let raw = raw_factor(factor.as_ref());
+            let qm = params.add(format!("{name}.q.mean"), Mat::zeros(m, dout), true)?;
+            let qs = (0..dout)
+                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
+                .collect::<Result<Vec<_>>>()?;
+            q.push(QParams { mean: qm, sqrt: qs });
+            layers.push(layer);
+            if let Some(w) = w {
+                x_run = &x_run * &w;
+                z_run = &z_run * &w;
+            }
+        }
+        let noise = match config.likelihood.init_noise_variance() {
+            Some(v) => Some(params.add(
+                "likelihood.variance",
+                Mat::from_fn(1, 1, |_, _| inv_softplus(v - NOISE_FLOOR)),
+                true,
+            )?),
+            None => None,
+        };
+        Ok(DeepGp {
+            config,
+            layers,
+            q,
+            noise,
+            params,
+            input_dim: d_in,
+            output_dim: p,
+        })
+    }
+
+    /// The configuration the model was built with.
+    pub fn config(&self) -> &SviConfig {
+        &self.config
+    }
+
+    /// The layers, first to last.
+    pub fn layers(&self) -> &[SparseLayer] {
+        &self.layers
+    }
+
+    /// The Gaussian noise variance σ², if the likelihood has one.
+    pub fn noise_variance(&self) -> Option<f64> {
+        self.noise
+            .map(|id| dgp_traits::transforms::softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
+    }
+
+    /// q(u) of layer `l` on the tape.
+    fn q_vars(&self, tape: &mut Tape, params: &[Var], l: usize) -> QVars {
+        let qp = &self.q[l];
+        let sqrt = qp
+            .sqrt
+            .iter()
+            .map(|id| tape.lower_cholesky_factor(id.var(params), Q_SQRT_FLOOR))
+            .collect();
+        QVars {
+            mean: qp.mean.var(params),
+            sqrt: QSqrt::Full(sqrt),
+        }
+    }
+
+    /// Eq. (15): pushes `x` (B×D) through the layers with `samples` reparameterised draws of
+    /// every hidden layer. Returns the last layer's marginal means and variances, each
+    /// (R·B)×P with rows ordered sample-major (row `s·B + i`), where R = `samples` for
+    /// L ≥ 2 and R = 1 for L = 1 (nothing to sample); plus R, and each layer's Cholesky
+    /// factor of Kuu and q(u) (for the KL).
+    fn propagate(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        x: Var,
+        samples: usize,
+        rng: &mut Rng,
+    ) -> Result<Propagated> {
+        let b = tape.shape(x).0;
+        let mut input = x;
+        let mut reps = 1;
+        let mut kl_parts = Vec::with_capacity(self.layers.len());
+        let last = self.layers.len() - 1;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let proj = layer.project(tape, params, input)?;
+            let q = self.q_vars(tape, params, l);
+            let (mu, var) = marginals(tape, &proj, &q, self.config.whiten);
+            kl_parts.push((proj.chol, q));
+            if l == last {
+                return Ok(Propagated {
+                    mean: mu,
+                    var,
+                    reps,
+                    kl_parts,
+                });
+            }
+            // Layer 1 sees the same deterministic inputs for every sample: evaluate it once
+            // on B rows and tile its marginals S times.
+            let (mu, var) = if reps == 1 && samples > 1 {
+                let idx: Vec<usize> = (0..samples).flat_map(|_| 0..b).collect();
+                reps = samples;
+                (tape.gather_rows(mu, &idx), tape.gather_rows(var, &idx))
+            } else {
+                (mu, var)
+            };
+            let (rows, width) = tape.shape(mu);
+            let eps = tape.constant(standard_normal(rng, rows, width));
+            let v = tape.add_scalar(var, SAMPLE_JITTER);
+            let sd = tape.sqrt(v);
+            let noise = tape.mul(eps, sd);
+            input = tape.add(mu, noise);
+        }
+        unreachable!("the loop returns at the last layer")
+    }
+
+    fn noise_var(&self, tape: &mut Tape, params: &[Var]) -> Option<Var> {
+        self.noise.map(|id| tape.positive(id.var(params), NOISE_FLOOR))
+    }
+
+    /// Predictive mixture for one chunk of test inputs.
+    fn predict_chunk(&self, x: MatRef<'_, f64>, samples: usize, rng: &mut Rng) -> Result<ChunkPrediction> {
+        let mut tape = Tape::new();
+        let params = self.params.record(&mut tape);
+        let xv = tape.constant(x.to_owned());
+        let prop = self.propagate(&mut tape, &params, xv, samples, rng)?;
+        let (b, p) = (x.nrows(), self.output_dim);
+        let reps = prop.reps;
+        let noise = self.noise_variance();
+        let (mu, var) = (tape.value(prop.mean), tape.value(prop.var));
+        let mut means = vec![Mat::zeros(b, reps); p];
+        let mut vars = vec![Mat::zeros(b, reps); p];
+        for k in 0..p {
+            for s in 0..reps {
+                for i in 0..b {
+                    let (m, v) = (mu[(s * b + i, k)], var[(s * b + i, k)].max(0.0));
+                    means[k][(i, s)] = m;
+                    vars[k][(i, s)] = v;
+                }
+            }
+        }
+        Ok(ChunkPrediction { means, vars, noise })
+    }
+}
+
+struct Propagated {
+    mean: Var,
+    var: Var,
+    reps: usize,
+    kl_parts: Vec<(Var, QVars)>,
+}
+
+struct ChunkPrediction {
+    means: Vec<Mat<f64>>,
+    vars: Vec<Mat<f64>>,
+    noise: Option<f64>,
+}
+
+impl Objective for DeepGp {
+    fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// The ELBO of eq. (17) on a minibatch: `N/(|B|·S) Σ_{n,s} E_{q(f_n^L | s)}[log p(y_n | f)]
+    /// − Σ_l KL(q(U^l) ‖ p(U^l))`, the last layer's expectation in closed form (Gaussian) or
+    /// by Gauss–Hermite (probit).
+    fn record(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var> {
+        if batch.x.ncols() != self.input_dim || batch.y.ncols() != self.output_dim {
+            return Err(Error::shape(
+                "svi batch columns (x, y)",
+                format!("({}, {})", self.input_dim, self.output_dim),
+                format!("({}, {})", batch.x.ncols(), batch.y.ncols()),
+            ));
+        }
+        let x = tape.constant(batch.x.to_owned());
+        let prop = self.propagate(tape, params, x, self.config.train_samples, rng)?;
+        let b = batch.len();
+        let y_tiled = Mat::from_fn(b * prop.reps, self.output_dim, |r, c| batch.y[(r % b, c)]);
+        let y = tape.constant(y_tiled);
+        let noise = self.noise_var(tape, params);
+        let ell = self
+            .config
+            .likelihood
+            .expected_log_lik(tape, y, prop.mean, prop.var, noise)?;
+        let data_term = tape.sum(ell);
+        let data_term = tape.scale(data_term, batch.num_data as f64 / (b * prop.reps) as f64);
+        let mut elbo = data_term;
+        for (chol, q) in &prop.kl_parts {
+            let kl = kl_divergence(tape, *chol, q, self.config.whiten);
+            elbo = tape.sub(elbo, kl);
+        }
+        Ok(elbo)
+    }
+}
+
+impl Model for DeepGp {
+    fn backend(&self) -> &'static str {
+        "svi"
+    }
+
+    fn describe(&self) -> String {
+        let widths: Vec<String> = std::iter::once(self.input_dim)
+            .chain(self.layers.iter().map(|l| l.output_dim))
+            .map(|w| w.to_string())
+            .collect();
+        format!(
+            "svi L={} widths {} M={} {:?}{} S_train={}",
+            self.layers.len(),
+            widths.join("→"),
+            self.config.num_inducing,
+            self.config.kernel,
+            if self.config.whiten { " whitened" } else { "" },
+            self.config.train_samples
+        )
+    }
+
+    fn params_mut(&mut self) -> &mut ParamStore {
+        &mut self.params
+    }
+
+    /// Eq. (18): S draws of the hidden layers at each test point give an equal-weight
+    /// mixture of S Gaussians `N(μ_s, σ²_s + σ²_noise)` (for L = 1 a single Gaussian).
+    /// Test points are processed in chunks in parallel; chunk k uses noise stream k of
+    /// `cfg.seed`, so the result does not depend on the number of threads.
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        if x.ncols() != self.input_dim {
+            return Err(Error::shape("svi predict inputs", self.input_dim, x.ncols()));
+        }
+        if x.nrows() == 0 {
+            return Err(Error::Empty("svi predict: no test points".into()));
+        }
+        dgp_traits::error::check_finite("test inputs", x)?;
+        let samples = if self.layers.len() == 1 { 1 } else { cfg.samples.max(1) };
+        let chunk = (PREDICT_ROWS / samples).max(1);
+        let starts: Vec<usize> = (0..x.nrows()).step_by(chunk).collect();
+        let parts: Vec<Result<ChunkPrediction>> = starts
+            .par_iter()
+            .enumerate()
+            .map(|(k, &s)| {
+                let len = chunk.min(x.nrows() - s);
+                let mut rng = stream(cfg.seed, k as u64);
+                self.predict_chunk(x.subrows(s, len), samples, &mut rng)
+            })
+            .collect();
+        let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
+        let reps = parts[0].means[0].ncols();
+        let n = x.nrows();
+        let mut means = vec![Mat::zeros(n, reps); self.output_dim];
+        let mut vars = vec![Mat::zeros(n, reps); self.output_dim];
+        let mut row = 0;
+        for part in &parts {
+            let rows = part.means[0].nrows();
+            for k in 0..self.output_dim {
+                means[k].subrows_mut(row, rows).copy_from(part.means[k].as_ref());
+                vars[k].subrows_mut(row, rows).copy_from(part.vars[k].as_ref());
+            }
+            row += rows;
+        }
+        let weights = vec![1.0 / reps as f64; reps];
+        let lik = &self.config.likelihood;
+        if lik.has_noise_variance() {
+            let noise = parts[0].noise.expect("Gaussian likelihood has a noise variance");
+            for v in &mut vars {
+                for j in 0..v.ncols() {
+                    for i in 0..v.nrows() {
+                        v[(i, j)] += noise;
+                    }
+                }
+            }
+            Predictive::new(weights, means, vars)
+        } else {
+            // Binary classification: latent mixture plus class probabilities
+            // p(y=1) = Σ_s w_s · squashed Φ(μ_s/√(1+σ²_s)).
+            let squash = match lik {
+                Likelihood::BernoulliProbit(p) => p.squash,
+                Likelihood::Gaussian(_) => unreachable!("handled above"),
+            };
+            let mut probs = Mat::zeros(n, 2);
+            for i in 0..n {
+                let mut p1 = 0.0;
+                for s in 0..reps {
+                    p1 += weights[s] * probit_prob(means[0][(i, s)], vars[0][(i, s)], squash);
+                }
+                probs[(i, 0)] = 1.0 - p1;
+                probs[(i, 1)] = p1;
+            }
+            let mut pred = Predictive::new(weights, means, vars)?;
+            pred.class_probs = Some(probs);
+            Ok(pred)
+        }
+    }
+
+    fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|e| Error::Serde(e.to_string()))
+    }
+}
+
+impl DeepGp {
+    /// Restores a model written by [`Model::to_json`].
+    pub fn from_json(s: &str) -> Result<Self> {
+        serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))
+    }
+}
