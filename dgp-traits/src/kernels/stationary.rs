@@ -1,0 +1,421 @@
+//! Stationary kernels `k(x, x') = σ² φ(s)` of the scaled squared distance
+//! `s = Σ_q (x_q − x'_q)²/ℓ_q²` (squared exponential and Matérn ½, 3/2, 5/2), with one fused
+//! tape operation per evaluation (cross, symmetric, diagonal).
+//!
+//! The backward rule needs `∂K_ij/∂s_ij = σ² φ'(s_ij)`; the forward pass computes it next to
+//! the kernel value, sharing the square root and the exponential (r = √s):
+//!
+//! | kernel | φ(s) | φ'(s) = dφ/ds |
+//! |---|---|---|
+//! | RBF | `exp(−s/2)` | `−φ/2` (not cached: read off the output) |
+//! | Matérn ½ | `exp(−r)` | `−exp(−r)/(2r)`, and 0 at r = 0 (subgradient) |
+//! | Matérn 3/2 | `(1 + √3 r) exp(−√3 r)` | `−(3/2) exp(−√3 r)` |
+//! | Matérn 5/2 | `(1 + √5 r + 5s/3) exp(−√5 r)` | `−(5/6)(1 + √5 r) exp(−√5 r)` |
+//!
+//! None of these has a 0/0: φ' is finite at r = 0 for 3/2 and 5/2, Matérn ½ takes the
+//! subgradient there, and an underflowed exponential gives exact zeros. (Matérn ½ for r → 0⁺
+//! grows like 1/r, so its few entries with r < 10⁻⁴ are differentiated term by term with
+//! [`sqdist::add_pair_terms`], where the products are bounded because |x_q − x'_q|/ℓ_q ≤ r.)
+
+use super::sqdist::{self, Method, Wants};
+use super::{Kernel, KernelKind};
+use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
+use faer::{Mat, MatRef, Par};
+
+/// `(φ(s), φ'(s))`: the unit-variance kernel and its derivative in the scaled squared
+/// distance. Callers that need only φ let the compiler drop the slope.
+#[inline(always)]
+fn profile(kind: KernelKind, s: f64) -> (f64, f64) {
+    match kind {
+        KernelKind::Rbf => {
+            let e = (-0.5 * s).exp();
+            (e, -0.5 * e)
+        }
+        KernelKind::Matern12 => {
+            let r = s.sqrt();
+            let e = (-r).exp();
+            (e, if r > 0.0 { -0.5 * e / r } else { 0.0 })
+        }
+        KernelKind::Matern32 => {
+            let t = (3.0 * s).sqrt();
+            let e = (-t).exp();
+            ((1.0 + t) * e, -1.5 * e)
+        }
+        KernelKind::Matern52 => {
+            let t = (5.0 * s).sqrt();
+            let e = (-t).exp();
+            (
+                (1.0 + t + (5.0 / 3.0) * s) * e,
+                -(5.0 / 6.0) * (1.0 + t) * e,
+            )
+        }
+        KernelKind::Linear => unreachable!("linear kernel is not stationary"),
+    }
+}
+
+/// Overwrites every entry `s` of `m` (all, or the lower triangle with the diagonal) with
+/// `var · φ(s)`, and returns `var · φ'(s)` in a matrix of the same shape when `slope` is set.
+/// The kind is matched once, outside the loops, so that each kernel gets its own loop.
+fn apply_profile(
+    kind: KernelKind,
+    m: &mut Mat<f64>,
+    var: f64,
+    lower_only: bool,
+    slope: bool,
+) -> Option<Mat<f64>> {
+    fn go(
+        m: &mut Mat<f64>,
+        var: f64,
+        lower_only: bool,
+        slope: bool,
+        f: impl Fn(f64) -> (f64, f64),
+    ) -> Option<Mat<f64>> {
+        let (n1, n2) = (m.nrows(), m.ncols());
+        let mut d = slope.then(|| Mat::zeros(n1, n2));
+        for j in 0..n2 {
+            let start = if lower_only { j.min(n1) } else { 0 };
+            let col = &mut m.col_as_slice_mut(j)[start..];
+            match d.as_mut() {
+                Some(d) => {
+                    for (v, dv) in col.iter_mut().zip(&mut d.col_as_slice_mut(j)[start..]) {
+                        let (p, q) = f(*v);
+                        *v = var * p;
+                        *dv = var * q;
+                    }
+                }
+                None => {
+                    for v in col {
+                        *v = var * f(*v).0;
+                    }
+                }
+            }
+        }
+        d
+    }
+    match kind {
+        KernelKind::Rbf => go(m, var, lower_only, slope, |s| profile(KernelKind::Rbf, s)),
+        KernelKind::Matern12 => go(m, var, lower_only, slope, |s| {
+            profile(KernelKind::Matern12, s)
+        }),
+        KernelKind::Matern32 => go(m, var, lower_only, slope, |s| {
+            profile(KernelKind::Matern32, s)
+        }),
+        KernelKind::Matern52 => go(m, var, lower_only, slope, |s| {
+            profile(KernelKind::Matern52, s)
+        }),
+        KernelKind::Linear => unreachable!("linear kernel is not stationary"),
+    }
+}
+
+/// Distance method for a kernel: Matérn-½ always uses the direct form, because its value
+/// `exp(−√s)` would inherit the ~√ε absolute error of the expansion near `s = 0`.
+fn method(kind: KernelKind) -> Method {
+    if kind == KernelKind::Matern12 {
+        Method::Direct
+    } else {
+        Method::Auto
+    }
+}
+
+/// Below this scaled distance r, Matérn-½ entries are differentiated term by term (see
+/// [`sqdist::add_pair_terms`]); above it their weights are at most `σ²|Ḡ_ij|/(2τ)` and the
+/// product rule loses at most ~ε/τ relative accuracy.
+const MATERN12_NEAR: f64 = 1e-4;
+
+/// Positions `(i, j)` with `0 < S_ij < τ²` (all entries, both triangles when symmetric).
+fn near_pairs(s: &Mat<f64>) -> Vec<(usize, usize)> {
+    let tau2 = MATERN12_NEAR * MATERN12_NEAR;
+    let mut out = Vec::new();
+    for j in 0..s.ncols() {
+        for (i, &v) in s.col_as_slice(j).iter().enumerate() {
+            if v > 0.0 && v < tau2 {
+                out.push((i, j));
+            }
+        }
+    }
+    out
+}
+
+/// A kernel matrix and what its backward rule needs.
+pub(crate) struct Evaluated {
+    /// `K`.
+    pub k: Mat<f64>,
+    /// `σ² φ'(S)` (Matérn kernels, when requested).
+    pub slope: Option<Mat<f64>>,
+    /// Matérn ½ (when requested): [`near_pairs`].
+    pub near: Vec<(usize, usize)>,
+}
+
+/// Turns scaled squared distances `s` into an [`Evaluated`] kernel block.
+fn finish(kind: KernelKind, mut s: Mat<f64>, var: f64, sym: bool, keep_slope: bool) -> Evaluated {
+    let keep = keep_slope && kind != KernelKind::Rbf;
+    let near = if keep && kind == KernelKind::Matern12 {
+        near_pairs(&s)
+    } else {
+        Vec::new()
+    };
+    let mut slope = apply_profile(kind, &mut s, var, sym, keep);
+    if sym {
+        mirror_lower(&mut s);
+        if let Some(d) = slope.as_mut() {
+            mirror_lower(d);
+        }
+    }
+    Evaluated { k: s, slope, near }
+}
+
+/// Cross-covariance `K(x1, x2)`; with `keep_slope`, also what the backward rule needs.
+pub(crate) fn eval_cross(
+    kind: KernelKind,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    var: f64,
+    par: Par,
+    keep_slope: bool,
+) -> Evaluated {
+    let inv = sqdist::inverse_lengthscales(ls, x1.ncols());
+    let (a, b) = (
+        sqdist::scale_columns(x1, &inv),
+        sqdist::scale_columns(x2, &inv),
+    );
+    let s = sqdist::sqdist_scaled(&a, &b, method(kind), par);
+    finish(kind, s, var, false, keep_slope)
+}
+
+/// Copies the strict lower triangle of a square matrix to the upper one.
+fn mirror_lower(m: &mut Mat<f64>) {
+    let n = m.nrows();
+    for j in 0..n {
+        for i in j + 1..n {
+            m[(j, i)] = m[(i, j)];
+        }
+    }
+}
+
+/// `K(x, x)`, exactly symmetric, evaluating the kernel on the lower triangle only; with
+/// `keep_slope`, also what the backward rule needs.
+pub(crate) fn eval_sym(
+    kind: KernelKind,
+    x: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    var: f64,
+    par: Par,
+    keep_slope: bool,
+) -> Evaluated {
+    let inv = sqdist::inverse_lengthscales(ls, x.ncols());
+    let a = sqdist::scale_columns(x, &inv);
+    let s = sqdist::sqdist_scaled_sym(&a, method(kind), par);
+    finish(kind, s, var, true, keep_slope)
+}
+
+/// `∂L/∂S = Ḡ ⊙ σ² φ'(S)` (with `σ² φ'(S) = −K/2` for RBF), together with `Σ Ḡ ⊙ K`.
+fn distance_adjoint(
+    g: MatRef<'_, f64>,
+    k: MatRef<'_, f64>,
+    slope: Option<&Mat<f64>>,
+) -> (Mat<f64>, f64) {
+    let (n1, n2) = (k.nrows(), k.ncols());
+    let mut w = Mat::zeros(n1, n2);
+    let mut gk = 0.0;
+    for j in 0..n2 {
+        let (gj, kj) = (g.col(j), k.col(j));
+        let wj = w.col_as_slice_mut(j);
+        for (i, wij) in wj.iter_mut().enumerate() {
+            *wij = gj[i] * kj[i];
+        }
+        gk += wj.iter().sum::<f64>();
+        match slope {
+            Some(d) => {
+                for ((wij, &dij), i) in wj.iter_mut().zip(d.col_as_slice(j)).zip(0..) {
+                    *wij = gj[i] * dij;
+                }
+            }
+            None => {
+                for wij in wj.iter_mut() {
+                    *wij *= -0.5;
+                }
+            }
+        }
+    }
+    (w, gk)
+}
+
+/// `Σ Ḡ ⊙ K`.
+fn weighted_total(g: MatRef<'_, f64>, k: MatRef<'_, f64>) -> f64 {
+    let mut acc = 0.0;
+    for j in 0..k.ncols() {
+        for i in 0..k.nrows() {
+            acc += g[(i, j)] * k[(i, j)];
+        }
+    }
+    acc
+}
+
+/// `∂L/∂σ² = Σ Ḡ ⊙ φ(S)`. Computed as `Σ Ḡ ⊙ K / σ²`, unless σ² is zero or subnormal, where
+/// the unit-variance kernel is re-evaluated instead.
+fn variance_adjoint(
+    gk: f64,
+    var: f64,
+    g: MatRef<'_, f64>,
+    recompute: impl FnOnce() -> Mat<f64>,
+) -> f64 {
+    if var >= f64::MIN_POSITIVE {
+        gk / var
+    } else {
+        weighted_total(g, recompute().as_ref())
+    }
+}
+
+struct StationaryOp {
+    kind: KernelKind,
+    /// One input (symmetric `K(x, x)`) instead of two.
+    sym: bool,
+    /// `σ² φ'(S)` (Matérn kernels only).
+    slope: Option<Mat<f64>>,
+    /// Matérn ½ only: entries with `0 < S_ij < τ²` (see [`near_pairs`]).
+    near: Vec<(usize, usize)>,
+}
+
+impl Backward for StationaryOp {
+    fn name(&self) -> &'static str {
+        if self.sym {
+            "kernel_sym"
+        } else {
+            "kernel_cross"
+        }
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let kind = self.kind;
+        let (ix2, ils, ivar) = if self.sym { (0, 1, 2) } else { (1, 2, 3) };
+        let want = Wants {
+            x1: sink.wants(0),
+            x2: !self.sym && sink.wants(ix2),
+            ls: sink.wants(ils),
+        };
+        let want_var = sink.wants(ivar);
+        let (g, k) = (ctx.grad(), ctx.output());
+        let (x1, ls) = (ctx.input(0), ctx.input(ils));
+        let var = ctx.input(ivar)[(0, 0)];
+        let geometry = want.x1 || want.x2 || want.ls;
+        debug_assert!(
+            !geometry || kind == KernelKind::Rbf || self.slope.is_some(),
+            "Matérn slope not cached although an input needs a gradient"
+        );
+        let (mut w, gk) = if geometry {
+            distance_adjoint(g, k, self.slope.as_ref())
+        } else {
+            (Mat::new(), weighted_total(g, k))
+        };
+        if want_var {
+            let x2 = ctx.input(ix2);
+            let sym = self.sym;
+            let v = variance_adjoint(gk, var, g, || {
+                if sym {
+                    eval_sym(kind, x1, ls, 1.0, Par::Seq, false).k
+                } else {
+                    eval_cross(kind, x1, x2, ls, 1.0, Par::Seq, false).k
+                }
+            });
+            sink.add_owned(ivar, Mat::from_fn(1, 1, |_, _| v));
+        }
+        if !geometry {
+            return;
+        }
+        // Matérn ½: entries with 0 < S_ij < τ² carry weights ~1/√S_ij; take them out of the
+        // product rule and add them term by term.
+        let mut pairs = Vec::with_capacity(self.near.len());
+        for &(i, j) in &self.near {
+            pairs.push((i, j, w[(i, j)]));
+            w[(i, j)] = 0.0;
+        }
+        let x2 = if self.sym { x1 } else { ctx.input(ix2) };
+        let mut grads = if self.sym {
+            sqdist::backward_sym(&mut w, x1, ls, want, ctx.par())
+        } else {
+            sqdist::backward_cross(w.as_ref(), x1, x2, ls, want, ctx.par())
+        };
+        sqdist::add_pair_terms(&pairs, x1, x2, ls, self.sym, &mut grads);
+        if let Some(m) = grads.x1 {
+            sink.add_owned(0, m);
+        }
+        if let Some(m) = grads.x2 {
+            sink.add_owned(ix2, m);
+        }
+        if let Some(m) = grads.ls {
+            sink.add_owned(ils, m);
+        }
+    }
+}
+
+/// Diagonal `k(x_i, x_i) = σ²` of a stationary kernel; depends on σ² only.
+struct StationaryDiagOp;
+
+impl Backward for StationaryDiagOp {
+    fn name(&self) -> &'static str {
+        "kernel_diag_stationary"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        if sink.wants(0) {
+            let s = crate::tape::ops::sum_entries(ctx.grad());
+            sink.acc(0)[(0, 0)] += s;
+        }
+    }
+}
+
+/// Records `K(x1, x2)` (`sym = None`) or `K(x, x)` on the tape.
+pub(crate) fn record(
+    kernel: &Kernel,
+    tape: &mut Tape,
+    x1: Var,
+    x2: Option<Var>,
+    ls: Var,
+    var: Var,
+) -> Var {
+    let kind = kernel.kind;
+    let needs =
+        tape.needs_grad(x1) || x2.is_some_and(|v| tape.needs_grad(v)) || tape.needs_grad(ls);
+    let v = tape.scalar(var);
+    let par = tape.par();
+    match x2 {
+        Some(x2) => {
+            let e = eval_cross(
+                kind,
+                tape.value(x1),
+                tape.value(x2),
+                tape.value(ls),
+                v,
+                par,
+                needs,
+            );
+            let op = StationaryOp {
+                kind,
+                sym: false,
+                slope: e.slope,
+                near: e.near,
+            };
+            tape.push(e.k, &[x1, x2, ls, var], op)
+        }
+        None => {
+            let e = eval_sym(kind, tape.value(x1), tape.value(ls), v, par, needs);
+            let op = StationaryOp {
+                kind,
+                sym: true,
+                slope: e.slope,
+                near: e.near,
+            };
+            tape.push(e.k, &[x1, ls, var], op)
+        }
+    }
+}
+
+/// The `n×1` diagonal `σ² 1`.
+pub(crate) fn diag(n: usize, var: f64) -> Mat<f64> {
+    Mat::from_fn(n, 1, |_, _| var)
+}
+
+/// Records the diagonal `σ² 1` (n×1) on the tape.
+pub(crate) fn record_diag(tape: &mut Tape, n: usize, var: Var) -> Var {
+    let d = diag(n, tape.scalar(var));
+    tape.push(d, &[var], StationaryDiagOp)
+}
