@@ -17,6 +17,7 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod rng;
+pub mod special;
 pub mod tape;
 pub mod transforms;
 
