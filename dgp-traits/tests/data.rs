@@ -15,12 +15,33 @@ use proptest::prelude::*;
 // ---------------------------------------------------------------------------------------
 // helpers
 
-/// A fresh, empty scratch directory under the system temp dir.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh, empty scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("dgp-traits-data-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn write(path: &Path, text: &str) {
@@ -31,7 +52,7 @@ fn write(path: &Path, text: &str) {
 }
 
 /// A small valid UCI folder: 5 rows, columns (f0, f1, y), one split.
-fn tiny_uci(name: &str) -> PathBuf {
+fn tiny_uci(name: &str) -> Scratch {
     let dir = scratch(name);
     write(
         &dir.join("data.txt"),
