@@ -65,6 +65,7 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod rng;
+pub mod special;
 pub mod tape;
 pub mod train;
 pub mod transforms;

@@ -1,1 +1,38 @@
-//! TODO
+//! Data: the dense data set type, loaders, standardisation, splits, minibatches and k-means.
+//!
+//! * [`Dataset`] — inputs `x` (N×D) and targets `y` (N×P) as `faer` matrices, validated on
+//!   construction (shapes agree, non-empty, finite).
+//! * Loaders — the UCI benchmark folder format of `shared/data/uci` ([`load_uci`],
+//!   [`load_uci_from_str`] for data embedded with `include_str!`) and CSV files with a
+//!   header ([`load_csv`], [`parse_csv_str`]).
+//! * [`Standardizer`] — per-column mean and population standard deviation of the training
+//!   split; predictive mixtures are mapped back to original units by
+//!   [`crate::predictive::Predictive::unstandardize`].
+//! * Splits — published UCI splits ([`UciDataset::split`]), seeded random splits
+//!   ([`random_split`]), the extrapolation split of Lindinger et al. (2020) §4.1
+//!   ([`extrapolation_split`]) and train/validation splits ([`validation_split`]).
+//! * [`Minibatches`] — a seeded stream of shuffled index batches, and [`gather_rows_into`] to
+//!   copy the rows of a batch into preallocated buffers.
+//! * [`kmeans`] — k-means++ seeding followed by Lloyd iterations, for inducing inputs.
+//! * [`serde_mat`] — (de)serialisation of `faer::Mat<f64>` as `(nrows, ncols, data)`, for
+//!   any struct of the workspace that stores matrices (checkpoints, [`crate::predictive`]).
+
+mod batches;
+mod csv_file;
+mod dataset;
+mod kmeans;
+pub mod serde_mat;
+mod splits;
+mod standardize;
+mod uci;
+
+pub use batches::{Minibatches, gather_rows_into};
+pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
+pub use dataset::Dataset;
+pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
+pub use splits::{
+    EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
+    extrapolation_split, permutation, random_split, validation_split,
+};
+pub use standardize::{CONSTANT_STD, DROP_FEATURE_STD, StandardizeOptions, Standardizer};
+pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};
