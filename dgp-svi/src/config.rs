@@ -88,10 +88,14 @@ impl SviConfig {
             return Err(Error::Config("svi: hidden_width must be at least 1".into()));
         }
         if self.train_samples == 0 {
-            return Err(Error::Config("svi: train_samples must be at least 1".into()));
+            return Err(Error::Config(
+                "svi: train_samples must be at least 1".into(),
+            ));
         }
         if !(self.inner_white_noise >= 0.0 && self.inner_white_noise.is_finite()) {
-            return Err(Error::Config("svi: inner_white_noise must be finite and ≥ 0".into()));
+            return Err(Error::Config(
+                "svi: inner_white_noise must be finite and ≥ 0".into(),
+            ));
         }
         if !(self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0) {
             return Err(Error::Config("svi: inner_q_scale must be in (0, 1]".into()));

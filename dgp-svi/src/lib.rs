@@ -24,8 +24,8 @@
 //! let config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
 //! let mut model = DeepGp::new(config, &data)?;
 //! model.fit(&data, &FitConfig { steps: 300, ..Default::default() }, &mut Silent)?;
-//! let pred = model.predict(data.x.as_ref(), &PredictConfig::default())?;
-//! assert!(rmse(&pred, data.y.as_ref())? < 0.3);
+//! let pred = model.predict(data.x(), &PredictConfig::default())?;
+//! assert!(rmse(&pred, data.y())? < 0.3);
 //! # Ok(())
 //! # }
 //! ```

@@ -75,13 +75,13 @@ impl DeepGp {
     /// `inner_q_scale`× the prior, the last layer at the prior.
     pub fn new(config: SviConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
-        let x = data.x.as_ref();
+        let x = data.x();
         let (n, d_in) = (x.nrows(), x.ncols());
-        let p = data.y.ncols();
+        let p = data.output_dim();
         if n == 0 {
             return Err(Error::Empty("svi: no training data".into()));
         }
-        config.likelihood.check_targets(data.y.as_ref())?;
+        config.likelihood.check_targets(data.y())?;
         let widths = config.widths(d_in, p);
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
@@ -131,7 +131,12 @@ impl DeepGp {
                 for i in 0..m {
                     kuu[(i, i)] += white;
                 }
-                cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {name}"), layer.jitter)?.0
+                cholesky_jittered(
+                    kuu.as_ref(),
+                    &format!("initial Kuu of {name}"),
+                    layer.jitter,
+                )?
+                .0
             };
             let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
             let raw = raw_factor(factor.as_ref());
@@ -246,11 +251,17 @@ impl DeepGp {
     }
 
     fn noise_var(&self, tape: &mut Tape, params: &[Var]) -> Option<Var> {
-        self.noise.map(|id| tape.positive(id.var(params), NOISE_FLOOR))
+        self.noise
+            .map(|id| tape.positive(id.var(params), NOISE_FLOOR))
     }
 
     /// Predictive mixture for one chunk of test inputs.
-    fn predict_chunk(&self, x: MatRef<'_, f64>, samples: usize, rng: &mut Rng) -> Result<ChunkPrediction> {
+    fn predict_chunk(
+        &self,
+        x: MatRef<'_, f64>,
+        samples: usize,
+        rng: &mut Rng,
+    ) -> Result<ChunkPrediction> {
         let mut tape = Tape::new();
         let params = self.params.record(&mut tape);
         let xv = tape.constant(x.to_owned());
@@ -295,7 +306,13 @@ impl Objective for DeepGp {
     /// The ELBO of eq. (17) on a minibatch: `N/(|B|·S) Σ_{n,s} E_{q(f_n^L | s)}[log p(y_n | f)]
     /// − Σ_l KL(q(U^l) ‖ p(U^l))`, the last layer's expectation in closed form (Gaussian) or
     /// by Gauss–Hermite (probit).
-    fn record(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var> {
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
         if batch.x.ncols() != self.input_dim || batch.y.ncols() != self.output_dim {
             return Err(Error::shape(
                 "svi batch columns (x, y)",
@@ -355,13 +372,21 @@ impl Model for DeepGp {
     /// `cfg.seed`, so the result does not depend on the number of threads.
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
         if x.ncols() != self.input_dim {
-            return Err(Error::shape("svi predict inputs", self.input_dim, x.ncols()));
+            return Err(Error::shape(
+                "svi predict inputs",
+                self.input_dim,
+                x.ncols(),
+            ));
         }
         if x.nrows() == 0 {
             return Err(Error::Empty("svi predict: no test points".into()));
         }
         dgp_traits::error::check_finite("test inputs", x)?;
-        let samples = if self.layers.len() == 1 { 1 } else { cfg.samples.max(1) };
+        let samples = if self.layers.len() == 1 {
+            1
+        } else {
+            cfg.samples.max(1)
+        };
         let chunk = (PREDICT_ROWS / samples).max(1);
         let starts: Vec<usize> = (0..x.nrows()).step_by(chunk).collect();
         let parts: Vec<Result<ChunkPrediction>> = starts
@@ -382,15 +407,21 @@ impl Model for DeepGp {
         for part in &parts {
             let rows = part.means[0].nrows();
             for k in 0..self.output_dim {
-                means[k].subrows_mut(row, rows).copy_from(part.means[k].as_ref());
-                vars[k].subrows_mut(row, rows).copy_from(part.vars[k].as_ref());
+                means[k]
+                    .subrows_mut(row, rows)
+                    .copy_from(part.means[k].as_ref());
+                vars[k]
+                    .subrows_mut(row, rows)
+                    .copy_from(part.vars[k].as_ref());
             }
             row += rows;
         }
         let weights = vec![1.0 / reps as f64; reps];
         let lik = &self.config.likelihood;
         if lik.has_noise_variance() {
-            let noise = parts[0].noise.expect("Gaussian likelihood has a noise variance");
+            let noise = parts[0]
+                .noise
+                .expect("Gaussian likelihood has a noise variance");
             for v in &mut vars {
                 for j in 0..v.ncols() {
                     for i in 0..v.nrows() {
@@ -415,9 +446,7 @@ impl Model for DeepGp {
                 probs[(i, 0)] = 1.0 - p1;
                 probs[(i, 1)] = p1;
             }
-            let mut pred = Predictive::new(weights, means, vars)?;
-            pred.class_probs = Some(probs);
-            Ok(pred)
+            Predictive::new(weights, means, vars)?.with_class_probs(probs)
         }
     }
 

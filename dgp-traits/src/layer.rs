@@ -95,7 +95,9 @@ impl SparseLayer {
             ));
         }
         if init.z.nrows() == 0 || output_dim == 0 {
-            return Err(Error::Empty(format!("{name}: no inducing points or no outputs")));
+            return Err(Error::Empty(format!(
+                "{name}: no inducing points or no outputs"
+            )));
         }
         if !(init.lengthscale > HYPER_FLOOR && init.variance > HYPER_FLOOR && white_noise >= 0.0) {
             return Err(Error::Config(format!(
@@ -104,7 +106,7 @@ impl SparseLayer {
         }
         let num_inducing = init.z.nrows();
         let z = store.add(format!("{name}.z"), init.z, init.train_z)?;
-        let n_ls = kernel.num_lengthscales();
+        let n_ls = kernel.lengthscale_shape().1;
         let ls0 = inv_softplus(init.lengthscale - HYPER_FLOOR);
         let lengthscales = store.add(
             format!("{name}.kernel.lengthscales"),
@@ -153,7 +155,10 @@ impl SparseLayer {
     pub fn kernel_vars(&self, tape: &mut Tape, params: &[Var]) -> KernelVars {
         let lengthscales = tape.positive(self.lengthscales.var(params), HYPER_FLOOR);
         let variance = tape.positive(self.variance.var(params), HYPER_FLOOR);
-        KernelVars { lengthscales, variance }
+        KernelVars {
+            lengthscales,
+            variance,
+        }
     }
 
     /// `Kuu = k(Z, Z) + σ²_white I` (before jitter) and its jittered Cholesky factor.
@@ -163,7 +168,8 @@ impl SparseLayer {
         if self.white_noise > 0.0 {
             kuu = tape.add_diag(kuu, self.white_noise);
         }
-        let (l, _jitter) = tape.cholesky_jittered(kuu, &format!("Kuu of {}", self.name), self.jitter)?;
+        let (l, _jitter) =
+            tape.cholesky_jittered(kuu, &format!("Kuu of {}", self.name), self.jitter)?;
         Ok(l)
     }
 }
@@ -300,7 +306,10 @@ pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var
                     Some(acc) => tape.add(acc, l),
                 });
             }
-            (tr.expect("at least one output"), ld.expect("at least one output"))
+            (
+                tr.expect("at least one output"),
+                ld.expect("at least one output"),
+            )
         }
         QSqrt::Diag(sd) => {
             let t = if whiten {

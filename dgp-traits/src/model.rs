@@ -98,11 +98,22 @@ pub trait Objective {
     /// Records the objective for `batch` on `tape` and returns its 1×1 node. `params`
     /// are the leaves of [`Objective::params`] on this tape; `rng` supplies any noise
     /// (Monte Carlo draws), so a fixed generator state gives a deterministic function.
-    fn record(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var>;
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var>;
 
     /// Objective value and its gradient with respect to the flat trainable parameters
     /// ([`ParamStore::flat`] layout). Fails on a non-finite value or gradient.
-    fn value_and_grad(&self, tape: &mut Tape, batch: &Batch<'_>, rng: &mut Rng) -> Result<(f64, Vec<f64>)> {
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
         tape.clear();
         let leaves = self.params().record(tape);
         let out = self.record(tape, &leaves, batch, rng)?;
@@ -156,7 +167,10 @@ pub struct PredictConfig {
 
 impl Default for PredictConfig {
     fn default() -> Self {
-        PredictConfig { samples: 100, seed: 1 }
+        PredictConfig {
+            samples: 100,
+            seed: 1,
+        }
     }
 }
 
@@ -199,7 +213,12 @@ pub trait Model: Objective + Send + Sync {
     /// Trains on `data` (already in model units). The default runs Adam over minibatches
     /// of the [`Objective`]; backends with another scheme (samplers, natural gradients,
     /// L-BFGS) override it.
-    fn fit(&mut self, data: &Dataset, cfg: &FitConfig, observer: &mut dyn FitObserver) -> Result<FitReport> {
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
         crate::train::fit_adam(self, data, cfg, observer)
     }
 

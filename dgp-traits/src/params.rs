@@ -21,66 +21,13 @@ impl ParamId {
     }
 }
 
-/// Serde helpers for faer matrices, stored as `{rows, cols, data}` in column-major order.
-pub mod mat_serde {
-    use faer::Mat;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    /// Serialisable mirror of a dense matrix.
-    #[derive(Serialize, Deserialize)]
-    pub struct MatData {
-        /// Number of rows.
-        pub rows: usize,
-        /// Number of columns.
-        pub cols: usize,
-        /// Entries, column-major.
-        pub data: Vec<f64>,
-    }
-
-    impl From<&Mat<f64>> for MatData {
-        fn from(m: &Mat<f64>) -> Self {
-            let mut data = Vec::with_capacity(m.nrows() * m.ncols());
-            for j in 0..m.ncols() {
-                for i in 0..m.nrows() {
-                    data.push(m[(i, j)]);
-                }
-            }
-            MatData {
-                rows: m.nrows(),
-                cols: m.ncols(),
-                data,
-            }
-        }
-    }
-
-    impl MatData {
-        /// Back to a matrix; `None` when `data` has the wrong length.
-        pub fn to_mat(&self) -> Option<Mat<f64>> {
-            (self.data.len() == self.rows * self.cols)
-                .then(|| Mat::from_fn(self.rows, self.cols, |i, j| self.data[i + j * self.rows]))
-        }
-    }
-
-    /// `#[serde(with = "mat_serde")]` serialiser.
-    pub fn serialize<S: Serializer>(m: &Mat<f64>, s: S) -> Result<S::Ok, S::Error> {
-        MatData::from(m).serialize(s)
-    }
-
-    /// `#[serde(with = "mat_serde")]` deserialiser.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Mat<f64>, D::Error> {
-        let md = MatData::deserialize(d)?;
-        md.to_mat()
-            .ok_or_else(|| serde::de::Error::custom("matrix data length does not match rows × cols"))
-    }
-}
-
 /// One named parameter block.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ParamBlock {
     /// Human-readable name, e.g. `"layer1.kernel.lengthscales"`.
     pub name: String,
     /// Value in unconstrained space.
-    #[serde(with = "mat_serde")]
+    #[serde(with = "crate::data::serde_mat")]
     pub value: Mat<f64>,
     /// Whether optimisers and samplers change it.
     pub trainable: bool,
@@ -99,7 +46,12 @@ impl ParamStore {
     }
 
     /// Adds a block; names must be unique.
-    pub fn add(&mut self, name: impl Into<String>, value: Mat<f64>, trainable: bool) -> Result<ParamId> {
+    pub fn add(
+        &mut self,
+        name: impl Into<String>,
+        value: Mat<f64>,
+        trainable: bool,
+    ) -> Result<ParamId> {
         let name = name.into();
         if self.id(&name).is_some() {
             return Err(Error::Config(format!("duplicate parameter name {name}")));
@@ -173,7 +125,11 @@ impl ParamStore {
     /// Writes a flat vector (as produced by [`Self::flat`]) back into the trainable blocks.
     pub fn set_flat(&mut self, flat: &[f64]) -> Result<()> {
         if flat.len() != self.num_trainable() {
-            return Err(Error::shape("ParamStore::set_flat", self.num_trainable(), flat.len()));
+            return Err(Error::shape(
+                "ParamStore::set_flat",
+                self.num_trainable(),
+                flat.len(),
+            ));
         }
         if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
             return Err(Error::NonFinite {

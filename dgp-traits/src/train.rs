@@ -40,7 +40,7 @@ pub fn fit_adam_with<M: Model + ?Sized>(
     adam_cfg: AdamConfig,
     observer: &mut dyn FitObserver,
 ) -> Result<FitReport> {
-    let n = data.x.nrows();
+    let n = data.n();
     if n == 0 {
         return Err(Error::Empty("training data has no rows".into()));
     }
@@ -52,16 +52,16 @@ pub fn fit_adam_with<M: Model + ?Sized>(
     let mut batches = Minibatches::new(n, b, cfg.seed)?;
     let mut noise = stream(cfg.seed, 1);
     let mut adam = Adam::new(adam_cfg, model.params().num_trainable())?;
-    let mut xb = Mat::<f64>::zeros(b, data.x.ncols());
-    let mut yb = Mat::<f64>::zeros(b, data.y.ncols());
+    let mut xb = Mat::<f64>::zeros(b, data.input_dim());
+    let mut yb = Mat::<f64>::zeros(b, data.output_dim());
     let mut tape = Tape::with_par(Par::rayon(0));
     let mut flat = model.params().flat();
     let mut report = FitReport::default();
     let start = Instant::now();
     for step in 0..cfg.steps {
         let idx = batches.next_batch();
-        gather_rows_into(data.x.as_ref(), idx, xb.as_mut());
-        gather_rows_into(data.y.as_ref(), idx, yb.as_mut());
+        gather_rows_into(data.x(), idx, xb.as_mut());
+        gather_rows_into(data.y(), idx, yb.as_mut());
         let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
         let (value, grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
         adam.ascend(&mut flat, &grad)?;

@@ -67,7 +67,11 @@ impl GradCheckReport {
 /// `f` records a computation on a fresh tape from leaves holding `inputs` and returns its
 /// output. A non-scalar output is reduced to `Σ W ⊙ out` with a fixed pseudo-random `W`
 /// (entries in [0.5, 1.5) with alternating signs), so every output entry is exercised.
-pub fn check_gradient<F>(inputs: &[Mat<f64>], f: F, cfg: GradCheck) -> Result<GradCheckReport, String>
+pub fn check_gradient<F>(
+    inputs: &[Mat<f64>],
+    f: F,
+    cfg: GradCheck,
+) -> Result<GradCheckReport, String>
 where
     F: Fn(&mut Tape, &[Var]) -> Var,
 {
@@ -99,7 +103,10 @@ where
     }
     let analytic = analytic.expect("requested");
     let mut xs: Vec<Mat<f64>> = inputs.to_vec();
-    let mut numeric: Vec<Mat<f64>> = inputs.iter().map(|x| Mat::zeros(x.nrows(), x.ncols())).collect();
+    let mut numeric: Vec<Mat<f64>> = inputs
+        .iter()
+        .map(|x| Mat::zeros(x.nrows(), x.ncols()))
+        .collect();
     for k in 0..xs.len() {
         for j in 0..xs[k].ncols() {
             for i in 0..xs[k].nrows() {
@@ -142,7 +149,10 @@ where
     let worst_values = if analytic.is_empty() {
         (0.0, 0.0)
     } else {
-        (analytic[worst.0][(worst.1, worst.2)], numeric[worst.0][(worst.1, worst.2)])
+        (
+            analytic[worst.0][(worst.1, worst.2)],
+            numeric[worst.0][(worst.1, worst.2)],
+        )
     };
     Ok(GradCheckReport {
         rel_error: worst_err.max(0.0) / denom,
@@ -171,10 +181,22 @@ mod tests {
         let a = mat![[1.0, -2.0, 0.5], [0.3, 0.7, -1.1]];
         let b = mat![[0.2, 1.0], [-0.4, 0.9], [1.5, -0.3]];
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a0 = if ta { a.transpose().to_owned() } else { a.clone() };
-            let b0 = if tb { b.transpose().to_owned() } else { b.clone() };
-            let r = check_gradient(&[a0, b0], |t, v| t.matmul_t(v[0], ta, v[1], tb), GradCheck::default())
-                .unwrap();
+            let a0 = if ta {
+                a.transpose().to_owned()
+            } else {
+                a.clone()
+            };
+            let b0 = if tb {
+                b.transpose().to_owned()
+            } else {
+                b.clone()
+            };
+            let r = check_gradient(
+                &[a0, b0],
+                |t, v| t.matmul_t(v[0], ta, v[1], tb),
+                GradCheck::default(),
+            )
+            .unwrap();
             r.within(1e-8).unwrap();
         }
     }
@@ -187,7 +209,11 @@ mod tests {
             fn name(&self) -> &'static str {
                 "wrong"
             }
-            fn backward(&self, ctx: &crate::tape::BackwardCtx<'_>, sink: &mut crate::tape::GradSink<'_>) {
+            fn backward(
+                &self,
+                ctx: &crate::tape::BackwardCtx<'_>,
+                sink: &mut crate::tape::GradSink<'_>,
+            ) {
                 let g = ctx.grad().to_owned();
                 sink.add(0, g.as_ref()); // should be 2x·g
             }
