@@ -1,7 +1,61 @@
-//! # dgp-dspp (not yet implemented)
+//! # dgp-dspp
 //!
-//! Will hold deep sigma point processes (Jankowiak, Pleiss & Gardner 2020): a parametric
-//! deep-GP regressor whose hidden layers are evaluated at learned quadrature sites (rules
-//! QR1, QR2, QR3) with learned simplex weights, trained on the regularised predictive
-//! log-likelihood of eq. (21); and PPGPR (eq. 16) as its one-layer special case.
-//! Algorithm notes: `shared/specs/dspp.md`.
+//! Deep sigma point processes (Jankowiak, Pleiss & Gardner 2020, "Deep Sigma Point
+//! Processes") and PPGPR, their one-layer special case (eq. 16).
+//!
+//! A [`Dspp`] has the building blocks of a variational deep GP — L layers of sparse GPs
+//! with whitened q(v) (mean-field by default, as in the paper; a full Cholesky factor is
+//! selectable) — but is a *parametric* model: the hidden layers' Gaussian marginals are
+//! replaced by learned quadrature rules (QR1, QR2, QR3 of §3.2, [`Rule`]) with learned
+//! simplex weights ω, so the predictive is a finite mixture
+//! `p(y | x) = Σ_k ω_k N(y | μ_k(x), σ²_k(x) + σ²_obs)` of K Gaussians (K = S for QR3,
+//! S^W for QR1/QR2), sites lined up across layers. Training maximises eq. (21) per datum:
+//! the minibatch mean of `log p(y_i | x_i)` minus `β_reg · Σ KL / N`; only the minibatch
+//! is random. Gaussian regression (one GP per output, or the linear model of
+//! coregionalisation of App. A.3 via [`DsppConfig::lmc_latent`]) and Bernoulli-probit
+//! classification (a finite mixture of probit probabilities) are supported.
+//! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
+//! split. Algorithm notes: `shared/specs/dspp.md`.
+//!
+//! ```
+//! use dgp_dspp::prelude::*;
+//!
+//! # fn main() -> dgp_dspp::dgp_traits::Result<()> {
+//! let x = Mat::from_fn(60, 1, |i, _| i as f64 / 30.0 - 1.0);
+//! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
+//! let data = Dataset::new(x, y)?;
+//! let config = DsppConfig { num_inducing: 10, hidden_width: 2, sites: 4, ..Default::default() };
+//! let mut model = Dspp::new(config, &data)?;
+//! model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut Silent)?;
+//! let pred = model.predict(data.x(), &PredictConfig::default())?;
+//! assert_eq!(pred.n_components(), 4);
+//! assert!(rmse(&pred, data.y())? < 0.3);
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+mod config;
+pub mod lmc;
+mod model;
+mod ppgpr;
+pub mod quadrature;
+mod select;
+
+pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit};
+pub use dgp_traits;
+pub use model::{
+    Dspp, DsppLayer, GRAD_CHUNK_ROWS, GpBlock, Q_MEAN_INIT_SD, Q_SD_FLOOR, QSqrtParams,
+    SITE_VAR_JITTER, Z_NOISE_SD,
+};
+pub use ppgpr::Ppgpr;
+pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
+
+/// Everything needed to build, train and evaluate a model.
+pub mod prelude {
+    pub use crate::{Dspp, DsppConfig, Ppgpr, QCov, Rule, SiteInit, select_beta};
+    pub use dgp_traits::data::Dataset;
+    pub use dgp_traits::metrics::{nll, rmse};
+    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use faer::Mat;
+}

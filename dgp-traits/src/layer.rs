@@ -263,7 +263,8 @@ pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) ->
             tape.concat_cols(&cols)
         }
         QSqrt::Diag(sd) => {
-            let at2 = tape.square(at);
+            // Whitened: Ã = A, so A⊙A is already on the tape.
+            let at2 = if whiten { a2 } else { tape.square(at) };
             let s2 = tape.square(*sd);
             let extra = tape.matmul_tn(at2, s2);
             tape.add_col(extra, base)

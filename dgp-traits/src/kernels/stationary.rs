@@ -17,6 +17,7 @@
 //! grows like 1/r, so its few entries with r < 10⁻⁴ are differentiated term by term with
 //! [`sqdist::add_pair_terms`], where the products are bounded because |x_q − x'_q|/ℓ_q ≤ r.)
 
+use super::fast_exp;
 use super::sqdist::{self, Method, Wants};
 use super::{Kernel, KernelKind};
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
@@ -28,22 +29,22 @@ use faer::{Mat, MatRef, Par};
 fn profile(kind: KernelKind, s: f64) -> (f64, f64) {
     match kind {
         KernelKind::Rbf => {
-            let e = (-0.5 * s).exp();
+            let e = fast_exp::exp(-0.5 * s);
             (e, -0.5 * e)
         }
         KernelKind::Matern12 => {
             let r = s.sqrt();
-            let e = (-r).exp();
+            let e = fast_exp::exp(-r);
             (e, if r > 0.0 { -0.5 * e / r } else { 0.0 })
         }
         KernelKind::Matern32 => {
             let t = (3.0 * s).sqrt();
-            let e = (-t).exp();
+            let e = fast_exp::exp(-t);
             ((1.0 + t) * e, -1.5 * e)
         }
         KernelKind::Matern52 => {
             let t = (5.0 * s).sqrt();
-            let e = (-t).exp();
+            let e = fast_exp::exp(-t);
             (
                 (1.0 + t + (5.0 / 3.0) * s) * e,
                 -(5.0 / 6.0) * (1.0 + t) * e,
@@ -63,6 +64,7 @@ fn apply_profile(
     lower_only: bool,
     slope: bool,
 ) -> Option<Mat<f64>> {
+    #[inline(always)]
     fn go(
         m: &mut Mat<f64>,
         var: f64,
@@ -92,19 +94,49 @@ fn apply_profile(
         }
         d
     }
-    match kind {
-        KernelKind::Rbf => go(m, var, lower_only, slope, |s| profile(KernelKind::Rbf, s)),
-        KernelKind::Matern12 => go(m, var, lower_only, slope, |s| {
-            profile(KernelKind::Matern12, s)
-        }),
-        KernelKind::Matern32 => go(m, var, lower_only, slope, |s| {
-            profile(KernelKind::Matern32, s)
-        }),
-        KernelKind::Matern52 => go(m, var, lower_only, slope, |s| {
-            profile(KernelKind::Matern52, s)
-        }),
-        KernelKind::Linear => unreachable!("linear kernel is not stationary"),
+    // Runtime SIMD dispatch (AVX2/FMA where available): the loop is compiled inside
+    // pulp's target-feature context, so it is vectorised for the best instruction set of
+    // the machine (see `fast_exp`).
+    struct Loop<'a> {
+        kind: KernelKind,
+        m: &'a mut Mat<f64>,
+        var: f64,
+        lower_only: bool,
+        slope: bool,
     }
+    impl pulp::WithSimd for Loop<'_> {
+        type Output = Option<Mat<f64>>;
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, _simd: S) -> Self::Output {
+            let Loop {
+                kind,
+                m,
+                var,
+                lower_only,
+                slope,
+            } = self;
+            match kind {
+                KernelKind::Rbf => go(m, var, lower_only, slope, |s| profile(KernelKind::Rbf, s)),
+                KernelKind::Matern12 => go(m, var, lower_only, slope, |s| {
+                    profile(KernelKind::Matern12, s)
+                }),
+                KernelKind::Matern32 => go(m, var, lower_only, slope, |s| {
+                    profile(KernelKind::Matern32, s)
+                }),
+                KernelKind::Matern52 => go(m, var, lower_only, slope, |s| {
+                    profile(KernelKind::Matern52, s)
+                }),
+                KernelKind::Linear => unreachable!("linear kernel is not stationary"),
+            }
+        }
+    }
+    pulp::Arch::new().dispatch(Loop {
+        kind,
+        m,
+        var,
+        lower_only,
+        slope,
+    })
 }
 
 /// Distance method for a kernel: Matérn-½ always uses the direct form, because its value

@@ -1,0 +1,286 @@
+//! Configuration of a deep sigma point process, with the defaults of the paper and of its
+//! GPyTorch reference (`shared/specs/dspp.md` §6).
+
+use dgp_traits::error::{Error, Result};
+use dgp_traits::kernels::KernelKind;
+use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::mean::LinearInit;
+use serde::{Deserialize, Serialize};
+
+/// Largest number of mixture components a grid rule (QR1/QR2, `S^W`) may have.
+pub const MAX_GRID_COMPONENTS: usize = 4096;
+
+/// The quadrature rule that replaces the hidden layers' Gaussian marginals by a finite set
+/// of sigma points (paper §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// QR1, eq. (22): a tensor grid of `S^W` points with learnable sites `ξ_w^{(s)}`
+    /// (`S·W` reals per layer) and `S^W` free simplex weights.
+    Qr1,
+    /// QR2: QR1 with symmetric sites `ξ_w^{(s)} = −ξ_w^{(S+1−s)}` (`⌊S/2⌋·W` reals per layer;
+    /// the middle site of an odd `S` is 0).
+    Qr2,
+    /// QR3, eq. (23): `S` sites "lined up" across the GPs of a layer (and across layers),
+    /// `S·W` learnable reals per layer and `S` simplex weights. The paper's default.
+    Qr3,
+}
+
+impl std::str::FromStr for Rule {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "qr1" => Ok(Rule::Qr1),
+            "qr2" => Ok(Rule::Qr2),
+            "qr3" => Ok(Rule::Qr3),
+            other => Err(Error::Config(format!(
+                "unknown quadrature rule {other:?} (expected qr1, qr2 or qr3)"
+            ))),
+        }
+    }
+}
+
+/// How quadrature sites and weights are initialised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteInit {
+    /// Probabilists' Gauss–Hermite nodes and weights (eqs. 18–20): QR1/QR2 start as the
+    /// tensor Gauss–Hermite rule (weights `Π_w ω^{(s_w)}`); QR3 puts node `s` on every GP
+    /// (`ξ_w^{(s)} = ξ^{(s)}_{GH}`) with weight `ω^{(s)}_{GH}`. Deterministic.
+    GaussHermite,
+    /// GPyTorch's initialisation: sites and weight logits i.i.d. N(0, 1) (for QR2 the free
+    /// half of the sites; the weights are `softmax` of the logits).
+    Random,
+}
+
+/// Covariance of the whitened q(v) of every GP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QCov {
+    /// Mean-field `diag(s²)` (the paper, §5: "DSPPs use diagonal S").
+    Diag,
+    /// Full covariance through a lower Cholesky factor with positive diagonal.
+    Full,
+}
+
+/// How the inducing inputs of layers ≥ 2 are initialised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaterZInit {
+    /// i.i.d. N(0, 1) draws, `M × W_{l−1}` (the GPyTorch notebook).
+    Random,
+    /// The first layer's k-means centres pushed through the mean functions of the earlier
+    /// layers (as the DSVI reference does), so Z starts where the hidden inputs are.
+    Propagated,
+}
+
+/// Learning-rate schedule of [`crate::Dspp`]'s training loop: the rate is multiplied by
+/// `factor` after each fraction `milestones[k]` of the steps (PyTorch `MultiStepLR`; the
+/// paper "progressively decreases" it, App. A.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LrDrops {
+    /// Fractions of the total number of steps, each in (0, 1).
+    pub milestones: Vec<f64>,
+    /// Multiplier at each milestone, in (0, 1].
+    pub factor: f64,
+}
+
+impl Default for LrDrops {
+    fn default() -> Self {
+        LrDrops {
+            milestones: vec![0.5, 0.75],
+            factor: 0.3,
+        }
+    }
+}
+
+/// Architecture and training settings of a [`crate::Dspp`] (and of [`crate::Ppgpr`], which
+/// uses only the one-layer part).
+///
+/// ```
+/// use dgp_dspp::{DsppConfig, Rule};
+/// let cfg = DsppConfig { rule: Rule::Qr3, sites: 8, beta: 0.05, ..Default::default() };
+/// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.num_components(), 8);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DsppConfig {
+    /// Number of GP layers L ≥ 1 (L = 1 is PPGPR, eq. 16).
+    pub layers: usize,
+    /// Width W of every hidden layer (paper: chosen from {3, 5} on validation data).
+    pub hidden_width: usize,
+    /// Inducing points per GP, M.
+    pub num_inducing: usize,
+    /// Quadrature rule.
+    pub rule: Rule,
+    /// Quadrature sites S per hidden GP (QR3: mixture components; QR1/QR2: `S^W` of them).
+    pub sites: usize,
+    /// Regularisation constant β_reg of eq. (21).
+    pub beta: f64,
+    /// Initialisation of sites and weights.
+    pub init: SiteInit,
+    /// Covariance of q(v).
+    pub q_cov: QCov,
+    /// Likelihood (Gaussian regression or Bernoulli-probit classification).
+    pub likelihood: Likelihood,
+    /// For multi-output regression: the linear model of coregionalisation of App. A.3 with
+    /// this many latent GPs W' in the last layer, mixed by a learned W'×P matrix (the paper
+    /// uses W' = P). `None`: one independent GP per output.
+    pub lmc_latent: Option<usize>,
+    /// Kernel of every GP (paper and GPyTorch: Matérn 5/2 with ARD).
+    pub kernel: KernelKind,
+    /// One lengthscale per input dimension.
+    pub ard: bool,
+    /// Initial lengthscales and kernel variances (GPyTorch: softplus(0) = log 2).
+    pub init_lengthscale: f64,
+    /// Initial kernel variance (outputscale).
+    pub init_variance: f64,
+    /// Each hidden GP has its own kernel, inducing inputs and mean function, as in GPyTorch
+    /// (`true`), or the GPs of a layer share them (`false`, cheaper: one projection per
+    /// layer).
+    pub independent_gps: bool,
+    /// Initialisation of the hidden layers' learned linear mean functions (GPyTorch:
+    /// N(0, 1) weights and bias).
+    pub hidden_mean_init: LinearInit,
+    /// Initialisation of the inducing inputs of layers ≥ 2.
+    pub later_z_init: LaterZInit,
+    /// Lower bound of the Gaussian noise variance (GPyTorch: 1e-4), in model units.
+    pub noise_floor: f64,
+    /// Lloyd iterations of the k-means initialisation of the first layer's Z.
+    pub kmeans_iters: usize,
+    /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
+    pub lr_drops: LrDrops,
+    /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
+    /// steps, the one with the best full-data objective is trained to completion.
+    pub restarts: usize,
+    /// Fraction of the steps spent on each restart candidate.
+    pub restart_fraction: f64,
+    /// Seed of the initialisation (k-means, random means, Z, sites, weights, q means).
+    pub init_seed: u64,
+}
+
+impl Default for DsppConfig {
+    fn default() -> Self {
+        DsppConfig {
+            layers: 2,
+            hidden_width: 3,
+            num_inducing: 128,
+            rule: Rule::Qr3,
+            sites: 8,
+            beta: 0.05,
+            init: SiteInit::Random,
+            q_cov: QCov::Diag,
+            likelihood: Likelihood::gaussian(std::f64::consts::LN_2),
+            lmc_latent: None,
+            kernel: KernelKind::Matern52,
+            ard: true,
+            init_lengthscale: std::f64::consts::LN_2,
+            init_variance: std::f64::consts::LN_2,
+            independent_gps: true,
+            hidden_mean_init: LinearInit::RandomNormal,
+            later_z_init: LaterZInit::Random,
+            noise_floor: 1e-4,
+            kmeans_iters: 25,
+            lr_drops: LrDrops::default(),
+            restarts: 1,
+            restart_fraction: 0.1,
+            init_seed: 0,
+        }
+    }
+}
+
+impl DsppConfig {
+    /// The PPGPR configuration (eq. 16): one layer, everything else as given.
+    pub fn ppgpr(self) -> Self {
+        DsppConfig { layers: 1, ..self }
+    }
+
+    /// Number of mixture components K of the predictive: 1 for L = 1, `S` for QR3, `S^W`
+    /// for QR1/QR2.
+    pub fn num_components(&self) -> usize {
+        if self.layers <= 1 {
+            return 1;
+        }
+        match self.rule {
+            Rule::Qr3 => self.sites,
+            Rule::Qr1 | Rule::Qr2 => u32::try_from(self.hidden_width)
+                .ok()
+                .and_then(|w| self.sites.checked_pow(w))
+                .unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Checks every range; called by [`crate::Dspp::new`].
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::Config(format!("dspp: {m}")));
+        if self.layers == 0 {
+            return bad("layers must be at least 1");
+        }
+        if self.num_inducing == 0 {
+            return bad("num_inducing must be at least 1");
+        }
+        if self.layers > 1 && self.hidden_width == 0 {
+            return bad("hidden_width must be at least 1");
+        }
+        if self.sites == 0 {
+            return bad("sites must be at least 1");
+        }
+        if self.layers > 1 && self.num_components() > MAX_GRID_COMPONENTS {
+            return bad(&format!(
+                "the {:?} grid has {}^{} components, more than {MAX_GRID_COMPONENTS}",
+                self.rule, self.sites, self.hidden_width
+            ));
+        }
+        if !(self.beta >= 0.0 && self.beta.is_finite()) {
+            return bad("beta must be finite and ≥ 0");
+        }
+        if self.lmc_latent == Some(0) {
+            return bad("lmc_latent must be at least 1");
+        }
+        if self.lmc_latent.is_some() && !self.likelihood.has_noise_variance() {
+            return bad("the LMC output is for Gaussian regression only");
+        }
+        for (what, v) in [
+            ("init_lengthscale", self.init_lengthscale),
+            ("init_variance", self.init_variance),
+        ] {
+            if !(v > dgp_traits::layer::HYPER_FLOOR && v.is_finite()) {
+                return bad(&format!("{what} must be finite and > 1e-6"));
+            }
+        }
+        if !(self.noise_floor > 0.0 && self.noise_floor.is_finite()) {
+            return bad("noise_floor must be finite and > 0");
+        }
+        if let Some(v) = self.likelihood.init_noise_variance()
+            && v <= self.noise_floor
+        {
+            return bad("the initial noise variance must exceed noise_floor");
+        }
+        if !(self.lr_drops.factor > 0.0 && self.lr_drops.factor <= 1.0)
+            || self
+                .lr_drops
+                .milestones
+                .iter()
+                .any(|m| !(*m > 0.0 && *m < 1.0))
+        {
+            return bad("lr_drops needs milestones in (0, 1) and a factor in (0, 1]");
+        }
+        if self.restarts == 0 {
+            return bad("restarts must be at least 1");
+        }
+        if !(self.restart_fraction > 0.0 && self.restart_fraction < 1.0) {
+            return bad("restart_fraction must be in (0, 1)");
+        }
+        self.likelihood.validate()
+    }
+
+    /// Widths W_0 (inputs), W_1 … W_{L−1} (hidden), W_L (GPs of the last layer: the outputs,
+    /// or the LMC's latent GPs) for data with `input_dim` columns and `output_dim` targets.
+    pub fn widths(&self, input_dim: usize, output_dim: usize) -> Vec<usize> {
+        let mut w = vec![input_dim];
+        w.extend(std::iter::repeat_n(self.hidden_width, self.layers - 1));
+        w.push(self.lmc_latent.unwrap_or(output_dim));
+        w
+    }
+}

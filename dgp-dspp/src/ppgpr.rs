@@ -1,0 +1,128 @@
+//! PPGPR (Jankowiak, Pleiss & Gardner 2020, eq. 16): the one-layer special case of the DSPP.
+
+use crate::config::DsppConfig;
+use crate::model::Dspp;
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{
+    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
+};
+use dgp_traits::params::ParamStore;
+use dgp_traits::predictive::Predictive;
+use dgp_traits::rng::Rng;
+use dgp_traits::tape::{Tape, Var};
+use faer::MatRef;
+use serde::{Deserialize, Serialize};
+
+/// The parametric predictive process regressor of eq. (16): one sparse GP whose predictive
+/// `N(y | μ_f(x), σ_f(x)² + σ²_obs)` is fitted by regularised maximum likelihood,
+/// `Σ_i log N(y_i | μ_f(x_i), σ_f(x_i)² + σ²_obs) − β KL(q(u) ‖ p(u))` (per datum: the
+/// batch mean minus β·KL/N). It is exactly a one-layer [`Dspp`]; this type only fixes
+/// `layers = 1` and reports the backend name `"ppgpr"`.
+///
+/// ```
+/// use dgp_dspp::prelude::*;
+///
+/// # fn main() -> dgp_dspp::dgp_traits::Result<()> {
+/// let x = Mat::from_fn(40, 1, |i, _| i as f64 / 20.0 - 1.0);
+/// let y = Mat::from_fn(40, 1, |i, _| (3.0 * x[(i, 0)]).sin());
+/// let data = Dataset::new(x, y)?;
+/// let mut model = Ppgpr::new(DsppConfig { num_inducing: 10, ..Default::default() }, &data)?;
+/// model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut Silent)?;
+/// let pred = model.predict(data.x(), &PredictConfig::default())?;
+/// assert_eq!(pred.n_components(), 1);
+/// assert!(rmse(&pred, data.y())? < 0.3);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Ppgpr(Dspp);
+
+impl Ppgpr {
+    /// Builds PPGPR from a DSPP configuration; `layers` is forced to 1 (the fields of the
+    /// hidden layers and of the quadrature rule are unused).
+    ///
+    /// # Errors
+    /// As [`Dspp::new`].
+    pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
+        Dspp::new(config.ppgpr(), data).map(Ppgpr)
+    }
+
+    /// The underlying one-layer DSPP.
+    pub fn dspp(&self) -> &Dspp {
+        &self.0
+    }
+
+    /// Unwraps the one-layer DSPP.
+    pub fn into_dspp(self) -> Dspp {
+        self.0
+    }
+
+    /// Restores a model written by [`Model::to_json`].
+    pub fn from_json(s: &str) -> Result<Self> {
+        Dspp::from_json(s).map(Ppgpr)
+    }
+}
+
+impl Objective for Ppgpr {
+    fn params(&self) -> &ParamStore {
+        self.0.params()
+    }
+
+    /// Eq. (16) per datum: `(1/|B|) Σ_{i∈B} log N(y_i | μ_f, σ_f² + σ²_obs) − β KL / N`.
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
+        self.0.record(tape, params, batch, rng)
+    }
+
+    /// As [`Dspp`]'s: chunked over the minibatch, chunks in parallel.
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        self.0.value_and_grad(tape, batch, rng)
+    }
+}
+
+impl Model for Ppgpr {
+    fn backend(&self) -> &'static str {
+        "ppgpr"
+    }
+
+    fn describe(&self) -> String {
+        let c = self.0.config();
+        format!(
+            "ppgpr M={} beta={} q={:?} {:?}",
+            c.num_inducing, c.beta, c.q_cov, c.kernel
+        )
+    }
+
+    fn params_mut(&mut self) -> &mut ParamStore {
+        self.0.params_mut()
+    }
+
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        self.0.fit(data, cfg, observer)
+    }
+
+    /// One Gaussian per point, `N(μ_f(x), σ_f(x)² + σ²_obs)` (eq. 14).
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        self.0.predict(x, cfg)
+    }
+
+    fn to_json(&self) -> Result<String> {
+        self.0.to_json()
+    }
+}
