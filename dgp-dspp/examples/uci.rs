@@ -300,7 +300,11 @@ fn run_split(a: &Args, k: usize) -> dgp_traits::Result<Vec<Row>> {
         model: format!("DSPP{}-{:?} β={beta} W={width}", a.layers, a.rule),
         metrics: evaluate(&dspp, &test, &st, &pcfg)?,
         seconds: t0.elapsed().as_secs_f64(),
-        note: format!("σ²_obs={noise:.2e} max ω={wmax:.2} {note}"),
+        note: format!(
+            "σ²_obs={noise:.2e} max ω={wmax:.2} kept step {:?} of {} {note}",
+            dspp.fit_summary().and_then(|s| s.best_step),
+            dspp.fit_summary().map_or(0, |s| s.steps)
+        ),
     });
 
     if a.ppgpr {

@@ -53,6 +53,19 @@ pub enum SiteInit {
     Random,
 }
 
+impl std::str::FromStr for SiteInit {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "gh" | "gauss-hermite" | "gausshermite" | "gauss_hermite" => Ok(SiteInit::GaussHermite),
+            "random" => Ok(SiteInit::Random),
+            other => Err(Error::Config(format!(
+                "unknown site initialisation {other:?} (expected gh or random)"
+            ))),
+        }
+    }
+}
+
 /// Covariance of the whitened q(v) of every GP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +74,19 @@ pub enum QCov {
     Diag,
     /// Full covariance through a lower Cholesky factor with positive diagonal.
     Full,
+}
+
+impl std::str::FromStr for QCov {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "diag" | "diagonal" | "mean-field" => Ok(QCov::Diag),
+            "full" | "cholesky" => Ok(QCov::Full),
+            other => Err(Error::Config(format!(
+                "unknown q covariance {other:?} (expected diag or full)"
+            ))),
+        }
+    }
 }
 
 /// How the inducing inputs of layers ≥ 2 are initialised.
@@ -151,6 +177,9 @@ pub struct DsppConfig {
     pub kmeans_iters: usize,
     /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
     pub lr_drops: LrDrops,
+    /// Early stopping on held-out training rows (default on; `None` trains on every row for
+    /// all steps). See [`crate::train`] for why a DSPP needs it on small data.
+    pub early_stopping: Option<crate::train::EarlyStopping>,
     /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
     /// steps, the one with the best full-data objective is trained to completion.
     pub restarts: usize,
@@ -183,6 +212,7 @@ impl Default for DsppConfig {
             noise_floor: 1e-4,
             kmeans_iters: 25,
             lr_drops: LrDrops::default(),
+            early_stopping: Some(crate::train::EarlyStopping::default()),
             restarts: 1,
             restart_fraction: 0.1,
             init_seed: 0,
@@ -265,6 +295,9 @@ impl DsppConfig {
                 .any(|m| !(*m > 0.0 && *m < 1.0))
         {
             return bad("lr_drops needs milestones in (0, 1) and a factor in (0, 1]");
+        }
+        if let Some(es) = &self.early_stopping {
+            es.validate()?;
         }
         if self.restarts == 0 {
             return bad("restarts must be at least 1");

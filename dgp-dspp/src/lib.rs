@@ -41,6 +41,7 @@ mod model;
 mod ppgpr;
 pub mod quadrature;
 mod select;
+pub mod train;
 
 pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit};
 pub use dgp_traits;
@@ -49,6 +50,7 @@ pub use model::{
     SITE_VAR_JITTER, Z_NOISE_SD,
 };
 pub use ppgpr::Ppgpr;
+pub use train::{EarlyStopping, FitSummary};
 pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
 
 /// Everything needed to build, train and evaluate a model.

@@ -5,6 +5,7 @@
 use crate::config::{DsppConfig, LaterZInit, QCov};
 use crate::lmc::LmcTape;
 use crate::quadrature::QuadRule;
+use crate::train::FitSummary;
 use dgp_traits::data::{Dataset, kmeans};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
@@ -13,7 +14,7 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::likelihoods::scalar::probit_prob;
 use dgp_traits::mean::{MeanFunction, MeanParams};
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig, Silent,
+    Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
 };
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::params::{ParamId, ParamStore};
@@ -39,6 +40,9 @@ pub const Z_NOISE_SD: f64 = 0.01;
 /// Largest number of rows (points × components) pushed through the layers at once when
 /// predicting.
 const PREDICT_ROWS: usize = 50_000;
+/// Largest number of test points per prediction chunk (chunks run in parallel; the
+/// chunking does not depend on the number of threads).
+const PREDICT_POINTS: usize = 1024;
 /// Minibatches larger than this are split into chunks of at most this many points whose
 /// gradients are computed on separate tapes in parallel and summed in a fixed order
 /// ([`Objective::value_and_grad`] of [`Dspp`]); the chunking does not depend on the number
@@ -98,6 +102,8 @@ pub struct Dspp {
     params: ParamStore,
     input_dim: usize,
     output_dim: usize,
+    #[serde(default)]
+    fit_summary: Option<FitSummary>,
 }
 
 /// Per latent output, the n×K matrices of component means and of latent variances.
@@ -320,7 +326,17 @@ impl Dspp {
             params,
             input_dim: d_in,
             output_dim: p,
+            fit_summary: None,
         })
+    }
+
+    /// What the last [`Model::fit`] did (steps, early-stopping checkpoint), if it ran.
+    pub fn fit_summary(&self) -> Option<&FitSummary> {
+        self.fit_summary.as_ref()
+    }
+
+    pub(crate) fn set_fit_summary(&mut self, s: FitSummary) {
+        self.fit_summary = Some(s);
     }
 
     /// The configuration the model was built with.
@@ -627,7 +643,7 @@ impl Dspp {
 
     /// Mean log predictive density of `data` (the training NLL's negative), chunked.
     pub fn mean_log_density(&self, data: &Dataset) -> Result<f64> {
-        let chunk = (PREDICT_ROWS / self.num_components()).max(1);
+        let chunk = (PREDICT_ROWS / self.num_components()).clamp(1, PREDICT_POINTS);
         let starts: Vec<usize> = (0..data.n()).step_by(chunk).collect();
         let parts: Vec<Result<f64>> = starts
             .par_iter()
@@ -784,60 +800,19 @@ impl Model for Dspp {
         &mut self.params
     }
 
-    /// Adam on the objective with the configured learning-rate drops; with
-    /// `restarts > 1`, first trains `restarts` differently seeded initialisations for
-    /// `restart_fraction` of the steps each and keeps the one with the best training
-    /// log-likelihood (paper App. A.2), then trains it for the remaining steps.
+    /// Adam on the objective with the configured learning-rate drops. With
+    /// [`DsppConfig::early_stopping`] (the default), a fraction of the rows is held out,
+    /// its NLL is monitored and the best parameters are kept (see [`crate::train`]); with
+    /// `restarts > 1`, `restarts` differently seeded initialisations are first trained for
+    /// `restart_fraction` of the steps each and the best (held-out, else training, NLL) is
+    /// trained on (paper App. A.2).
     fn fit(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        if self.config.restarts > 1 && cfg.steps > 1 {
-            let pre = ((cfg.steps as f64 * self.config.restart_fraction).round() as usize)
-                .clamp(1, cfg.steps - 1);
-            let mut best: Option<(f64, Dspp)> = None;
-            let mut seconds = 0.0;
-            for r in 0..self.config.restarts {
-                let mut cand = if r == 0 {
-                    self.clone()
-                } else {
-                    let c = DsppConfig {
-                        init_seed: self.config.init_seed.wrapping_add(1000 * r as u64),
-                        ..self.config.clone()
-                    };
-                    Dspp::new(c, data)?
-                };
-                let pre_cfg = FitConfig {
-                    steps: pre,
-                    seed: cfg.seed.wrapping_add(r as u64),
-                    ..cfg.clone()
-                };
-                let adam = AdamConfig::with_lr(cfg.learning_rate);
-                let rep =
-                    dgp_traits::train::fit_adam_with(&mut cand, data, &pre_cfg, adam, &mut Silent)?;
-                seconds += rep.seconds;
-                let score = cand.mean_log_density(data)?;
-                if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                    best = Some((score, cand));
-                }
-            }
-            // The winner keeps its own configuration: its `init_seed` records which restart
-            // won.
-            let (_, winner) = best.expect("at least one restart");
-            *self = winner;
-            let rest = FitConfig {
-                steps: cfg.steps - pre,
-                ..cfg.clone()
-            };
-            let adam = self.adam_config(cfg.learning_rate, rest.steps);
-            let mut rep = dgp_traits::train::fit_adam_with(self, data, &rest, adam, observer)?;
-            rep.seconds += seconds;
-            return Ok(rep);
-        }
-        let adam = self.adam_config(cfg.learning_rate, cfg.steps);
-        dgp_traits::train::fit_adam_with(self, data, cfg, adam, observer)
+        crate::train::fit(self, data, cfg, observer)
     }
 
     /// The finite mixture of eq. (21)'s predictive: weights ω (shared by all points),
@@ -859,7 +834,7 @@ impl Model for Dspp {
         }
         dgp_traits::error::check_finite("test inputs", x)?;
         let reps = self.num_components();
-        let chunk = (PREDICT_ROWS / reps).max(1);
+        let chunk = (PREDICT_ROWS / reps).clamp(1, PREDICT_POINTS);
         let starts: Vec<usize> = (0..x.nrows()).step_by(chunk).collect();
         let parts: Vec<Result<ComponentMoments>> = starts
             .par_iter()
@@ -949,4 +924,41 @@ impl Model for Dspp {
     fn to_json(&self) -> Result<String> {
         serde_json::to_string(self).map_err(|e| Error::Serde(e.to_string()))
     }
+
+    /// `count` coherent function draws for plots: each draw picks a mixture component k
+    /// with probability ω_k (seeded) and returns that component's latent mean function
+    /// μ_k(x) of the first output — the deterministic path of the sigma points of component
+    /// k through the layers (eqs. 22–23). For the probit likelihood these are latent
+    /// functions; for the LMC, the first output's mean `Σ_w A_w1 μ_kw(x)`.
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<Mat<f64>>> {
+        let pred = self.predict(x, &PredictConfig::default())?;
+        let w = pred.weights();
+        let mut rng = dgp_traits::rng::seeded(seed);
+        let u = dgp_traits::rng::standard_normal(&mut rng, count, 1);
+        let means = &pred.means()[0];
+        let mut out = Mat::zeros(x.nrows(), count);
+        for c in 0..count {
+            // A uniform draw (Φ of a normal draw), then the inverse CDF of ω.
+            let p = dgp_traits::special::norm_cdf(u[(c, 0)]);
+            let mut acc = 0.0;
+            let mut k = w.len() - 1;
+            for (j, wj) in w.iter().enumerate() {
+                acc += wj;
+                if p < acc {
+                    k = j;
+                    break;
+                }
+            }
+            for i in 0..x.nrows() {
+                out[(i, c)] = means[(i, k)];
+            }
+        }
+        Ok(Some(out))
+    }
 }
+
