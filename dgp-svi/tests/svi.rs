@@ -13,6 +13,7 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::transforms::softplus;
+use faer::linalg::solvers::{DenseSolveCore, Solve};
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
 
@@ -108,9 +109,9 @@ fn dense_svgp_bound(model: &DeepGp, data: &Dataset) -> f64 {
     let n = data.n();
     let mut fit = 0.0;
     for i in 0..n {
-        let a = alpha.col(i);
-        let ka = &kuu * a;
-        let sa = &su * a;
+        let a = alpha.col(i).to_owned();
+        let ka = &kuu * &a;
+        let sa = &su * &a;
         let qff: f64 = (0..m).map(|k| a[k] * ka[k]).sum();
         let s_term: f64 = (0..m).map(|k| a[k] * sa[k]).sum();
         let v = kff[(i, 0)] - qff + s_term;
@@ -241,10 +242,8 @@ fn whitened_and_non_whitened_elbos_agree() {
             dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
         let qm = white.params().id(&format!("{name}.q.mean")).unwrap();
         let mu = &lk * white.params().get(qm);
-        plain
-            .params_mut()
-            .set(plain.params().id(&format!("{name}.q.mean")).unwrap(), mu)
-            .unwrap();
+        let id = plain.params().id(&format!("{name}.q.mean")).unwrap();
+        plain.params_mut().set(id, mu).unwrap();
         for d in 0..layer.output_dim {
             let key = format!("{name}.q.sqrt{d}");
             let lv = lower_factor(white.params().get(white.params().id(&key).unwrap()));
@@ -258,10 +257,8 @@ fn whitened_and_non_whitened_elbos_agree() {
                     0.0
                 }
             });
-            plain
-                .params_mut()
-                .set(plain.params().id(&key).unwrap(), raw)
-                .unwrap();
+            let id = plain.params().id(&key).unwrap();
+            plain.params_mut().set(id, raw).unwrap();
         }
     }
     let (a, b) = (elbo(&white, &data, 21), elbo(&plain, &data, 21));
