@@ -18,6 +18,88 @@ use faer::linalg::triangular_solve::{
 };
 use faer::{Accum, Mat, MatRef, Par};
 
+/// Inputs of the reference computation.
+#[derive(Clone, Debug)]
+pub struct SvgpInputs {
+    /// Inducing inputs Z (M×D).
+    pub z: Mat<f64>,
+    /// Inputs X (N×D).
+    pub x: Mat<f64>,
+    /// Lengthscales (1×D).
+    pub lengthscales: Mat<f64>,
+    /// Cholesky factor of Kuu (M×M).
+    pub l: Mat<f64>,
+    /// Lower-triangular q(u) factor L_S (M×M).
+    pub ls: Mat<f64>,
+}
+
+impl SvgpInputs {
+    /// Seeded random inputs of the given sizes (Z, X standard normal; L = chol Kuu at unit
+    /// variance; L_S = I + 0.1·random lower triangle).
+    pub fn random(m: usize, n: usize, d: usize, seed: u64) -> Self {
+        use crate::linalg::{JitterConfig, cholesky_jittered};
+        use crate::rng::{seeded, standard_normal};
+        let mut rng = seeded(seed);
+        let z = standard_normal(&mut rng, m, d);
+        let x = standard_normal(&mut rng, n, d);
+        let lengthscales = Mat::from_fn(1, d, |_, j| 1.0 + 0.1 * j as f64);
+        let kern = Kernel {
+            kind: KernelKind::Rbf,
+            input_dim: d,
+            ard: true,
+        };
+        let kuu = kern.gram(
+            z.as_ref(),
+            KernelHyperRef {
+                lengthscales: lengthscales.as_ref(),
+                variance: 1.0,
+            },
+        );
+        let l = cholesky_jittered(kuu.as_ref(), "Kuu", JitterConfig::default())
+            .expect("a jittered RBF Gram matrix is positive definite")
+            .0;
+        let raw = standard_normal(&mut rng, m, m);
+        let ls = Mat::from_fn(m, m, |i, j| match i.cmp(&j) {
+            std::cmp::Ordering::Greater => 0.1 * raw[(i, j)],
+            std::cmp::Ordering::Equal => 1.0 + 0.1 * raw[(i, j)],
+            std::cmp::Ordering::Less => 0.0,
+        });
+        SvgpInputs {
+            z,
+            x,
+            lengthscales,
+            l,
+            ls,
+        }
+    }
+
+    /// [`svgp_tape`] on these inputs (unit kernel variance).
+    pub fn tape(&self, par: Par) -> (f64, SvgpGrads) {
+        svgp_tape(
+            self.z.as_ref(),
+            self.x.as_ref(),
+            self.lengthscales.as_ref(),
+            1.0,
+            self.l.as_ref(),
+            self.ls.as_ref(),
+            par,
+        )
+    }
+
+    /// [`svgp_forward_backward`] on these inputs (unit kernel variance).
+    pub fn direct(&self, par: Par) -> (f64, SvgpGrads) {
+        svgp_forward_backward(
+            self.z.as_ref(),
+            self.x.as_ref(),
+            self.lengthscales.as_ref(),
+            1.0,
+            self.l.as_ref(),
+            self.ls.as_ref(),
+            par,
+        )
+    }
+}
+
 /// Gradients of the reference loss.
 #[derive(Clone, Debug)]
 pub struct SvgpGrads {
@@ -196,55 +278,13 @@ pub fn svgp_tape(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::linalg::{JitterConfig, cholesky_jittered};
-    use crate::rng::{seeded, standard_normal};
 
     #[test]
     fn hand_written_backward_equals_the_tape() {
-        let mut rng = seeded(5);
-        let (m, n, d) = (12, 40, 3);
-        let z = standard_normal(&mut rng, m, d);
-        let x = standard_normal(&mut rng, n, d);
-        let ls = Mat::from_fn(1, d, |_, j| 0.7 + 0.2 * j as f64);
-        let kern = Kernel {
-            kind: KernelKind::Rbf,
-            input_dim: d,
-            ard: true,
-        };
-        let kuu = kern.gram(
-            z.as_ref(),
-            KernelHyperRef {
-                lengthscales: ls.as_ref(),
-                variance: 1.4,
-            },
-        );
-        let (l, _) = cholesky_jittered(kuu.as_ref(), "Kuu", JitterConfig::default()).unwrap();
-        let raw = standard_normal(&mut rng, m, m);
-        let lsq = Mat::from_fn(m, m, |i, j| {
-            if i >= j {
-                0.3 * raw[(i, j)] + if i == j { 1.0 } else { 0.0 }
-            } else {
-                0.0
-            }
-        });
-        let (f1, g1) = svgp_forward_backward(
-            z.as_ref(),
-            x.as_ref(),
-            ls.as_ref(),
-            1.4,
-            l.as_ref(),
-            lsq.as_ref(),
-            Par::Seq,
-        );
-        let (f2, g2) = svgp_tape(
-            z.as_ref(),
-            x.as_ref(),
-            ls.as_ref(),
-            1.4,
-            l.as_ref(),
-            lsq.as_ref(),
-            Par::Seq,
-        );
+        let inp = SvgpInputs::random(12, 40, 3, 5);
+        let m = 12;
+        let (f1, g1) = inp.direct(Par::Seq);
+        let (f2, g2) = inp.tape(Par::Seq);
         let close = |a: &Mat<f64>, b: &Mat<f64>| {
             let mut e: f64 = 0.0;
             let mut s: f64 = 0.0;

@@ -82,7 +82,7 @@ impl Tape {
     /// (no jitter is added; see [`Tape::cholesky_jittered`]), [`crate::Error::Shape`] for a
     /// non-square input, [`crate::Error::NonFinite`].
     pub fn cholesky(&mut self, a: Var) -> Result<Var> {
-        let l = la::cholesky_par(self.value(a), "tape cholesky", self.par())?;
+        let l = la::cholesky_par(self.value(a), "tape cholesky", self.par_for(&[a]))?;
         Ok(self.push(l, &[a], CholeskyOp { jitter_slope: 0.0 }))
     }
 
@@ -98,7 +98,7 @@ impl Tape {
         context: &str,
         cfg: JitterConfig,
     ) -> Result<(Var, f64)> {
-        let r = la::cholesky_jittered_with(self.value(a), context, cfg, self.par())?;
+        let r = la::cholesky_jittered_with(self.value(a), context, cfg, self.par_for(&[a]))?;
         let v = self.push(
             r.factor,
             &[a],
@@ -176,7 +176,7 @@ impl Tape {
             bv.nrows(),
             bv.ncols()
         );
-        let x = la::tri_solve(tv, bv, lower, transpose, self.par());
+        let x = la::tri_solve(tv, bv, lower, transpose, self.par_for(&[t, b]));
         self.push(x, &[t, b], TriSolveOp { lower, transpose })
     }
 }
@@ -253,7 +253,7 @@ impl Tape {
             bv.ncols()
         );
         let mut x = bv.to_owned();
-        la::chol_solve_in_place(lv, x.as_mut(), self.par());
+        la::chol_solve_in_place(lv, x.as_mut(), self.par_for(&[l, b]));
         self.push(x, &[l, b], CholSolveOp)
     }
 }
@@ -349,6 +349,7 @@ impl Tape {
             av.nrows(),
             av.ncols()
         );
+        let par = self.par_for(&[l, a]);
         let mut t = Mat::zeros(lv.ncols(), av.ncols());
         tri_matmul(
             t.as_mut(),
@@ -359,7 +360,7 @@ impl Tape {
             av,
             BlockStructure::Rectangular,
             1.0,
-            self.par(),
+            par,
         );
         self.push(t, &[l, a], LowerMatmulTnOp)
     }

@@ -80,7 +80,12 @@ impl Tape {
             vb.ncols()
         );
         let mut c = Mat::zeros(va.nrows(), vb.ncols());
-        matmul(c.as_mut(), Accum::Replace, va, vb, 1.0, self.par());
+        let par = self.par_for_size(
+            (va.nrows() * va.ncols())
+                .max(vb.nrows() * vb.ncols())
+                .max(va.nrows() * vb.ncols()),
+        );
+        matmul(c.as_mut(), Accum::Replace, va, vb, 1.0, par);
         self.push(c, &[a, b], MatMulOp { ta, tb })
     }
 
