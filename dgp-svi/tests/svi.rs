@@ -373,6 +373,27 @@ fn same_seed_same_result_with_one_and_two_threads() {
 }
 
 #[test]
+fn no_batch_by_batch_matrix_on_the_training_tape() {
+    // Every node of the ELBO's tape (forward values; adjoints have the same shapes) must be
+    // O(B·M) or O(M²): nothing with both dimensions ≥ the batch size.
+    let data = toy_data(300, 3, 12);
+    let cfg = SviConfig {
+        layers: 3,
+        num_inducing: 10,
+        train_samples: 2,
+        ..Default::default()
+    };
+    let model = DeepGp::new(cfg, &data).unwrap();
+    let batch = Batch::new(data.x(), data.y(), 300).unwrap();
+    let mut tape = Tape::new();
+    model
+        .value_and_grad(&mut tape, &batch, &mut seeded(1))
+        .unwrap();
+    let worst = tape.shapes().map(|(r, c)| r.min(c)).max().unwrap();
+    assert!(worst <= 10, "a node has both dimensions ≥ {worst}");
+}
+
+#[test]
 fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
     let mut model = DeepGp::new(SviConfig::default(), &data).unwrap();

@@ -235,6 +235,14 @@ impl Tape {
         (m.nrows(), m.ncols())
     }
 
+    /// Shapes of every recorded node, in recording order (for tests that bound memory, e.g.
+    /// "no N×N matrix on a minibatch path").
+    pub fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.nodes
+            .iter()
+            .map(|n| (n.value.nrows(), n.value.ncols()))
+    }
+
     /// Whether `v` depends on a differentiable input.
     pub fn needs_grad(&self, v: Var) -> bool {
         self.nodes[v.index()].needs_grad
