@@ -211,6 +211,7 @@ impl DeepGp {
         params: &[Var],
         x: Var,
         samples: usize,
+        noise: NoiseMode,
         rng: &mut Rng,
     ) -> Result<Propagated> {
         let b = tape.shape(x).0;
@@ -241,7 +242,14 @@ impl DeepGp {
                 (mu, var)
             };
             let (rows, width) = tape.shape(mu);
-            let eps = tape.constant(standard_normal(rng, rows, width));
+            let eps = match noise {
+                NoiseMode::PerPoint => standard_normal(rng, rows, width),
+                NoiseMode::PerPath => {
+                    let per_path = standard_normal(rng, reps, width);
+                    Mat::from_fn(rows, width, |r, c| per_path[(r / b, c)])
+                }
+            };
+            let eps = tape.constant(eps);
             let v = tape.add_scalar(var, SAMPLE_JITTER);
             let sd = tape.sqrt(v);
             let noise = tape.mul(eps, sd);
@@ -265,7 +273,7 @@ impl DeepGp {
         let mut tape = Tape::new();
         let params = self.params.record(&mut tape);
         let xv = tape.constant(x.to_owned());
-        let prop = self.propagate(&mut tape, &params, xv, samples, rng)?;
+        let prop = self.propagate(&mut tape, &params, xv, samples, NoiseMode::PerPoint, rng)?;
         let (b, p) = (x.nrows(), self.output_dim);
         let reps = prop.reps;
         let noise = self.noise_variance();
@@ -283,6 +291,16 @@ impl DeepGp {
         }
         Ok(ChunkPrediction { means, vars, noise })
     }
+}
+
+/// How the hidden layers' reparameterisation noise is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoiseMode {
+    /// Independent per point and sample (eq. 15; training and the predictive mixture).
+    PerPoint,
+    /// One draw per sample and hidden unit, shared by all points: coherent sample paths
+    /// for plots.
+    PerPath,
 }
 
 struct Propagated {
@@ -321,7 +339,14 @@ impl Objective for DeepGp {
             ));
         }
         let x = tape.constant(batch.x.to_owned());
-        let prop = self.propagate(tape, params, x, self.config.train_samples, rng)?;
+        let prop = self.propagate(
+            tape,
+            params,
+            x,
+            self.config.train_samples,
+            NoiseMode::PerPoint,
+            rng,
+        )?;
         let b = batch.len();
         let y_tiled = Mat::from_fn(b * prop.reps, self.output_dim, |r, c| batch.y[(r % b, c)]);
         let y = tape.constant(y_tiled);
@@ -452,6 +477,40 @@ impl Model for DeepGp {
 
     fn to_json(&self) -> Result<String> {
         serde_json::to_string(self).map_err(|e| Error::Serde(e.to_string()))
+    }
+
+    /// Sample paths of the last layer's mean, `μ^L(x)` under one noise draw per hidden unit
+    /// shared by all rows of `x` (for L = 1, the posterior mean repeated).
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<Mat<f64>>> {
+        if x.ncols() != self.input_dim {
+            return Err(Error::shape(
+                "svi function_samples inputs",
+                self.input_dim,
+                x.ncols(),
+            ));
+        }
+        let mut tape = Tape::new();
+        let params = self.params.record(&mut tape);
+        let xv = tape.constant(x.to_owned());
+        let mut rng = seeded(seed);
+        let prop = self.propagate(
+            &mut tape,
+            &params,
+            xv,
+            count.max(1),
+            NoiseMode::PerPath,
+            &mut rng,
+        )?;
+        let mu = tape.value(prop.mean);
+        let n = x.nrows();
+        Ok(Some(Mat::from_fn(n, count, |i, s| {
+            mu[((s % prop.reps) * n + i, 0)]
+        })))
     }
 }
 

@@ -394,6 +394,47 @@ fn no_batch_by_batch_matrix_on_the_training_tape() {
 }
 
 #[test]
+fn function_samples_are_coherent_paths() {
+    let data = toy_data(40, 1, 6);
+    let mut model = DeepGp::new(
+        SviConfig {
+            layers: 2,
+            num_inducing: 8,
+            ..Default::default()
+        },
+        &data,
+    )
+    .unwrap();
+    perturb(&mut model, 0.3, 2);
+    let f = model.function_samples(data.x(), 4, 1).unwrap().unwrap();
+    assert_eq!((f.nrows(), f.ncols()), (40, 4));
+    assert!((0..4).all(|s| (0..40).all(|i| f[(i, s)].is_finite())));
+    assert_ne!(
+        f.col(0).to_owned(),
+        f.col(1).to_owned(),
+        "paths should differ"
+    );
+    // Same seed, same paths.
+    assert_eq!(f, model.function_samples(data.x(), 4, 1).unwrap().unwrap());
+    // One layer: nothing to sample, every path is the posterior mean.
+    let sgp = DeepGp::new(
+        SviConfig {
+            layers: 1,
+            num_inducing: 8,
+            ..Default::default()
+        },
+        &data,
+    )
+    .unwrap();
+    let g = sgp.function_samples(data.x(), 3, 1).unwrap().unwrap();
+    let mean = sgp
+        .predict(data.x(), &PredictConfig::default())
+        .unwrap()
+        .mean();
+    assert!((0..40).all(|i| (g[(i, 2)] - mean[(i, 0)]).abs() < 1e-12));
+}
+
+#[test]
 fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
     let mut model = DeepGp::new(SviConfig::default(), &data).unwrap();
