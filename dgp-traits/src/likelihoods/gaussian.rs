@@ -8,7 +8,7 @@
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef};
 
-use super::normal::LN_SQRT_2PI;
+use crate::special::LN_SQRT_2PI;
 
 /// σ² for column `j`: the noise node is `1 × 1` or `1 × C`.
 #[inline]

@@ -13,7 +13,7 @@ use crate::quadrature::GaussHermite;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::Mat;
 
-use super::normal::{norm_cdf, norm_logcdf, norm_pdf, norm_pdf_over_cdf};
+use crate::special::{norm_cdf, norm_log_cdf, norm_pdf, norm_pdf_over_cdf};
 
 /// Below this standard deviation the v-derivative of the quadrature uses Price's theorem
 /// `∂/∂v E[h(f)] = ½ E[h''(f)]` instead of `Σ ω h'(f) ξ / (2√v)`, whose cancellation
@@ -31,7 +31,7 @@ pub(crate) fn label_sign(y: f64) -> f64 {
 #[inline]
 pub(crate) fn log_link_and_ratio(x: f64, eps: f64) -> (f64, f64) {
     if eps == 0.0 {
-        (norm_logcdf(x), norm_pdf_over_cdf(x))
+        (norm_log_cdf(x), norm_pdf_over_cdf(x))
     } else {
         let a = 1.0 - 2.0 * eps;
         let g = a * norm_cdf(x) + eps;
