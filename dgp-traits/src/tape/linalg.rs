@@ -15,7 +15,34 @@ use super::{Backward, BackwardCtx, GradSink, Tape, Var};
 use crate::error::Result;
 use crate::linalg::{self as la, JitterConfig};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
-use faer::{Accum, Mat};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+
+/// `acc += α · lhs · rhs` on the `triangle` of `acc` only (the other entries untouched):
+/// the gradient of a triangular matrix argument, e.g. `T̄ = −tril(B̄ Xᵀ)`.
+fn add_triangle_of_product(
+    acc: MatMut<'_, f64>,
+    triangle: BlockStructure,
+    lhs: MatRef<'_, f64>,
+    rhs: MatRef<'_, f64>,
+    alpha: f64,
+    par: Par,
+) {
+    let rect = BlockStructure::Rectangular;
+    tri_matmul(acc, triangle, Accum::Add, lhs, rect, rhs, rect, alpha, par);
+}
+
+/// Panics unless `t` is square with as many rows as the right-hand side `b`.
+#[track_caller]
+fn assert_square_system(t: MatRef<'_, f64>, b: MatRef<'_, f64>, op: &str, what: &str) {
+    assert!(
+        t.nrows() == t.ncols() && t.nrows() == b.nrows(),
+        "{op}: {}×{} {what} with {}×{} right-hand side",
+        t.nrows(),
+        t.ncols(),
+        b.nrows(),
+        b.ncols()
+    );
+}
 
 // ---------------------------------------------------------------------------------------
 // Cholesky
@@ -143,17 +170,7 @@ impl Backward for TriSolveOp {
             } else {
                 (bbar.as_ref(), x.transpose())
             };
-            tri_matmul(
-                sink.acc(0),
-                structure,
-                Accum::Add,
-                lhs,
-                BlockStructure::Rectangular,
-                rhs,
-                BlockStructure::Rectangular,
-                -1.0,
-                par,
-            );
+            add_triangle_of_product(sink.acc(0), structure, lhs, rhs, -1.0, par);
         }
         sink.add_owned(1, bbar);
     }
@@ -168,14 +185,7 @@ impl Tape {
     #[track_caller]
     pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
         let (tv, bv) = (self.value(t), self.value(b));
-        assert!(
-            tv.nrows() == tv.ncols() && tv.nrows() == bv.nrows(),
-            "tri_solve: {}×{} triangle with {}×{} right-hand side",
-            tv.nrows(),
-            tv.ncols(),
-            bv.nrows(),
-            bv.ncols()
-        );
+        assert_square_system(tv, bv, "tri_solve", "triangle");
         let x = la::tri_solve(tv, bv, lower, transpose, self.par_for(&[t, b]));
         self.push(x, &[t, b], TriSolveOp { lower, transpose })
     }
@@ -219,17 +229,8 @@ impl Backward for CholSolveOp {
             }
             let mut acc = sink.acc(0);
             for (lhs, rhs) in [(bbar.as_ref(), xtl.as_ref()), (x, btl.as_ref())] {
-                tri_matmul(
-                    acc.as_mut(),
-                    BlockStructure::TriangularLower,
-                    Accum::Add,
-                    lhs,
-                    BlockStructure::Rectangular,
-                    rhs,
-                    BlockStructure::Rectangular,
-                    -1.0,
-                    par,
-                );
+                let lower = BlockStructure::TriangularLower;
+                add_triangle_of_product(acc.as_mut(), lower, lhs, rhs, -1.0, par);
             }
         }
         sink.add_owned(1, bbar);
@@ -244,14 +245,7 @@ impl Tape {
     #[track_caller]
     pub fn chol_solve(&mut self, l: Var, b: Var) -> Var {
         let (lv, bv) = (self.value(l), self.value(b));
-        assert!(
-            lv.nrows() == lv.ncols() && lv.nrows() == bv.nrows(),
-            "chol_solve: {}×{} factor with {}×{} right-hand side",
-            lv.nrows(),
-            lv.ncols(),
-            bv.nrows(),
-            bv.ncols()
-        );
+        assert_square_system(lv, bv, "chol_solve", "factor");
         let mut x = bv.to_owned();
         la::chol_solve_in_place(lv, x.as_mut(), self.par_for(&[l, b]));
         self.push(x, &[l, b], CholSolveOp)
@@ -305,17 +299,8 @@ impl Backward for LowerMatmulTnOp {
         let (l, a, g, par) = (ctx.input(0), ctx.input(1), ctx.grad(), ctx.par());
         if sink.wants(0) {
             // T = Lᵀ A ⇒ L̄ = tril(A T̄ᵀ): only the lower triangle is computed.
-            tri_matmul(
-                sink.acc(0),
-                BlockStructure::TriangularLower,
-                Accum::Add,
-                a,
-                BlockStructure::Rectangular,
-                g.transpose(),
-                BlockStructure::Rectangular,
-                1.0,
-                par,
-            );
+            let lower = BlockStructure::TriangularLower;
+            add_triangle_of_product(sink.acc(0), lower, a, g.transpose(), 1.0, par);
         }
         if sink.wants(1) {
             // Ā = L T̄ with L lower-triangular.
@@ -341,14 +326,7 @@ impl Tape {
     #[track_caller]
     pub fn lower_matmul_tn(&mut self, l: Var, a: Var) -> Var {
         let (lv, av) = (self.value(l), self.value(a));
-        assert!(
-            lv.nrows() == lv.ncols() && lv.nrows() == av.nrows(),
-            "lower_matmul_tn: {}×{} factor with {}×{} right-hand side",
-            lv.nrows(),
-            lv.ncols(),
-            av.nrows(),
-            av.ncols()
-        );
+        assert_square_system(lv, av, "lower_matmul_tn", "factor");
         let par = self.par_for(&[l, a]);
         let mut t = Mat::zeros(lv.ncols(), av.ncols());
         tri_matmul(
