@@ -5,18 +5,17 @@
 //! function (and the crate in `dgp-bench/Cargo.toml`), with no edits elsewhere:
 //!
 //! ```text
-//! BackendEntry {
-//!     name: "dspp",
-//!     description: "deep sigma point processes (Jankowiak et al. 2020)",
-//!     build: |a, train| Ok(Box::new(dgp_dspp::Dspp::new(dgp_dspp::DsppConfig {
-//!         layers: a.layers, num_inducing: a.num_inducing, hidden_width: a.hidden_width,
-//!         init_seed: a.seed, ..Default::default() }, train)?)),
-//!     defaults: BackendDefaults { steps: 5_000, ..BackendDefaults::PAPER },
-//!     quick: QuickSettings::DEFAULT,
-//!     layers_in_default_run: &[1, 2, 3],
-//!     samples_in_run: "quadrature sites (fixed by the model; --samples ignored)",
-//!     samples_in_time: "quadrature sites S of the objective",
-//! },
+//! fn build_dspp(a: &ArchSpec, train: &Dataset) -> dgp_traits::Result<Box<dyn Model>> {
+//!     let cfg = dgp_dspp::DsppConfig { layers: a.layers, num_inducing: a.num_inducing,
+//!         hidden_width: a.hidden_width, init_seed: a.seed, ..Default::default() };
+//!     Ok(Box::new(dgp_dspp::Dspp::new(cfg, train)?))
+//! }
+//! // in BACKENDS:
+//! BackendEntry { name: "dspp", description: "deep sigma point processes (Jankowiak et al. 2020)",
+//!     build: build_dspp, defaults: BackendDefaults { steps: 5_000, ..BackendDefaults::PAPER },
+//!     quick: QuickSettings::DEFAULT, layers_in_default_run: &[1, 2, 3],
+//!     samples_in_run: "quadrature sites (fixed by the model)",
+//!     samples_in_time: "quadrature sites S of the objective" },
 //! ```
 
 use dgp_svi::{DeepGp, SviConfig};

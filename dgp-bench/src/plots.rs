@@ -291,6 +291,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn predictive_plot_draws_band_samples_and_points() {
+        let x: Vec<f64> = (0..50).map(|i| i as f64 / 10.0 - 2.5).collect();
+        let mean: Vec<f64> = x.iter().map(|v| v.signum()).collect();
+        let curve = Curve1d {
+            lower: mean.iter().map(|m| m - 0.2).collect(),
+            upper: mean.iter().map(|m| m + 0.2).collect(),
+            samples: Some(vec![mean.iter().map(|m| m + 0.05).collect(); 3]),
+            x: x.clone(),
+            mean,
+        };
+        let dir = std::env::temp_dir().join(format!("dgp-bench-plot-{}", std::process::id()));
+        let path = dir.join("sub").join("p.svg");
+        plot_predictive_1d(
+            &path,
+            "t",
+            &curve,
+            (&[-1.0, 1.0], &[-1.0, 1.0]),
+            (&[0.5], &[1.0]),
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for label in [
+            "95 % predictive interval",
+            "posterior function samples",
+            "predictive mean",
+            "training points",
+            "test points",
+        ] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        let cal = dir.join("c.svg");
+        plot_calibration(&cal, "c", &[("m".into(), vec![(0.0, 0.0), (1.0, 1.0)])]).unwrap();
+        assert!(std::fs::read_to_string(&cal).unwrap().contains("ideal"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn calibration_of_uniform_pit_is_the_diagonal() {
         // PIT values on a fine regular grid are (close to) uniform: coverage ≈ level.
         let pit: Vec<f64> = (0..10_000).map(|i| (i as f64 + 0.5) / 10_000.0).collect();
