@@ -287,7 +287,13 @@ pub fn default_run(
     let table = markdown_table(&summary);
     let report = Report {
         title: "dgp-bench: quick default run".into(),
-        intro: opts.plan().into_iter().map(|l| format!("* {l}")).collect::<Vec<_>>(),
+        intro: vec![
+            opts.plan()
+                .into_iter()
+                .map(|l| format!("* {l}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ],
         rows: summary.clone(),
         plots,
         notes: vec![
