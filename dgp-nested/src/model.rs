@@ -2,7 +2,7 @@
 //! spec §4), training (Adam or L-BFGS) and prediction.
 
 use crate::config::{NestedConfig, Optimiser, PredictMode};
-use crate::layer::{LayerInput, LayerStats, NOISE_FLOOR, NestedLayer, Need, Q_SQRT_FLOOR};
+use crate::layer::{LayerInput, LayerStats, NOISE_FLOOR, Need, NestedLayer, Q_SQRT_FLOOR};
 use crate::psi;
 use dgp_traits::data::{Dataset, kmeans};
 use dgp_traits::error::{Error, Result};
@@ -24,6 +24,9 @@ use faer::{Mat, MatRef, Par};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
+
+/// Per-output mixture means and variances (each N×S) of a chunk of test points.
+type Components = (Vec<Mat<f64>>, Vec<Mat<f64>>);
 
 /// Largest number of rows (points × samples) pushed through the layers at once when
 /// predicting.
@@ -143,7 +146,8 @@ impl NestedDgp {
             };
             let jitter = JitterConfig::default();
             let kuu = kernel.gram(z.as_ref(), hyper.as_ref());
-            let (lk, _) = cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {name}"), jitter)?;
+            let (lk, _) =
+                cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {name}"), jitter)?;
             // Hidden: m = Z W, S = scale²·K; last: m = 0, S = K. Whitened: m̃ = L⁻¹m,
             // S̃ = L⁻¹ S L⁻ᵀ, i.e. L̃ = scale·I or I.
             let (q_mean, factor) = if hidden {
@@ -151,7 +155,13 @@ impl NestedDgp {
                 let s = config.hidden_q_scale;
                 let mut mean = &z * &w;
                 let f = if config.whiten {
-                    dgp_traits::linalg::tri_solve_in_place(lk.as_ref(), mean.as_mut(), true, false, Par::Seq);
+                    dgp_traits::linalg::tri_solve_in_place(
+                        lk.as_ref(),
+                        mean.as_mut(),
+                        true,
+                        false,
+                        Par::Seq,
+                    );
                     Mat::from_fn(m, m, |i, j| if i == j { s } else { 0.0 })
                 } else {
                     Mat::from_fn(m, m, |i, j| s * lk[(i, j)])
@@ -174,7 +184,11 @@ impl NestedDgp {
                     config.train_hidden_noise,
                 )
             } else {
-                ("likelihood.variance".to_string(), config.likelihood_noise, true)
+                (
+                    "likelihood.variance".to_string(),
+                    config.likelihood_noise,
+                    true,
+                )
             };
             let nid = params.add(
                 noise_name,
@@ -297,10 +311,7 @@ impl NestedDgp {
                 data = Some(tape.scale(s, scale));
             } else {
                 let var = tape.add_scalar_var(st.fvar, noise);
-                input = LayerInput::Gaussian {
-                    mean: st.mean,
-                    var,
-                };
+                input = LayerInput::Gaussian { mean: st.mean, var };
             }
         }
         let data = data.expect("the loop reaches the last layer");
@@ -403,7 +414,13 @@ impl NestedDgp {
         let mut input = LayerInput::Points(tape.constant(data.x().to_owned()));
         let noises = self.noise_variances();
         for (l, lay) in self.layers[..last].iter().enumerate() {
-            let st = lay.stats(&mut tape, &params, input, &self.config.fallback, Need::Moments)?;
+            let st = lay.stats(
+                &mut tape,
+                &params,
+                input,
+                &self.config.fallback,
+                Need::Moments,
+            )?;
             let var = tape.add_scalar(st.fvar, noises[l]);
             input = LayerInput::Gaussian { mean: st.mean, var };
         }
@@ -417,7 +434,15 @@ impl NestedDgp {
                 (kfu, phi)
             }
             LayerInput::Gaussian { mean, var } => {
-                let p = psi::psi_stats(&mut tape, &layer.kernel, mean, var, z, hyp, &self.config.fallback)?;
+                let p = psi::psi_stats(
+                    &mut tape,
+                    &layer.kernel,
+                    mean,
+                    var,
+                    z,
+                    hyp,
+                    &self.config.fallback,
+                )?;
                 (p.psi1, p.psi2)
             }
         };
@@ -433,7 +458,14 @@ impl NestedDgp {
                 a[(j, i)] = v;
             }
         }
-        let (la, _) = cholesky_jittered(a.as_ref(), "σ²K + Φ of the last layer", layer.jitter)?;
+        // Tiny jitter only: a relative 1e-6 of Φ's scale would perturb σ²K visibly.
+        let tiny = JitterConfig {
+            rel: 1e-14,
+            abs_floor: 0.0,
+            growth: 100.0,
+            max_retries: 6,
+        };
+        let (la, _) = cholesky_jittered(a.as_ref(), "σ²K + Φ of the last layer", tiny)?;
         // S̃ = σ² Lᵀ A⁻¹ L, m̃ = Lᵀ A⁻¹ Ψ1ᵀ Y.
         let mut ainv_l = l.clone();
         dgp_traits::linalg::chol_solve_in_place(la.as_ref(), ainv_l.as_mut(), Par::Seq);
@@ -448,7 +480,11 @@ impl NestedDgp {
         let mut rhs = psi1.transpose() * data.y();
         dgp_traits::linalg::chol_solve_in_place(la.as_ref(), rhs.as_mut(), Par::Seq);
         let mt = l.transpose() * &rhs;
-        let (lt, _) = cholesky_jittered(st.as_ref(), "optimal S̃ of the last layer", JitterConfig::default())?;
+        let (lt, _) = cholesky_jittered(
+            st.as_ref(),
+            "optimal S̃ of the last layer",
+            JitterConfig::default(),
+        )?;
         let (mean, factor) = if layer.whiten {
             (mt, lt)
         } else {
@@ -465,7 +501,8 @@ impl NestedDgp {
     }
 
     /// Full-batch L-BFGS on the bound (paper §5.2–5.3), after
-    /// [`NestedDgp::set_optimal_last_q`].
+    /// [`NestedDgp::set_optimal_last_q`] and `lbfgs_warmup` full-batch Adam steps (then the
+    /// optimal last-layer q again).
     fn fit_lbfgs(
         &mut self,
         data: &Dataset,
@@ -477,7 +514,20 @@ impl NestedDgp {
             return Err(Error::Empty("training data has no rows".into()));
         }
         let batch = Batch::new(data.x(), data.y(), n)?;
+        let start = Instant::now();
         self.set_optimal_last_q(data)?;
+        let mut history = Vec::new();
+        let warmup = self.config.lbfgs_warmup;
+        if warmup > 0 {
+            let wcfg = FitConfig {
+                steps: warmup,
+                batch_size: 0,
+                ..cfg.clone()
+            };
+            let r = fit_adam(self, data, &wcfg, observer)?;
+            history = r.history;
+            self.set_optimal_last_q(data)?;
+        }
         let mut tape = Tape::with_par(Par::rayon(0));
         let mut rng = stream(cfg.seed, 1);
         let x0 = self.params.flat();
@@ -486,18 +536,16 @@ impl NestedDgp {
             max_iters: cfg.steps as u64,
             ..self.config.lbfgs.clone()
         };
-        let start = Instant::now();
-        let mut history = Vec::new();
         let mut evals = 0usize;
         let report = lbfgs_maximise(
             |x: &[f64]| {
                 self.params.set_flat(x)?;
                 match self.value_and_grad(&mut tape, &batch, &mut rng) {
                     Ok((v, g)) => {
-                        if evals % HISTORY_EVERY == 0 {
-                            history.push((evals, v));
+                        if evals.is_multiple_of(HISTORY_EVERY) {
+                            history.push((warmup + evals, v));
                         }
-                        observer.on_step(evals, cfg.steps, v);
+                        observer.on_step(warmup + evals, warmup + cfg.steps, v);
                         evals += 1;
                         Ok((v, g))
                     }
@@ -513,9 +561,9 @@ impl NestedDgp {
             &lcfg,
         )?;
         self.params.set_flat(&report.x)?;
-        history.push((evals, report.value));
+        history.push((warmup + evals, report.value));
         Ok(FitReport {
-            steps: report.iterations as usize,
+            steps: warmup + report.iterations as usize,
             final_objective: report.value,
             seconds: start.elapsed().as_secs_f64(),
             history,
@@ -532,13 +580,16 @@ impl NestedDgp {
         let last = self.layers.len() - 1;
         let noises = self.noise_variances();
         for (l, layer) in self.layers.iter().enumerate() {
-            let st = layer.stats(&mut tape, &params, input, &self.config.fallback, Need::Moments)?;
+            let st = layer.stats(
+                &mut tape,
+                &params,
+                input,
+                &self.config.fallback,
+                Need::Moments,
+            )?;
             if l < last {
                 let var = tape.add_scalar(st.fvar, noises[l]);
-                input = LayerInput::Gaussian {
-                    mean: st.mean,
-                    var,
-                };
+                input = LayerInput::Gaussian { mean: st.mean, var };
                 continue;
             }
             let mean = tape.value(st.mean).to_owned();
@@ -575,7 +626,9 @@ impl NestedDgp {
             .collect();
         let LayerInput::Gaussian { mean, var } = input else {
             // Point inputs: the TCV gap k(x, x) − k K⁻¹ kᵀ; no propagation gap.
-            return Ok(Mat::from_fn(b, dout, |n, _| (psi0[(n, 0)] - qnn[n]).max(0.0)));
+            return Ok(Mat::from_fn(b, dout, |n, _| {
+                (psi0[(n, 0)] - qnn[n]).max(0.0)
+            }));
         };
         let chol = tape.value(st.chol);
         let kinv = {
@@ -630,7 +683,7 @@ impl NestedDgp {
         x: MatRef<'_, f64>,
         samples: usize,
         rng: &mut Rng,
-    ) -> Result<(Vec<Mat<f64>>, Vec<Mat<f64>>)> {
+    ) -> Result<Components> {
         let b = x.nrows();
         let rows = b * samples;
         let mut tape = Tape::new();
@@ -766,8 +819,7 @@ impl Model for NestedDgp {
         let samples = if sampled { cfg.samples.max(1) } else { 1 };
         let chunk = (PREDICT_ROWS / samples).max(1);
         let starts: Vec<usize> = (0..n).step_by(chunk).collect();
-        type Part = (Vec<Mat<f64>>, Vec<Mat<f64>>);
-        let parts: Vec<Result<Part>> = starts
+        let parts: Vec<Result<Components>> = starts
             .par_iter()
             .enumerate()
             .map(|(k, &s)| {

@@ -68,8 +68,18 @@ fn svi_twin(nested: &NestedDgp, data: &Dataset) -> DeepGp {
         ..Default::default()
     };
     let mut svi = DeepGp::new(cfg, data).unwrap();
-    let names: Vec<String> = svi.params().blocks().iter().map(|b| b.name.clone()).collect();
-    let ours: Vec<String> = nested.params().blocks().iter().map(|b| b.name.clone()).collect();
+    let names: Vec<String> = svi
+        .params()
+        .blocks()
+        .iter()
+        .map(|b| b.name.clone())
+        .collect();
+    let ours: Vec<String> = nested
+        .params()
+        .blocks()
+        .iter()
+        .map(|b| b.name.clone())
+        .collect();
     assert_eq!(names, ours, "parameter blocks differ");
     for b in nested.params().blocks() {
         let id = svi.params().id(&b.name).unwrap();
@@ -110,7 +120,10 @@ fn one_layer_equals_svgp(whiten: bool) {
     for i in 0..data.n() {
         let (ma, mb) = (pa.means()[0][(i, 0)], pb.means()[0][(i, 0)]);
         let (va, vb) = (pa.variances()[0][(i, 0)], pb.variances()[0][(i, 0)]);
-        assert!((ma - mb).abs() < 1e-9 && (va - vb).abs() < 1e-9 * vb, "point {i}");
+        assert!(
+            (ma - mb).abs() < 1e-9 && (va - vb).abs() < 1e-9 * vb,
+            "point {i}"
+        );
     }
     // Term by term: the first layer has no propagation term.
     let terms: BoundTerms = nested
@@ -158,9 +171,15 @@ fn one_layer_bound_is_below_the_exact_log_marginal_likelihood() {
     assert!((bound - report.final_objective).abs() < 1e-9 * bound.abs());
     assert!(bound > before, "L-BFGS did not improve the bound");
     let exact = exact_log_marginal(&model, &data);
-    assert!(bound <= exact + 1e-6, "bound {bound} exceeds log marginal {exact}");
+    assert!(
+        bound <= exact + 1e-6,
+        "bound {bound} exceeds log marginal {exact}"
+    );
     // Z = X (M = N) and a trained q: the bound is tight.
-    assert!(exact - bound < 0.5, "bound {bound} far below log marginal {exact}");
+    assert!(
+        exact - bound < 0.5,
+        "bound {bound} far below log marginal {exact}"
+    );
 }
 
 fn whole_bound_gradient(layers: usize, kernel: KernelKind, width: usize, m: usize, whiten: bool) {
@@ -232,7 +251,14 @@ fn whitened_and_non_whitened_bounds_agree() {
     };
     let mut white = NestedDgp::new(base.clone(), &data).unwrap();
     perturb(&mut white, 0.2, 4);
-    let mut plain = NestedDgp::new(NestedConfig { whiten: false, ..base }, &data).unwrap();
+    let mut plain = NestedDgp::new(
+        NestedConfig {
+            whiten: false,
+            ..base
+        },
+        &data,
+    )
+    .unwrap();
     for b in white.params().blocks() {
         if !b.name.contains(".q.") {
             let id = plain.params().id(&b.name).unwrap();
@@ -241,8 +267,11 @@ fn whitened_and_non_whitened_bounds_agree() {
     }
     for (l, layer) in white.layers().iter().enumerate() {
         let z = white.params().get(layer.z).to_owned();
-        let kuu = layer.kernel.gram(z.as_ref(), white.kernel_hyper(l).as_ref());
-        let (lk, _) = dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+        let kuu = layer
+            .kernel
+            .gram(z.as_ref(), white.kernel_hyper(l).as_ref());
+        let (lk, _) =
+            dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
         let mu = &lk * white.params().get(layer.q_mean);
         plain.params_mut().set(layer.q_mean, mu).unwrap();
         for &id in &layer.q_sqrt {
@@ -263,7 +292,10 @@ fn whitened_and_non_whitened_bounds_agree() {
         objective(&white, data.x(), data.y(), 20),
         objective(&plain, data.x(), data.y(), 20),
     );
-    assert!((a - b).abs() <= 1e-7 * a.abs().max(1.0), "whitened {a} vs non-whitened {b}");
+    assert!(
+        (a - b).abs() <= 1e-7 * a.abs().max(1.0),
+        "whitened {a} vs non-whitened {b}"
+    );
     let (pa, pb) = (
         white.predict(data.x(), &PredictConfig::default()).unwrap(),
         plain.predict(data.x(), &PredictConfig::default()).unwrap(),
@@ -293,7 +325,12 @@ fn minibatch_bounds_average_to_the_full_bound() {
     let full = objective(&model, data.x(), data.y(), 12);
     let mut avg = 0.0;
     for k in 0..3 {
-        avg += objective(&model, data.x().subrows(4 * k, 4), data.y().subrows(4 * k, 4), 12) / 3.0;
+        avg += objective(
+            &model,
+            data.x().subrows(4 * k, 4),
+            data.y().subrows(4 * k, 4),
+            12,
+        ) / 3.0;
     }
     assert!((full - avg).abs() < 1e-10 * full.abs(), "{full} vs {avg}");
 }
@@ -321,9 +358,13 @@ fn moment_identity_of_the_propagated_layer() {
     let ys = Mat::from_fn(1, 1, |_, _| 0.0);
     let q1 = &model.propagated_moments(xs.as_ref()).unwrap()[0];
     model.set_predict_mode(PredictMode::Propagated);
-    let pp = model.predict(xs.as_ref(), &PredictConfig::default()).unwrap();
+    let pp = model
+        .predict(xs.as_ref(), &PredictConfig::default())
+        .unwrap();
     model.set_predict_mode(PredictMode::MomentMatched);
-    let pm = model.predict(xs.as_ref(), &PredictConfig::default()).unwrap();
+    let pm = model
+        .predict(xs.as_ref(), &PredictConfig::default())
+        .unwrap();
     let (mu, v_prop, v_exact) = (
         pm.means()[0][(0, 0)],
         pp.variances()[0][(0, 0)],
@@ -347,7 +388,8 @@ fn moment_identity_of_the_propagated_layer() {
     let z = p.get(layer.z).to_owned();
     let hyper = model.kernel_hyper(1);
     let kuu = layer.kernel.gram(z.as_ref(), hyper.as_ref());
-    let (lk, _) = dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+    let (lk, _) =
+        dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
     let kjit = &lk * lk.transpose();
     let kinv = kjit.llt(Side::Lower).unwrap().inverse();
     let qm = p.get(layer.q_mean).to_owned();
@@ -379,7 +421,10 @@ fn moment_identity_of_the_propagated_layer() {
     let m4 = c2.iter().map(|c| c * c).sum::<f64>() / r as f64;
     let se_mean = (mc_var / r as f64).sqrt();
     let se_var = ((m4 - mc_var * mc_var) / r as f64).sqrt();
-    assert!((mc_mean - mu).abs() < 4.0 * se_mean, "mean {mc_mean} vs {mu} (se {se_mean})");
+    assert!(
+        (mc_mean - mu).abs() < 4.0 * se_mean,
+        "mean {mc_mean} vs {mu} (se {se_mean})"
+    );
     assert!(
         (mc_var - v_exact).abs() < 4.0 * se_var,
         "variance {mc_var} vs Var_exact {v_exact} (se {se_var}); propagated v = {v_prop}"
@@ -409,9 +454,19 @@ fn same_result_with_one_and_two_threads() {
             };
             model.fit(&data, &fit, &mut Silent).unwrap();
             let pred = model
-                .predict(data.x(), &PredictConfig { samples: 4, seed: 3 })
+                .predict(
+                    data.x(),
+                    &PredictConfig {
+                        samples: 4,
+                        seed: 3,
+                    },
+                )
                 .unwrap();
-            (model.params().flat(), pred.mean(), pred.variances()[0].clone())
+            (
+                model.params().flat(),
+                pred.mean(),
+                pred.variances()[0].clone(),
+            )
         })
     };
     let (p1, m1, v1) = run(1);
@@ -443,10 +498,20 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
         model.fit(&data, &fit, &mut Silent).unwrap();
         let after = objective(&model, data.x(), data.y(), 60);
         assert!(after > before + 10.0, "{opt:?}: {before} → {after}");
-        for mode in [PredictMode::Propagated, PredictMode::MomentMatched, PredictMode::Sampled] {
+        for mode in [
+            PredictMode::Propagated,
+            PredictMode::MomentMatched,
+            PredictMode::Sampled,
+        ] {
             model.set_predict_mode(mode);
             let pred = model
-                .predict(data.x(), &PredictConfig { samples: 5, seed: 1 })
+                .predict(
+                    data.x(),
+                    &PredictConfig {
+                        samples: 5,
+                        seed: 1,
+                    },
+                )
                 .unwrap();
             let s = if mode == PredictMode::Sampled { 5 } else { 1 };
             assert_eq!((pred.n_points(), pred.n_components()), (60, s));
@@ -475,14 +540,32 @@ fn checkpoint_round_trip_predicts_identically() {
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(30, 2, 2);
     for cfg in [
-        NestedConfig { layers: 0, ..Default::default() },
-        NestedConfig { num_inducing: 0, ..Default::default() },
-        NestedConfig { hidden_width: Some(0), ..Default::default() },
-        NestedConfig { hidden_noise: -1.0, ..Default::default() },
-        NestedConfig { likelihood_noise: f64::NAN, ..Default::default() },
+        NestedConfig {
+            layers: 0,
+            ..Default::default()
+        },
+        NestedConfig {
+            num_inducing: 0,
+            ..Default::default()
+        },
+        NestedConfig {
+            hidden_width: Some(0),
+            ..Default::default()
+        },
+        NestedConfig {
+            hidden_noise: -1.0,
+            ..Default::default()
+        },
+        NestedConfig {
+            likelihood_noise: f64::NAN,
+            ..Default::default()
+        },
         NestedConfig {
             kernel: KernelKind::Matern52,
-            fallback: ExpectationRule::MonteCarlo { samples: 0, seed: 0 },
+            fallback: ExpectationRule::MonteCarlo {
+                samples: 0,
+                seed: 0,
+            },
             ..Default::default()
         },
     ] {
@@ -490,11 +573,69 @@ fn bad_inputs_are_errors_not_panics() {
     }
     let model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
     let wrong = Mat::<f64>::zeros(4, 3);
-    assert!(model.predict(wrong.as_ref(), &PredictConfig::default()).is_err());
+    assert!(
+        model
+            .predict(wrong.as_ref(), &PredictConfig::default())
+            .is_err()
+    );
     let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(model.predict(nan.as_ref(), &PredictConfig::default()).is_err());
+    assert!(
+        model
+            .predict(nan.as_ref(), &PredictConfig::default())
+            .is_err()
+    );
     let y3 = Mat::<f64>::zeros(30, 3);
     let batch = Batch::new(data.x(), y3.as_ref(), 30).unwrap();
-    assert!(model.value_and_grad(&mut Tape::new(), &batch, &mut seeded(0)).is_err());
+    assert!(
+        model
+            .value_and_grad(&mut Tape::new(), &batch, &mut seeded(0))
+            .is_err()
+    );
     assert!(NestedDgp::from_json("{").is_err());
+}
+
+/// `set_optimal_last_q` is the exact maximiser over the last layer's q: the bound does not
+/// decrease and its gradient with respect to that q vanishes (both parameterisations).
+#[test]
+fn optimal_last_layer_q_is_a_stationary_point() {
+    let data = toy_data(30, 2, 13);
+    for whiten in [true, false] {
+        let mut model = NestedDgp::new(
+            NestedConfig {
+                layers: 2,
+                num_inducing: 6,
+                whiten,
+                ..Default::default()
+            },
+            &data,
+        )
+        .unwrap();
+        perturb(&mut model, 0.1, 3);
+        let batch = Batch::new(data.x(), data.y(), 30).unwrap();
+        let q_grad = |model: &NestedDgp| {
+            let (v, g) = model
+                .value_and_grad(&mut Tape::new(), &batch, &mut seeded(0))
+                .unwrap();
+            let mut k = 0;
+            let mut worst: f64 = 0.0;
+            for b in model.params().blocks() {
+                let len = b.value.nrows() * b.value.ncols();
+                if b.name.starts_with("layer2.q.") {
+                    worst = worst.max(g[k..k + len].iter().fold(0.0f64, |a, x| a.max(x.abs())));
+                }
+                k += len;
+            }
+            (v, worst)
+        };
+        let (before, g_before) = q_grad(&model);
+        model.set_optimal_last_q(&data).unwrap();
+        let (after, worst) = q_grad(&model);
+        assert!(after >= before, "whiten={whiten}: {before} → {after}");
+        assert!(g_before > 1.0);
+        // Zero up to the rounding of the closed form (S̃ is ill-conditioned).
+        assert!(
+            worst < 1e-5 * g_before,
+            "whiten={whiten}: largest q gradient {worst} (before: {g_before})"
+        );
+    }
 }

@@ -38,9 +38,17 @@ fn problem(seed: u64, b: usize, q: usize, m: usize, ard: bool, vlo: f64, vhi: f6
     let mu = standard_normal(&mut rng, b, q);
     let z = standard_normal(&mut rng, m, q);
     let v = Mat::from_fn(b, q, |_, _| vlo + (vhi - vlo) * rng.random::<f64>());
-    let ls = Mat::from_fn(1, if ard { q } else { 1 }, |_, _| 0.3 + 2.7 * rng.random::<f64>());
+    let ls = Mat::from_fn(1, if ard { q } else { 1 }, |_, _| {
+        0.3 + 2.7 * rng.random::<f64>()
+    });
     let alpha = 0.5 + 1.5 * rng.random::<f64>();
-    Problem { mu, v, z, ls, alpha }
+    Problem {
+        mu,
+        v,
+        z,
+        ls,
+        alpha,
+    }
 }
 
 fn hyper(p: &Problem) -> KernelHyper {
@@ -300,11 +308,24 @@ fn gauss_hermite_fallback_matches_closed_form_rbf() {
             &ExpectationRule::default(),
         )
         .unwrap();
-        let gh = fallback_values(&p, KernelKind::Rbf, &ExpectationRule::GaussHermite { points: 20 });
-        for (a, e) in [(&gh.psi0, &exact.psi0), (&gh.psi1, &exact.psi1), (&gh.psi2, &exact.psi2)] {
+        let gh = fallback_values(
+            &p,
+            KernelKind::Rbf,
+            &ExpectationRule::GaussHermite { points: 20 },
+        );
+        for (a, e) in [
+            (&gh.psi0, &exact.psi0),
+            (&gh.psi1, &exact.psi1),
+            (&gh.psi2, &exact.psi2),
+        ] {
             for j in 0..a.ncols() {
                 for i in 0..a.nrows() {
-                    assert!((a[(i, j)] - e[(i, j)]).abs() < 1e-8, "q={q}: {} vs {}", a[(i, j)], e[(i, j)]);
+                    assert!(
+                        (a[(i, j)] - e[(i, j)]).abs() < 1e-8,
+                        "q={q}: {} vs {}",
+                        a[(i, j)],
+                        e[(i, j)]
+                    );
                 }
             }
         }
@@ -333,11 +354,14 @@ fn monte_carlo_fallback_matches_closed_form_rbf_within_four_standard_errors() {
     let (xi, _) = rule.nodes(q).unwrap();
     let mut p2_se2 = Mat::<f64>::zeros(m, m);
     for n in 0..b {
-        let hs = Mat::from_fn(samples, q, |i, k| p.mu[(n, k)] + p.v[(n, k)].sqrt() * xi[(i, k)]);
+        let hs = Mat::from_fn(samples, q, |i, k| {
+            p.mu[(n, k)] + p.v[(n, k)].sqrt() * xi[(i, k)]
+        });
         let k = kern.matrix(hs.as_ref(), p.z.as_ref(), h.as_ref());
         let se2 = |f: &dyn Fn(usize) -> f64| {
             let mean = (0..samples).map(f).sum::<f64>() / samples as f64;
-            (0..samples).map(|i| (f(i) - mean).powi(2)).sum::<f64>() / ((samples - 1) * samples) as f64
+            (0..samples).map(|i| (f(i) - mean).powi(2)).sum::<f64>()
+                / ((samples - 1) * samples) as f64
         };
         for j in 0..m {
             let s = se2(&|i| k[(i, j)]).sqrt();
@@ -364,7 +388,10 @@ fn grad_psi_fallback_matern() {
     let kern = Kernel::new(KernelKind::Matern52, 2, true).unwrap();
     for rule in [
         ExpectationRule::GaussHermite { points: 3 },
-        ExpectationRule::MonteCarlo { samples: 7, seed: 1 },
+        ExpectationRule::MonteCarlo {
+            samples: 7,
+            seed: 1,
+        },
     ] {
         for which in 0..3 {
             grad_ok(&p, |t, v| {
@@ -389,8 +416,15 @@ fn psi2_contract_matches_summed_psi2() {
         let kern = Kernel::new(kind, 2, true).unwrap();
         let rule = ExpectationRule::GaussHermite { points: 4 };
         let h = hyper(&p);
-        let s = psi::psi_values(&kern, p.mu.as_ref(), p.v.as_ref(), p.z.as_ref(), h.as_ref(), &rule)
-            .unwrap();
+        let s = psi::psi_values(
+            &kern,
+            p.mu.as_ref(),
+            p.v.as_ref(),
+            p.z.as_ref(),
+            h.as_ref(),
+            &rule,
+        )
+        .unwrap();
         let c = psi::psi2_contract(
             &kern,
             p.mu.as_ref(),
@@ -406,7 +440,10 @@ fn psi2_contract_matches_summed_psi2() {
             .flat_map(|i| (0..4).map(move |j| (i, j)))
             .map(|(i, j)| w[(i, j)] * s.psi2[(i, j)])
             .sum();
-        assert!((total - direct).abs() < 1e-10 * direct.abs().max(1.0), "{kind:?}: {total} vs {direct}");
+        assert!(
+            (total - direct).abs() < 1e-10 * direct.abs().max(1.0),
+            "{kind:?}: {total} vs {direct}"
+        );
     }
 }
 
@@ -414,7 +451,10 @@ fn psi2_contract_matches_summed_psi2() {
 fn psi_ops_are_identical_across_thread_counts() {
     let p = problem(21, 3 * psi::CHUNK + 5, 3, 7, true, 0.05, 1.0);
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         pool.install(|| {
             let mut t = Tape::new();
             let v: Vec<_> = inputs(&p).into_iter().map(|x| t.leaf(x)).collect();
@@ -451,13 +491,64 @@ fn psi_values_reject_bad_inputs() {
     let z = Mat::<f64>::zeros(2, 2);
     let rule = ExpectationRule::default();
     let neg = Mat::from_fn(3, 2, |i, _| if i == 1 { -0.1 } else { 0.1 });
-    assert!(psi::psi_values(&kern, mu.as_ref(), neg.as_ref(), z.as_ref(), h.as_ref(), &rule).is_err());
+    assert!(
+        psi::psi_values(
+            &kern,
+            mu.as_ref(),
+            neg.as_ref(),
+            z.as_ref(),
+            h.as_ref(),
+            &rule
+        )
+        .is_err()
+    );
     let short = Mat::<f64>::zeros(2, 2);
-    assert!(psi::psi_values(&kern, mu.as_ref(), short.as_ref(), z.as_ref(), h.as_ref(), &rule).is_err());
+    assert!(
+        psi::psi_values(
+            &kern,
+            mu.as_ref(),
+            short.as_ref(),
+            z.as_ref(),
+            h.as_ref(),
+            &rule
+        )
+        .is_err()
+    );
     let z3 = Mat::<f64>::zeros(2, 3);
-    assert!(psi::psi_values(&kern, mu.as_ref(), mu.as_ref(), z3.as_ref(), h.as_ref(), &rule).is_err());
+    assert!(
+        psi::psi_values(
+            &kern,
+            mu.as_ref(),
+            mu.as_ref(),
+            z3.as_ref(),
+            h.as_ref(),
+            &rule
+        )
+        .is_err()
+    );
     let nan = Mat::from_fn(3, 2, |_, _| f64::NAN);
-    assert!(psi::psi_values(&kern, nan.as_ref(), mu.as_ref(), z.as_ref(), h.as_ref(), &rule).is_err());
-    assert!(ExpectationRule::GaussHermite { points: 20 }.nodes(5).is_err());
-    assert!(ExpectationRule::MonteCarlo { samples: 0, seed: 0 }.nodes(2).is_err());
+    assert!(
+        psi::psi_values(
+            &kern,
+            nan.as_ref(),
+            mu.as_ref(),
+            z.as_ref(),
+            h.as_ref(),
+            &rule
+        )
+        .is_err()
+    );
+    assert!(
+        ExpectationRule::GaussHermite { points: 20 }
+            .nodes(5)
+            .is_err()
+    );
+    assert!(
+        ExpectationRule::MonteCarlo {
+            samples: 0,
+            seed: 0
+        }
+        .nodes(2)
+        .is_err()
+    );
 }

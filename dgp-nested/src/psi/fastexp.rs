@@ -15,9 +15,9 @@
 /// `log2(e)`.
 const LOG2E: f64 = std::f64::consts::LOG2_E;
 /// High part of ln 2 with trailing zero bits, so `n·LN2_HI` is exact for |n| < 2¹¹ (fdlibm).
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
 /// Low part: ln 2 − LN2_HI.
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// 1.5·2⁵²: adding it rounds to an integer held in the low mantissa bits.
 const SHIFTER: f64 = 6_755_399_441_055_744.0;
 /// Below this the result is set to exactly 0.
@@ -56,7 +56,7 @@ const C: [f64; 14] = [
 /// several exponentials overlap in the pipeline.
 #[inline(always)]
 pub(crate) fn exp_with<const FMA: bool>(x: f64) -> f64 {
-    let xc = x.max(EXP_MIN).min(EXP_MAX);
+    let xc = x.clamp(EXP_MIN, EXP_MAX);
     let kf = madd::<FMA>(xc, LOG2E, SHIFTER);
     let n = kf - SHIFTER;
     let r = madd::<FMA>(-n, LN2_LO, madd::<FMA>(-n, LN2_HI, xc));

@@ -35,7 +35,10 @@ impl Backward for Psi0LinearOp {
         let (b, q) = (mu.nrows(), mu.ncols());
         let g = per_dim(wrow, q);
         if sink.wants(0) {
-            sink.add_owned(0, Mat::from_fn(b, q, |i, k| 2.0 * g[k] * mu[(i, k)] * gbar[(i, 0)]));
+            sink.add_owned(
+                0,
+                Mat::from_fn(b, q, |i, k| 2.0 * g[k] * mu[(i, k)] * gbar[(i, 0)]),
+            );
         }
         if sink.wants(1) {
             sink.add_owned(1, Mat::from_fn(b, q, |i, k| g[k] * gbar[(i, 0)]));

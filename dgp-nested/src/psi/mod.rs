@@ -209,7 +209,12 @@ pub(crate) fn assert_same_shape(a: MatRef<'_, f64>, b: MatRef<'_, f64>, what: &s
 
 #[track_caller]
 pub(crate) fn assert_cols(a: MatRef<'_, f64>, q: usize, what: &str) {
-    assert_eq!(a.ncols(), q, "{what}: expected {q} columns, got {}", a.ncols());
+    assert_eq!(
+        a.ncols(),
+        q,
+        "{what}: expected {q} columns, got {}",
+        a.ncols()
+    );
 }
 
 /// Per-point contractions `out[n, k] = Σ_{m,m'} W_k(m, m') Φ_n(m, m')` (B×K) of each point's
@@ -243,14 +248,9 @@ pub fn psi2_contract(
     }
     let (b, q) = (mean.nrows(), mean.ncols());
     Ok(match kernel.kind {
-        KernelKind::Rbf => psi2_rbf_contract(
-            mean,
-            var,
-            z,
-            hyper.lengthscales,
-            hyper.variance,
-            weights,
-        ),
+        KernelKind::Rbf => {
+            psi2_rbf_contract(mean, var, z, hyper.lengthscales, hyper.variance, weights)
+        }
         KernelKind::Linear => {
             let g = per_dim(hyper.lengthscales, q);
             let psi1 = kernel.matrix(mean, z, hyper);

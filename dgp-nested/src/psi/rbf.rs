@@ -27,9 +27,10 @@
 //!   and ∂L/∂ℓ_q = 2ℓ_q ∂L/∂L_q;
 //! * ∂L/∂α = 2 S / α.
 //!
-//! The per-point sums r, p are accumulated in the same pass over the lower triangle that
-//! recomputes Φ_n (recomputing costs less than storing B·M² values), so the backward pass
-//! costs about twice the forward pass.
+//! The backward pass recomputes Φ_n point by point (cheaper than storing B·M² values),
+//! writes the lower triangle W of `(Ḡ + Ḡᵀ) ⊙ Φ_n` (diagonal: `Ḡ ⊙ Φ_n`, so that
+//! 2H_n = W + Wᵀ), and gets `[2H d_1 … 2H d_Q | 2H 1]` from two small matrix products;
+//! `Σ_n H_n` is read off the output (`½(Ḡ + Ḡᵀ) ⊙ Ψ2`) instead of being accumulated.
 //!
 //! ## Speed
 //! The hot loops run over contiguous columns of the lower triangle with a vectorisable
@@ -40,7 +41,8 @@
 use super::fastexp;
 use super::{assert_cols, assert_same_shape, chunk_ranges, fold_per_dim, per_dim};
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
-use faer::{Mat, MatRef};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 /// Hyperparameter values of one call.
@@ -114,7 +116,11 @@ impl Backward for Psi0RbfOp {
 /// Differentiable in the variance α only (it does not depend on μ, v, Z or ℓ).
 #[track_caller]
 pub fn psi0_rbf(tape: &mut Tape, mean: Var, variance: Var) -> Var {
-    assert_eq!(tape.shape(variance), (1, 1), "psi0_rbf: variance must be 1×1");
+    assert_eq!(
+        tape.shape(variance),
+        (1, 1),
+        "psi0_rbf: variance must be 1×1"
+    );
     let b = tape.shape(mean).0;
     let a = tape.value(variance)[(0, 0)];
     tape.push(Mat::from_fn(b, 1, |_, _| a), &[variance], Psi0RbfOp)
@@ -465,61 +471,62 @@ fn psi2_backward_chunk_body<const FMA: bool>(
         gl2: vec![0.0; q],
     };
     let mut ws = st.workspace();
-    // rr = 2 H 1 and pp = 2 H d_q (Q×mp), accumulated per point; wbuf: one column of
-    // Ḡ_sym ⊙ Φ_n.
-    let mut rr = vec![0.0; mp];
-    let mut pp = vec![0.0; q * mp];
-    let mut wbuf = vec![0.0; mp];
+    // W_low: the lower triangle of the point's Ḡ_sym ⊙ Φ_n (off-diagonal entries doubled),
+    // so that 2H = W_low + W_lowᵀ. Entries above the blocks of each column are never
+    // written and stay 0; masked entries inside the blocks are written as exact zeros.
+    let mut wlow = vec![0.0; mp * mp];
+    // [d_1 … d_Q | 1] and (W_low + W_lowᵀ)[d_1 … d_Q | 1] = [2H d_q | 2H 1].
+    let mut dext = Mat::<f64>::zeros(m, q + 1);
+    for j in 0..m {
+        dext[(j, q)] = 1.0;
+    }
+    let mut pext = Mat::<f64>::zeros(m, q + 1);
     for n in rows.0..rows.1 {
         st.point(|k| mu[(n, k)], |k| v[(n, k)], &mut ws);
-        rr.fill(0.0);
-        pp.fill(0.0);
-        let mut s_n = 0.0;
         for c in 0..m {
             let cm = ws.c + ws.base[c];
-            let j_start = Psi2Setup::start(c);
-            let mut wl = [0.0; L];
-            for j0 in (j_start..mp).step_by(L) {
+            for j0 in (Psi2Setup::start(c)..mp).step_by(L) {
                 let e = fastexp::exp_lanes::<FMA>(st.exponents::<FMA>(&ws, c, cm, j0));
                 let g = ld(gs, c * mp + j0);
-                let w: &mut [f64; L] = (&mut wbuf[j0..j0 + L]).try_into().expect("block");
+                let w = &mut wlow[c * mp + j0..c * mp + j0 + L];
                 for i in 0..L {
                     w[i] = g[i] * e[i];
-                    wl[i] += w[i];
                 }
-                let r = &mut rr[j0..j0 + L];
-                for i in 0..L {
-                    r[i] += w[i];
-                }
-            }
-            let wsum = fastexp::lane_sum(&wl);
-            s_n += wsum;
-            rr[c] += wsum;
-            for k in 0..q {
-                let dk = &ws.d[k * mp..(k + 1) * mp];
-                let dc = dk[c];
-                let pk = &mut pp[k * mp..(k + 1) * mp];
-                let mut dl = [0.0; L];
-                for j0 in (j_start..mp).step_by(L) {
-                    let w = ld(&wbuf, j0);
-                    let d = ld(dk, j0);
-                    let p: &mut [f64; L] = (&mut pk[j0..j0 + L]).try_into().expect("block");
-                    for i in 0..L {
-                        dl[i] = fastexp::madd::<FMA>(w[i], d[i], dl[i]);
-                        p[i] = fastexp::madd::<FMA>(w[i], dc, p[i]);
-                    }
-                }
-                pk[c] += fastexp::lane_sum(&dl);
             }
         }
+        for k in 0..q {
+            for j in 0..m {
+                dext[(j, k)] = ws.d[k * mp + j];
+            }
+        }
+        let wl = MatRef::from_column_major_slice_with_stride(&wlow, m, m, mp);
+        matmul(
+            pext.as_mut(),
+            Accum::Replace,
+            wl,
+            dext.as_ref(),
+            1.0,
+            Par::Seq,
+        );
+        matmul(
+            pext.as_mut(),
+            Accum::Add,
+            wl.transpose(),
+            dext.as_ref(),
+            1.0,
+            Par::Seq,
+        );
+        let rr = pext.col(q);
+        let s_n = 0.5 * (0..m).map(|j| rr[j]).sum::<f64>();
         let i = n - rows.0;
         for k in 0..q {
             let bk = ws.b[k];
             let dk = &ws.d[k * mp..k * mp + m];
-            let pk = &pp[k * mp..k * mp + m];
+            let pk = pext.col(k);
             let gz = &mut out.gz[k * m..(k + 1) * m];
             let (mut rd, mut vq) = (0.0, 0.0);
-            for (((r, dj), p), g) in rr[..m].iter().zip(dk).zip(pk).zip(gz) {
+            for (j, (dj, g)) in dk.iter().zip(gz).enumerate() {
+                let (r, p) = (rr[j], pk[j]);
                 rd += r * dj;
                 vq += (r * dj + p) * dj;
                 *g += 0.5 * bk * (r * dj + p);
@@ -814,7 +821,11 @@ pub fn psi2_rbf_contract(
     let gs: Vec<Vec<f64>> = weights
         .iter()
         .map(|w| {
-            assert_eq!((w.nrows(), w.ncols()), (m, m), "psi2_rbf_contract: weight shape");
+            assert_eq!(
+                (w.nrows(), w.ncols()),
+                (m, m),
+                "psi2_rbf_contract: weight shape"
+            );
             lower_weights(*w, mp)
         })
         .collect();
