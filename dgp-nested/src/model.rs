@@ -19,7 +19,7 @@ use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{HISTORY_EVERY, fit_adam};
-use dgp_traits::transforms::{inv_softplus, softplus};
+use dgp_traits::transforms::{inv_softplus, raw_lower_factor, softplus};
 use faer::{Mat, MatRef, Par};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -67,20 +67,6 @@ struct TermVars {
     prop: Vec<Option<Var>>,
     kl: Vec<Var>,
     total: Var,
-}
-
-/// Unconstrained form of a lower-triangular factor with positive diagonal (the inverse
-/// of `Tape::lower_cholesky_factor(·, Q_SQRT_FLOOR)`).
-fn raw_factor(l: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
-        if i == j {
-            inv_softplus((l[(i, i)] - Q_SQRT_FLOOR).max(1e-300))
-        } else if i > j {
-            l[(i, j)]
-        } else {
-            0.0
-        }
-    })
 }
 
 fn positive(raw: f64, floor: f64) -> f64 {
@@ -173,7 +159,7 @@ impl NestedDgp {
                 (Mat::zeros(m, dout), lk)
             };
             let qmid = params.add(format!("{name}.q.mean"), q_mean, true)?;
-            let raw = raw_factor(factor.as_ref());
+            let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
             let q_sqrt = (0..dout)
                 .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
                 .collect::<Result<Vec<_>>>()?;
@@ -493,7 +479,7 @@ impl NestedDgp {
         dgp_traits::error::check_finite("optimal q(u) mean", mean.as_ref())?;
         dgp_traits::error::check_finite("optimal q(u) factor", factor.as_ref())?;
         self.params.set(layer.q_mean, mean)?;
-        let raw = raw_factor(factor.as_ref());
+        let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
         for &id in &layer.q_sqrt {
             self.params.set(id, raw.clone())?;
         }

@@ -15,7 +15,7 @@ use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::inv_softplus;
+use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -51,20 +51,6 @@ pub struct DeepGp {
     params: ParamStore,
     input_dim: usize,
     output_dim: usize,
-}
-
-/// Unconstrained form of a lower-triangular factor with positive diagonal: the inverse of
-/// `Tape::lower_cholesky_factor(·, Q_SQRT_FLOOR)`.
-fn raw_factor(l: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
-        if i == j {
-            inv_softplus((l[(i, i)] - Q_SQRT_FLOOR).max(1e-300))
-        } else if i > j {
-            l[(i, j)]
-        } else {
-            0.0
-        }
-    })
 }
 
 impl DeepGp {
@@ -139,7 +125,7 @@ impl DeepGp {
                 .0
             };
             let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
-            let raw = raw_factor(factor.as_ref());
+            let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
             let qm = params.add(format!("{name}.q.mean"), Mat::zeros(m, dout), true)?;
             let qs = (0..dout)
                 .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
