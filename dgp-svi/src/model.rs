@@ -15,7 +15,7 @@ use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::inv_softplus;
+use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -51,20 +51,6 @@ pub struct DeepGp {
     params: ParamStore,
     input_dim: usize,
     output_dim: usize,
-}
-
-/// Unconstrained form of a lower-triangular factor with positive diagonal: the inverse of
-/// `Tape::lower_cholesky_factor(·, Q_SQRT_FLOOR)`.
-fn raw_factor(l: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
-        if i == j {
-            inv_softplus((l[(i, i)] - Q_SQRT_FLOOR).max(1e-300))
-        } else if i > j {
-            l[(i, j)]
-        } else {
-            0.0
-        }
-    })
 }
 
 impl DeepGp {
@@ -139,7 +125,7 @@ impl DeepGp {
                 .0
             };
             let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
-            let raw = raw_factor(factor.as_ref());
+            let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
             let qm = params.add(format!("{name}.q.mean"), Mat::zeros(m, dout), true)?;
             let qs = (0..dout)
                 .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
@@ -211,6 +197,7 @@ impl DeepGp {
         params: &[Var],
         x: Var,
         samples: usize,
+        noise: NoiseMode,
         rng: &mut Rng,
     ) -> Result<Propagated> {
         let b = tape.shape(x).0;
@@ -241,7 +228,14 @@ impl DeepGp {
                 (mu, var)
             };
             let (rows, width) = tape.shape(mu);
-            let eps = tape.constant(standard_normal(rng, rows, width));
+            let eps = match noise {
+                NoiseMode::PerPoint => standard_normal(rng, rows, width),
+                NoiseMode::PerPath => {
+                    let per_path = standard_normal(rng, reps, width);
+                    Mat::from_fn(rows, width, |r, c| per_path[(r / b, c)])
+                }
+            };
+            let eps = tape.constant(eps);
             let v = tape.add_scalar(var, SAMPLE_JITTER);
             let sd = tape.sqrt(v);
             let noise = tape.mul(eps, sd);
@@ -265,7 +259,7 @@ impl DeepGp {
         let mut tape = Tape::new();
         let params = self.params.record(&mut tape);
         let xv = tape.constant(x.to_owned());
-        let prop = self.propagate(&mut tape, &params, xv, samples, rng)?;
+        let prop = self.propagate(&mut tape, &params, xv, samples, NoiseMode::PerPoint, rng)?;
         let (b, p) = (x.nrows(), self.output_dim);
         let reps = prop.reps;
         let noise = self.noise_variance();
@@ -283,6 +277,16 @@ impl DeepGp {
         }
         Ok(ChunkPrediction { means, vars, noise })
     }
+}
+
+/// How the hidden layers' reparameterisation noise is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoiseMode {
+    /// Independent per point and sample (eq. 15; training and the predictive mixture).
+    PerPoint,
+    /// One draw per sample and hidden unit, shared by all points: coherent sample paths
+    /// for plots.
+    PerPath,
 }
 
 struct Propagated {
@@ -321,7 +325,14 @@ impl Objective for DeepGp {
             ));
         }
         let x = tape.constant(batch.x.to_owned());
-        let prop = self.propagate(tape, params, x, self.config.train_samples, rng)?;
+        let prop = self.propagate(
+            tape,
+            params,
+            x,
+            self.config.train_samples,
+            NoiseMode::PerPoint,
+            rng,
+        )?;
         let b = batch.len();
         let y_tiled = Mat::from_fn(b * prop.reps, self.output_dim, |r, c| batch.y[(r % b, c)]);
         let y = tape.constant(y_tiled);
@@ -452,6 +463,40 @@ impl Model for DeepGp {
 
     fn to_json(&self) -> Result<String> {
         serde_json::to_string(self).map_err(|e| Error::Serde(e.to_string()))
+    }
+
+    /// Sample paths of the last layer's mean, `μ^L(x)` under one noise draw per hidden unit
+    /// shared by all rows of `x` (for L = 1, the posterior mean repeated).
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<Mat<f64>>> {
+        if x.ncols() != self.input_dim {
+            return Err(Error::shape(
+                "svi function_samples inputs",
+                self.input_dim,
+                x.ncols(),
+            ));
+        }
+        let mut tape = Tape::new();
+        let params = self.params.record(&mut tape);
+        let xv = tape.constant(x.to_owned());
+        let mut rng = seeded(seed);
+        let prop = self.propagate(
+            &mut tape,
+            &params,
+            xv,
+            count.max(1),
+            NoiseMode::PerPath,
+            &mut rng,
+        )?;
+        let mu = tape.value(prop.mean);
+        let n = x.nrows();
+        Ok(Some(Mat::from_fn(n, count, |i, s| {
+            mu[((s % prop.reps) * n + i, 0)]
+        })))
     }
 }
 

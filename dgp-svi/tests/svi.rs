@@ -13,6 +13,7 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::transforms::softplus;
+use faer::linalg::solvers::{DenseSolveCore, Solve};
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
 
@@ -108,9 +109,9 @@ fn dense_svgp_bound(model: &DeepGp, data: &Dataset) -> f64 {
     let n = data.n();
     let mut fit = 0.0;
     for i in 0..n {
-        let a = alpha.col(i);
-        let ka = &kuu * a;
-        let sa = &su * a;
+        let a = alpha.col(i).to_owned();
+        let ka = &kuu * &a;
+        let sa = &su * &a;
         let qff: f64 = (0..m).map(|k| a[k] * ka[k]).sum();
         let s_term: f64 = (0..m).map(|k| a[k] * sa[k]).sum();
         let v = kff[(i, 0)] - qff + s_term;
@@ -241,10 +242,8 @@ fn whitened_and_non_whitened_elbos_agree() {
             dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
         let qm = white.params().id(&format!("{name}.q.mean")).unwrap();
         let mu = &lk * white.params().get(qm);
-        plain
-            .params_mut()
-            .set(plain.params().id(&format!("{name}.q.mean")).unwrap(), mu)
-            .unwrap();
+        let id = plain.params().id(&format!("{name}.q.mean")).unwrap();
+        plain.params_mut().set(id, mu).unwrap();
         for d in 0..layer.output_dim {
             let key = format!("{name}.q.sqrt{d}");
             let lv = lower_factor(white.params().get(white.params().id(&key).unwrap()));
@@ -258,10 +257,8 @@ fn whitened_and_non_whitened_elbos_agree() {
                     0.0
                 }
             });
-            plain
-                .params_mut()
-                .set(plain.params().id(&key).unwrap(), raw)
-                .unwrap();
+            let id = plain.params().id(&key).unwrap();
+            plain.params_mut().set(id, raw).unwrap();
         }
     }
     let (a, b) = (elbo(&white, &data, 21), elbo(&plain, &data, 21));
@@ -373,6 +370,68 @@ fn same_seed_same_result_with_one_and_two_threads() {
     assert_eq!(p1, p2, "parameters differ between 1 and 2 threads");
     assert_eq!(m1, m2);
     assert_eq!(v1, v2);
+}
+
+#[test]
+fn no_batch_by_batch_matrix_on_the_training_tape() {
+    // Every node of the ELBO's tape (forward values; adjoints have the same shapes) must be
+    // O(B·M) or O(M²): nothing with both dimensions ≥ the batch size.
+    let data = toy_data(300, 3, 12);
+    let cfg = SviConfig {
+        layers: 3,
+        num_inducing: 10,
+        train_samples: 2,
+        ..Default::default()
+    };
+    let model = DeepGp::new(cfg, &data).unwrap();
+    let batch = Batch::new(data.x(), data.y(), 300).unwrap();
+    let mut tape = Tape::new();
+    model
+        .value_and_grad(&mut tape, &batch, &mut seeded(1))
+        .unwrap();
+    let worst = tape.shapes().map(|(r, c)| r.min(c)).max().unwrap();
+    assert!(worst <= 10, "a node has both dimensions ≥ {worst}");
+}
+
+#[test]
+fn function_samples_are_coherent_paths() {
+    let data = toy_data(40, 1, 6);
+    let mut model = DeepGp::new(
+        SviConfig {
+            layers: 2,
+            num_inducing: 8,
+            ..Default::default()
+        },
+        &data,
+    )
+    .unwrap();
+    perturb(&mut model, 0.3, 2);
+    let f = model.function_samples(data.x(), 4, 1).unwrap().unwrap();
+    assert_eq!((f.nrows(), f.ncols()), (40, 4));
+    assert!((0..4).all(|s| (0..40).all(|i| f[(i, s)].is_finite())));
+    assert_ne!(
+        f.col(0).to_owned(),
+        f.col(1).to_owned(),
+        "paths should differ"
+    );
+    // Same seed, same paths.
+    assert_eq!(f, model.function_samples(data.x(), 4, 1).unwrap().unwrap());
+    // One layer: nothing to sample, every path is the posterior mean.
+    let sgp = DeepGp::new(
+        SviConfig {
+            layers: 1,
+            num_inducing: 8,
+            ..Default::default()
+        },
+        &data,
+    )
+    .unwrap();
+    let g = sgp.function_samples(data.x(), 3, 1).unwrap().unwrap();
+    let mean = sgp
+        .predict(data.x(), &PredictConfig::default())
+        .unwrap()
+        .mean();
+    assert!((0..40).all(|i| (g[(i, 2)] - mean[(i, 0)]).abs() < 1e-12));
 }
 
 #[test]

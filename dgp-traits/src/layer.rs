@@ -253,7 +253,7 @@ pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) ->
             let cols: Vec<Var> = factors
                 .iter()
                 .map(|&ls| {
-                    let t = tape.matmul_tn(ls, at);
+                    let t = tape.lower_matmul_tn(ls, at);
                     let t2 = tape.square(t);
                     let s = tape.col_sums(t2);
                     let s = tape.transpose(s);

@@ -66,6 +66,7 @@ pub mod predictive;
 pub mod quadrature;
 pub mod rng;
 pub mod special;
+pub mod svgp_reference;
 pub mod tape;
 pub mod train;
 pub mod transforms;

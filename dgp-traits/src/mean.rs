@@ -448,7 +448,7 @@ impl Tape {
             self.value(x),
             w.map(|v| self.value(v)),
             b.map(|v| self.value(v)),
-            self.par(),
+            self.par_for(&[x]),
         );
         let mut parents = Vec::with_capacity(3);
         if let Some(w) = w {

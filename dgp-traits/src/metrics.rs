@@ -173,14 +173,25 @@ fn check_level(level: f64) -> Result<()> {
 /// # Errors
 /// As [`nll`].
 pub fn pit(pred: &Predictive, y: MatRef<'_, f64>) -> Result<Mat<f64>> {
-    pred.check_targets(y, "pit (targets)")?;
+    per_marginal(pred, y, "pit (targets)", mixture_cdf)
+}
+
+/// `f(w, μ, v, y_np)` on the marginal mixture (weights `w`, component means `μ` and
+/// variances `v`) of every (point, output) pair, N×P, after checking the targets.
+fn per_marginal(
+    pred: &Predictive,
+    y: MatRef<'_, f64>,
+    what: &str,
+    f: impl Fn(&[f64], &[f64], &[f64], f64) -> f64,
+) -> Result<Mat<f64>> {
+    pred.check_targets(y, what)?;
     let s = pred.n_components();
     let (mut mu, mut var) = (vec![0.0; s], vec![0.0; s]);
     let mut out = Mat::zeros(y.nrows(), y.ncols());
     for p in 0..y.ncols() {
         for i in 0..y.nrows() {
             pred.marginal_into(i, p, &mut mu, &mut var);
-            out[(i, p)] = mixture_cdf(pred.weights(), &mu, &var, y[(i, p)]);
+            out[(i, p)] = f(pred.weights(), &mu, &var, y[(i, p)]);
         }
     }
     Ok(out)
@@ -236,17 +247,7 @@ pub fn central_intervals(pred: &Predictive, level: f64) -> Result<(Mat<f64>, Mat
 /// # Errors
 /// As [`nll`].
 pub fn crps_per_point(pred: &Predictive, y: MatRef<'_, f64>) -> Result<Mat<f64>> {
-    pred.check_targets(y, "crps (targets)")?;
-    let s = pred.n_components();
-    let (mut mu, mut var) = (vec![0.0; s], vec![0.0; s]);
-    let mut out = Mat::zeros(y.nrows(), y.ncols());
-    for p in 0..y.ncols() {
-        for i in 0..y.nrows() {
-            pred.marginal_into(i, p, &mut mu, &mut var);
-            out[(i, p)] = crps_mixture(pred.weights(), &mu, &var, y[(i, p)]);
-        }
-    }
-    Ok(out)
+    per_marginal(pred, y, "crps (targets)", crps_mixture)
 }
 
 /// Mean CRPS over all N·P (point, output) pairs (lower is better).

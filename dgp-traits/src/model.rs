@@ -231,7 +231,12 @@ pub trait Model: Objective + Send + Sync {
     /// `count` sampled functions at the rows of `x` (N×count, first output), for plots:
     /// coherent draws where the backend can make them (e.g. one noise draw per hidden unit
     /// shared by all points). `None` when the backend has no notion of a function sample.
-    fn function_samples(&self, _x: MatRef<'_, f64>, _count: usize, _seed: u64) -> Result<Option<faer::Mat<f64>>> {
+    fn function_samples(
+        &self,
+        _x: MatRef<'_, f64>,
+        _count: usize,
+        _seed: u64,
+    ) -> Result<Option<faer::Mat<f64>>> {
         Ok(None)
     }
 }

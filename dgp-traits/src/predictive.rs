@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::serde_mat::MatData;
 use crate::error::{Error, Result};
-use crate::special::{LN_SQRT_2PI, log_sum_exp};
+use crate::special::{gaussian_log_density, log_sum_exp};
 
 /// Tolerance on |Σ w − 1| (weights) and |Σ_c p_c − 1| (class probabilities).
 pub const SIMPLEX_TOL: f64 = 1e-8;
@@ -349,8 +349,7 @@ impl Predictive {
                 if t > f64::NEG_INFINITY {
                     for p in 0..self.means.len() {
                         let v = self.variances[p][(i, s)];
-                        let d = y[(i, p)] - self.means[p][(i, s)];
-                        t += -LN_SQRT_2PI - 0.5 * v.ln() - 0.5 * d * d / v;
+                        t += gaussian_log_density(y[(i, p)], self.means[p][(i, s)], v);
                     }
                 }
                 terms[s] = t;

@@ -6,6 +6,9 @@
 //!   computed directly, so `norm_cdf(-30)` and `norm_sf(30)` keep full relative precision
 //!   (no `1 − Φ` cancellation); the relative error is below 1e-15 wherever the result is
 //!   a normal (not subnormal) double.
+//! * [`norm_log_cdf`]: log Φ(x) from the same pieces in log space, finite far beyond the
+//!   underflow of Φ (log Φ(−40) = −804.608…); [`norm_pdf_over_cdf`]: the ratio φ(x)/Φ(x)
+//!   (inverse Mills ratio), stable for very negative x. Both serve the probit likelihood.
 //! * [`norm_pdf`] / [`norm_log_pdf`]: φ(x), with the split-exponent trick for |x| ≥ 5 so the
 //!   rounding of x² does not cost relative accuracy in the tails.
 //! * [`norm_ppf`]: Φ⁻¹(p) by Wichura's algorithm AS 241 (`PPND16`, Appl. Statist. 37, 1988),
@@ -20,6 +23,9 @@ pub const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_677_939_946_059_934;
 /// ½ log(2π).
 pub const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_741_780_329_736_406;
 
+/// The boundary of Cody's central interval, Φ⁻¹(3/4) rounded as in `ANORM`.
+const CENTRAL: f64 = 0.674_489_75;
+/// √32, the boundary between Cody's two tail approximations.
 const SQRT_32: f64 = 5.656_854_249_492_380_195_206_754_896_84;
 
 // Cody's coefficients (first interval |x| ≤ 0.674…, second interval up to √32, tail).
@@ -73,44 +79,35 @@ const Q: [f64; 5] = [
     7.297_515_550_839_662_05e-5,
 ];
 
-/// `exp(−y²/2) · factor`, with y² split as (y − y₁)(y + y₁) + y₁² where y₁ = ⌊16y⌋/16, so
-/// that the rounding of y² does not spoil relative accuracy (Cody's `do_del`).
-fn gauss_tail_factor(y: f64, factor: f64) -> f64 {
-    let ysq = (y * 16.0).trunc() / 16.0;
-    let del = (y - ysq) * (y + ysq);
-    (-ysq * ysq * 0.5).exp() * (-del * 0.5).exp() * factor
+/// Φ(x) − ½ = x·P(x²)/Q(x²) for |x| ≤ [`CENTRAL`] (Cody's first interval).
+fn central(x: f64) -> f64 {
+    let (mut xnum, mut xden) = (0.0, 0.0);
+    if x.abs() > f64::EPSILON * 0.5 {
+        let xsq = x * x;
+        xnum = A[4] * xsq;
+        xden = xsq;
+        for i in 0..3 {
+            xnum = (xnum + A[i]) * xsq;
+            xden = (xden + B[i]) * xsq;
+        }
+    }
+    x * (xnum + A[3]) / (xden + B[3])
 }
 
-/// Φ(x) and 1 − Φ(x) together, each to full relative precision.
-pub fn norm_cdf_both(x: f64) -> (f64, f64) {
-    if x.is_nan() {
-        return (f64::NAN, f64::NAN);
-    }
-    let y = x.abs();
-    if y <= 0.674_489_75 {
-        let (mut xnum, mut xden) = (0.0, 0.0);
-        if y > f64::EPSILON * 0.5 {
-            let xsq = x * x;
-            xnum = A[4] * xsq;
-            xden = xsq;
-            for i in 0..3 {
-                xnum = (xnum + A[i]) * xsq;
-                xden = (xden + B[i]) * xsq;
-            }
-        }
-        let temp = x * (xnum + A[3]) / (xden + B[3]);
-        return (0.5 + temp, 0.5 - temp);
-    }
-    // `lower` = P(Z > y) = Φ(−y), the small tail.
-    let lower = if y <= SQRT_32 {
+/// For finite y > [`CENTRAL`]: `(y₁, δ, r)` with Φ(−y) = exp(−y₁²/2)·exp(−δ/2)·r, where
+/// r = e^{y²/2}Φ(−y) is Cody's scaled tail (second interval up to √32, then in 1/y²) and
+/// y² = y₁² + δ is split with y₁ = ⌊16y⌋/16, so that y₁² is exact and the rounding of y²
+/// does not spoil relative accuracy (Cody's `do_del`).
+fn tail_parts(y: f64) -> (f64, f64, f64) {
+    let r = if y <= SQRT_32 {
         let mut xnum = C[8] * y;
         let mut xden = y;
         for i in 0..7 {
             xnum = (xnum + C[i]) * y;
             xden = (xden + D[i]) * y;
         }
-        gauss_tail_factor(y, (xnum + C[7]) / (xden + D[7]))
-    } else if y < 40.0 {
+        (xnum + C[7]) / (xden + D[7])
+    } else {
         let xsq = 1.0 / (y * y);
         let mut xnum = P[5] * xsq;
         let mut xden = xsq;
@@ -119,10 +116,36 @@ pub fn norm_cdf_both(x: f64) -> (f64, f64) {
             xden = (xden + Q[i]) * xsq;
         }
         let temp = xsq * (xnum + P[4]) / (xden + Q[4]);
-        gauss_tail_factor(y, (FRAC_1_SQRT_2PI - temp) / y)
+        (FRAC_1_SQRT_2PI - temp) / y
+    };
+    let y1 = (y * 16.0).trunc() / 16.0;
+    let del = (y - y1) * (y + y1);
+    (y1, del, r)
+}
+
+/// Φ(−y) for y > [`CENTRAL`]; 0 from y = 40 on (the true value is below the smallest
+/// subnormal there), which also covers y = +∞.
+fn upper_tail(y: f64) -> f64 {
+    if y < 40.0 {
+        let (y1, del, r) = tail_parts(y);
+        (-y1 * y1 * 0.5).exp() * (-del * 0.5).exp() * r
     } else {
         0.0
-    };
+    }
+}
+
+/// Φ(x) and 1 − Φ(x) together, each to full relative precision.
+pub fn norm_cdf_both(x: f64) -> (f64, f64) {
+    if x.is_nan() {
+        return (f64::NAN, f64::NAN);
+    }
+    let y = x.abs();
+    if y <= CENTRAL {
+        let temp = central(x);
+        return (0.5 + temp, 0.5 - temp);
+    }
+    // `lower` = P(Z > y) = Φ(−y), the small tail.
+    let lower = upper_tail(y);
     if x > 0.0 {
         (1.0 - lower, lower)
     } else {
@@ -138,6 +161,45 @@ pub fn norm_cdf(x: f64) -> f64 {
 /// Standard normal survival function 1 − Φ(x) = Φ(−x), accurate in the upper tail.
 pub fn norm_sf(x: f64) -> f64 {
     norm_cdf_both(x).1
+}
+
+/// log Φ(x), accurate for very negative x far beyond the underflow of Φ itself
+/// (e.g. log Φ(−40) = −804.608…, where Φ(−40) ≈ 3.7e-350 is not representable).
+///
+/// Uses the pieces of [`norm_cdf`] (Cody 1969) in log space: for x < −0.674 it is
+/// −y₁²/2 − δ/2 + log r with y = −x, y₁²+δ = y² and r = e^{y²/2}Φ(−y) Cody's scaled tail,
+/// so it behaves as −x²/2 − log(−x) − ½log 2π for x → −∞. Elsewhere it is log Φ(x)
+/// (via `ln_1p(−Φ(−x))` for x > 0.674). Relative accuracy ≈ 1e-15; returns −∞ for
+/// x = −∞ (and for x so negative that x² overflows), 0 for +∞ and NaN for NaN. Used by the
+/// probit likelihood with ε = 0 (Salimbeni & Deisenroth 2017, §3).
+pub fn norm_log_cdf(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { 0.0 } else { f64::NEG_INFINITY };
+    }
+    let y = x.abs();
+    if y <= CENTRAL {
+        (0.5 + central(x)).ln()
+    } else if x < 0.0 {
+        let (y1, del, r) = tail_parts(y);
+        -0.5 * y1 * y1 - 0.5 * del + r.ln()
+    } else {
+        (-upper_tail(y)).ln_1p()
+    }
+}
+
+/// The ratio φ(x)/Φ(x) (the inverse Mills ratio of −x, i.e. d log Φ(x)/dx), stable for very
+/// negative x where both φ and Φ underflow: there it is exp(log φ(x) − log Φ(x)) with
+/// [`norm_log_cdf`], and it tends to −x as x → −∞. It is the derivative of the probit
+/// log-likelihood log Φ(f) (Salimbeni & Deisenroth 2017, §3).
+pub fn norm_pdf_over_cdf(x: f64) -> f64 {
+    if x >= -CENTRAL {
+        norm_pdf(x) / norm_cdf(x)
+    } else {
+        (norm_log_pdf(x) - norm_log_cdf(x)).exp()
+    }
 }
 
 /// Standard normal density φ(x) = exp(−x²/2)/√(2π).
@@ -423,7 +485,7 @@ mod tests {
         assert_eq!(norm_pdf(f64::INFINITY), 0.0);
         assert!(norm_pdf(f64::NAN).is_nan());
         // Φ is monotone across Cody's interval boundaries.
-        for &b in &[0.674_489_75, SQRT_32] {
+        for &b in &[CENTRAL, SQRT_32] {
             for s in [-1.0, 1.0] {
                 let x = s * b;
                 let lo = norm_cdf(x - 1e-12);
@@ -478,5 +540,65 @@ mod tests {
         assert_eq!(log_sum_exp(&[]), f64::NEG_INFINITY);
         assert_eq!(log_sum_exp(&[f64::NEG_INFINITY]), f64::NEG_INFINITY);
         assert!(log_sum_exp(&[f64::NAN, 0.0]).is_nan());
+    }
+
+    // Moved from the former likelihoods/normal.rs (its private copy of Cody's Φ).
+
+    /// (x, Φ(x), log Φ(x)) to 20 digits (mpmath, 40-digit arithmetic).
+    const TABLE: [(f64, f64, f64); 13] = [
+        (-40.0, 0.0, -804.608_442_013_753_8), // Φ = 3.6558935409150297e-350 underflows
+        (-38.0, 0.0, -726.557_216_018_820_1), // Φ = 2.8854283600687843e-316 is subnormal
+        (-20.0, 2.753_624_118_606_233_7e-89, -203.917_155_371_097_26),
+        (-10.0, 7.619_853_024_160_526e-24, -53.231_285_150_512_47),
+        (-5.0, 2.866_515_718_791_939e-7, -15.064_998_393_988_726),
+        (-1.0, 0.158_655_253_931_457_05, -1.841_021_645_009_263_5),
+        (-0.5, 0.308_537_538_725_986_9, -1.175_911_761_593_618_6),
+        (0.3, 0.617_911_422_188_952_6, -0.481_410_161_588_481_2),
+        (1.0, 0.841_344_746_068_542_9, -0.172_753_779_023_449_9),
+        (3.0, 0.998_650_101_968_369_9, -0.001_350_809_964_748_193_8),
+        (5.0, 0.999_999_713_348_428_1, -2.866_516_129_637_636e-7),
+        (8.0, 0.999_999_999_999_999_4, -6.220_960_574_271_786e-16),
+        (9.0, 1.0, -1.128_588_405_953_840_6e-19),
+    ];
+
+    #[test]
+    fn cdf_and_logcdf_match_high_precision_values() {
+        for &(x, p, lp) in &TABLE {
+            let c = norm_cdf(x);
+            if p > 0.0 {
+                assert!((c - p).abs() <= 2e-15 * p, "Φ({x}) = {c:e}, want {p:e}");
+            } else {
+                // Φ underflows to a subnormal or 0 there; only its log is checked.
+                assert!(c < 1e-300);
+            }
+            let l = norm_log_cdf(x);
+            assert!(
+                (l - lp).abs() <= 2e-15 * lp.abs(),
+                "log Φ({x}) = {l:e}, want {lp:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn symmetry_and_extremes() {
+        for i in -80..=80 {
+            let x = i as f64 * 0.1;
+            let s = norm_cdf(x) + norm_cdf(-x);
+            assert!((s - 1.0).abs() <= 2e-16, "x={x}: {s}");
+        }
+        assert_eq!(norm_cdf(0.0), 0.5);
+        assert_eq!(norm_cdf(f64::NEG_INFINITY), 0.0);
+        assert_eq!(norm_cdf(f64::INFINITY), 1.0);
+        assert_eq!(norm_log_cdf(f64::NEG_INFINITY), f64::NEG_INFINITY);
+        assert_eq!(norm_log_cdf(f64::INFINITY), 0.0);
+        assert!(norm_log_cdf(-1e200).is_infinite());
+        // Asymptotic check far out: log Φ(x) = −x²/2 − log(−x) − ½log 2π + log(1 − 1/x² + 3/x⁴ …).
+        let x: f64 = -1e4;
+        let asym = -0.5 * x * x - (-x).ln() - LN_SQRT_2PI + (-1.0 / (x * x)).ln_1p();
+        assert!((norm_log_cdf(x) - asym).abs() <= 1e-15 * asym.abs());
+        // Mills ratio: φ(x)/Φ(x) → −x for very negative x.
+        let r = norm_pdf_over_cdf(-1e3);
+        assert!((r - 1e3).abs() / 1e3 < 2e-6);
+        assert!((norm_pdf_over_cdf(0.0) - 2.0 * FRAC_1_SQRT_2PI).abs() <= 2e-16);
     }
 }

@@ -30,6 +30,17 @@ pub fn inv_softplus(y: f64) -> f64 {
     if y > 35.0 { y } else { y.exp_m1().ln() }
 }
 
+/// Unconstrained form of a lower-triangular factor `l` with positive diagonal: the
+/// inverse of `Tape::lower_cholesky_factor(·, floor)` (strict lower triangle kept, diagonal
+/// mapped through [`inv_softplus`]`(d − floor)`, upper triangle zeroed).
+pub fn raw_lower_factor(l: faer::MatRef<'_, f64>, floor: f64) -> faer::Mat<f64> {
+    faer::Mat::from_fn(l.nrows(), l.ncols(), |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Equal => inv_softplus((l[(i, i)] - floor).max(1e-300)),
+        std::cmp::Ordering::Greater => l[(i, j)],
+        std::cmp::Ordering::Less => 0.0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +53,17 @@ mod tests {
         }
         assert!((sigmoid(0.0) - 0.5).abs() < 1e-15);
         assert!((softplus(0.0) - std::f64::consts::LN_2).abs() < 1e-15);
+    }
+
+    #[test]
+    fn raw_lower_factor_inverts_the_tape_transform() {
+        let l = faer::mat![[0.5, 9.0], [-0.3, 2.0]];
+        let raw = raw_lower_factor(l.as_ref(), 1e-10);
+        let mut t = crate::tape::Tape::new();
+        let v = t.constant(raw);
+        let back = t.lower_cholesky_factor(v, 1e-10);
+        let b = t.value(back);
+        assert!((b[(0, 0)] - 0.5).abs() < 1e-14 && (b[(1, 1)] - 2.0).abs() < 1e-14);
+        assert_eq!((b[(1, 0)], b[(0, 1)]), (-0.3, 0.0));
     }
 }

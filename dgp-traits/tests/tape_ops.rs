@@ -429,6 +429,34 @@ proptest! {
     }
 
     #[test]
+    fn grad_lower_matmul_tn(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        // A full matrix: the upper triangle must be ignored (numerical gradient 0 there).
+        let l = unif(&mut rng, n, n, -1.0, 1.0);
+        let a = unif(&mut rng, n, k, -1.0, 1.0);
+        assert_grad(&[l, a], |t, v| t.lower_matmul_tn(v[0], v[1]))?;
+    }
+
+    #[test]
+    fn lower_matmul_tn_equals_dense_product_of_the_lower_triangle(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        let l = triangular(&mut rng, n, true);
+        let a = unif(&mut rng, n, k, -1.0, 1.0);
+        let mut t = Tape::new();
+        let (lv, av) = (t.constant(l.clone()), t.constant(a.clone()));
+        let fast = t.lower_matmul_tn(lv, av);
+        // `triangular` fills the other triangle with garbage that must not be read.
+        let lower = Mat::from_fn(n, n, |i, j| if i >= j { l[(i, j)] } else { 0.0 });
+        let dense = lower.transpose() * &a;
+        let got = t.value(fast);
+        for j in 0..k {
+            for i in 0..n {
+                prop_assert!((got[(i, j)] - dense[(i, j)]).abs() <= 1e-13 * (1.0 + dense[(i, j)].abs()));
+            }
+        }
+    }
+
+    #[test]
     fn grad_chol_solve(n in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let l = triangular(&mut rng, n, true);

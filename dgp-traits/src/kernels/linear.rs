@@ -156,7 +156,8 @@ impl Backward for LinearDiagOp {
 
 /// Records `K(x1, x2)` (or `K(x, x)` when `x2` is `None`) on the tape.
 pub(crate) fn record(tape: &mut Tape, x1: Var, x2: Option<Var>, v: Var) -> Var {
-    let par = tape.par();
+    let n1 = tape.shape(x1).0;
+    let par = tape.par_for_size(n1 * x2.map_or(n1, |v| tape.shape(v).0));
     match x2 {
         Some(x2) => {
             let k = eval(tape.value(x1), Some(tape.value(x2)), tape.value(v), par);

@@ -427,7 +427,8 @@ impl Tape {
     /// (isotropic). Differentiable in all three inputs; see [`scaled_sqdist`].
     #[track_caller]
     pub fn ard_sqdist(&mut self, x1: Var, x2: Var, ls: Var) -> Var {
-        let s = scaled_sqdist_par(self.value(x1), self.value(x2), self.value(ls), self.par());
+        let par = self.par_for_size(self.shape(x1).0 * self.shape(x2).0);
+        let s = scaled_sqdist_par(self.value(x1), self.value(x2), self.value(ls), par);
         self.push(s, &[x1, x2, ls], ArdSqdistOp)
     }
 }

@@ -408,7 +408,8 @@ pub(crate) fn record(
     let needs =
         tape.needs_grad(x1) || x2.is_some_and(|v| tape.needs_grad(v)) || tape.needs_grad(ls);
     let v = tape.scalar(var);
-    let par = tape.par();
+    let n1 = tape.shape(x1).0;
+    let par = tape.par_for_size(n1 * x2.map_or(n1, |v| tape.shape(v).0));
     match x2 {
         Some(x2) => {
             let e = eval_cross(

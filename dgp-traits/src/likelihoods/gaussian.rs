@@ -8,7 +8,7 @@
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef};
 
-use super::normal::LN_SQRT_2PI;
+use crate::special::{LN_SQRT_2PI, gaussian_log_density};
 
 /// σ² for column `j`: the noise node is `1 × 1` or `1 × C`.
 #[inline]
@@ -53,9 +53,20 @@ pub(crate) fn expected_log_lik_value(y: f64, mu: f64, var: f64, s2: f64) -> f64 
 
 /// `log N(y | μ, v + σ²)`.
 pub(crate) fn log_predictive_value(y: f64, mu: f64, var: f64, s2: f64) -> f64 {
-    let tau = var + s2;
-    let r = y - mu;
-    -LN_SQRT_2PI - 0.5 * tau.ln() - 0.5 * r * r / tau
+    gaussian_log_density(y, mu, var + s2)
+}
+
+/// `f(y, μ, v, σ²_j)` entry by entry over the values of the (shape-checked) inputs
+/// `[y, mu, var, noise_var]`, the forward pass of both Gaussian operations.
+fn per_entry(
+    t: &Tape,
+    [y, mu, var, noise_var]: [Var; 4],
+    f: fn(f64, f64, f64, f64) -> f64,
+) -> Mat<f64> {
+    let (yv, mv, vv, sv) = (t.value(y), t.value(mu), t.value(var), t.value(noise_var));
+    Mat::from_fn(mv.nrows(), mv.ncols(), |i, j| {
+        f(yv[(i, j)], mv[(i, j)], vv[(i, j)], noise_at(sv, j))
+    })
 }
 
 struct GaussianExpectedLogLikOp;
@@ -164,15 +175,7 @@ impl Tape {
     #[track_caller]
     pub fn gaussian_expected_log_lik(&mut self, y: Var, mu: Var, var: Var, noise_var: Var) -> Var {
         check_shapes(self, "gaussian_expected_log_lik", y, mu, var, noise_var);
-        let (yv, mv, vv, sv) = (
-            self.value(y),
-            self.value(mu),
-            self.value(var),
-            self.value(noise_var),
-        );
-        let out = Mat::from_fn(mv.nrows(), mv.ncols(), |i, j| {
-            expected_log_lik_value(yv[(i, j)], mv[(i, j)], vv[(i, j)], noise_at(sv, j))
-        });
+        let out = per_entry(self, [y, mu, var, noise_var], expected_log_lik_value);
         self.push(out, &[y, mu, var, noise_var], GaussianExpectedLogLikOp)
     }
 
@@ -185,15 +188,7 @@ impl Tape {
     #[track_caller]
     pub fn gaussian_log_predictive(&mut self, y: Var, mu: Var, var: Var, noise_var: Var) -> Var {
         check_shapes(self, "gaussian_log_predictive", y, mu, var, noise_var);
-        let (yv, mv, vv, sv) = (
-            self.value(y),
-            self.value(mu),
-            self.value(var),
-            self.value(noise_var),
-        );
-        let out = Mat::from_fn(mv.nrows(), mv.ncols(), |i, j| {
-            log_predictive_value(yv[(i, j)], mv[(i, j)], vv[(i, j)], noise_at(sv, j))
-        });
+        let out = per_entry(self, [y, mu, var, noise_var], log_predictive_value);
         self.push(out, &[y, mu, var, noise_var], GaussianLogPredictiveOp)
     }
 }

@@ -33,11 +33,10 @@
 //! log Φ). The predictive probability `(1 − 2ε)Φ(μ/√(1 + v)) + ε` is exact for the
 //! squashed link, because the squashing is affine in Φ.
 //!
-//! The normal cdf/log-cdf used here are private full-precision implementations
-//! (Cody 1969), see `normal.rs`.
+//! The normal cdf/log-cdf used here are the full-precision ones of [`crate::special`]
+//! (Cody 1969).
 
 mod gaussian;
-mod normal;
 mod probit;
 
 use crate::error::{Error, Result, check_finite};
@@ -427,13 +426,13 @@ fn check_tape_shapes(
 /// Plain-value (scalar) versions of the likelihood formulas, for building predictive
 /// distributions and for tests.
 pub mod scalar {
-    use super::{gaussian, normal, probit};
+    use super::{gaussian, probit};
     use crate::error::Result;
+    use crate::special::norm_cdf;
 
-    /// `log N(y | mean, var)`.
+    /// `log N(y | mean, var)` (the same function as [`crate::special::gaussian_log_density`]).
     pub fn gaussian_log_density(y: f64, mean: f64, var: f64) -> f64 {
-        let r = y - mean;
-        -normal::LN_SQRT_2PI - 0.5 * var.ln() - 0.5 * r * r / var
+        crate::special::gaussian_log_density(y, mean, var)
     }
 
     /// `E_{N(f|μ,v)} log N(y | f, σ²) = −½ log(2πσ²) − ((y − μ)² + v)/(2σ²)`.
@@ -453,7 +452,7 @@ pub mod scalar {
 
     /// Squashed probit link `p(y = 1 | f) = (1 − 2ε)Φ(f) + ε`.
     pub fn probit_link(f: f64, squash: f64) -> f64 {
-        (1.0 - 2.0 * squash) * normal::norm_cdf(f) + squash
+        (1.0 - 2.0 * squash) * norm_cdf(f) + squash
     }
 
     /// `log p(y | f)` of the squashed probit likelihood (labels: 1 positive, 0/−1

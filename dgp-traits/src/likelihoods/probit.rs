@@ -13,7 +13,7 @@ use crate::quadrature::GaussHermite;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::Mat;
 
-use super::normal::{norm_cdf, norm_logcdf, norm_pdf, norm_pdf_over_cdf};
+use crate::special::{norm_cdf, norm_log_cdf, norm_pdf, norm_pdf_over_cdf};
 
 /// Below this standard deviation the v-derivative of the quadrature uses Price's theorem
 /// `∂/∂v E[h(f)] = ½ E[h''(f)]` instead of `Σ ω h'(f) ξ / (2√v)`, whose cancellation
@@ -31,7 +31,7 @@ pub(crate) fn label_sign(y: f64) -> f64 {
 #[inline]
 pub(crate) fn log_link_and_ratio(x: f64, eps: f64) -> (f64, f64) {
     if eps == 0.0 {
-        (norm_logcdf(x), norm_pdf_over_cdf(x))
+        (norm_log_cdf(x), norm_pdf_over_cdf(x))
     } else {
         let a = 1.0 - 2.0 * eps;
         let g = a * norm_cdf(x) + eps;
@@ -129,6 +129,34 @@ fn check_shapes(t: &Tape, what: &str, y: Var, mu: Var, var: Var) {
 }
 
 impl Tape {
+    /// Records a probit operation from its per-entry `(value, ∂/∂μ, ∂/∂v)` = `parts(y, μ, v)`:
+    /// the values form the output, the derivatives are cached for [`ProbitOp`].
+    fn record_probit(
+        &mut self,
+        y: Var,
+        mu: Var,
+        var: Var,
+        name: &'static str,
+        parts: impl Fn(f64, f64, f64) -> (f64, f64, f64),
+    ) -> Var {
+        let (yv, mv, vv) = (self.value(y), self.value(mu), self.value(var));
+        let (rows, cols) = (mv.nrows(), mv.ncols());
+        let mut out = Mat::zeros(rows, cols);
+        let mut d_mu = Mat::zeros(rows, cols);
+        let mut d_var = Mat::zeros(rows, cols);
+        for j in 0..cols {
+            for i in 0..rows {
+                let (e, dm, dv) = parts(yv[(i, j)], mv[(i, j)], vv[(i, j)]);
+                out[(i, j)] = e;
+                d_mu[(i, j)] = dm;
+                d_var[(i, j)] = dv;
+            }
+        }
+        self.push(out, &[y, mu, var], ProbitOp { name, d_mu, d_var })
+    }
+}
+
+impl Tape {
     /// Per-entry expected Bernoulli-probit log-likelihood
     /// `E_{N(f|μ,v)} log[(1 − 2ε) Φ(s f) + ε]` by probabilists' Gauss–Hermite quadrature
     /// on `rule` (GPflow's `variational_expectations` with `num_gauss_hermite_points`,
@@ -157,29 +185,9 @@ impl Tape {
             crate::quadrature::HermiteForm::Probabilists,
             "probit_expected_log_lik needs a probabilists' rule"
         );
-        let (yv, mv, vv) = (self.value(y), self.value(mu), self.value(var));
-        let (rows, cols) = (mv.nrows(), mv.ncols());
-        let mut out = Mat::zeros(rows, cols);
-        let mut d_mu = Mat::zeros(rows, cols);
-        let mut d_var = Mat::zeros(rows, cols);
-        for j in 0..cols {
-            for i in 0..rows {
-                let (e, dm, dv) =
-                    expected_log_lik_parts(yv[(i, j)], mv[(i, j)], vv[(i, j)], squash, rule);
-                out[(i, j)] = e;
-                d_mu[(i, j)] = dm;
-                d_var[(i, j)] = dv;
-            }
-        }
-        self.push(
-            out,
-            &[y, mu, var],
-            ProbitOp {
-                name: "probit_expected_log_lik",
-                d_mu,
-                d_var,
-            },
-        )
+        self.record_probit(y, mu, var, "probit_expected_log_lik", |y, m, v| {
+            expected_log_lik_parts(y, m, v, squash, rule)
+        })
     }
 
     /// Per-entry log predictive probability of the squashed probit likelihood,
@@ -191,27 +199,8 @@ impl Tape {
     #[track_caller]
     pub fn probit_log_predictive(&mut self, y: Var, mu: Var, var: Var, squash: f64) -> Var {
         check_shapes(self, "probit_log_predictive", y, mu, var);
-        let (yv, mv, vv) = (self.value(y), self.value(mu), self.value(var));
-        let (rows, cols) = (mv.nrows(), mv.ncols());
-        let mut out = Mat::zeros(rows, cols);
-        let mut d_mu = Mat::zeros(rows, cols);
-        let mut d_var = Mat::zeros(rows, cols);
-        for j in 0..cols {
-            for i in 0..rows {
-                let (e, dm, dv) = log_predictive_parts(yv[(i, j)], mv[(i, j)], vv[(i, j)], squash);
-                out[(i, j)] = e;
-                d_mu[(i, j)] = dm;
-                d_var[(i, j)] = dv;
-            }
-        }
-        self.push(
-            out,
-            &[y, mu, var],
-            ProbitOp {
-                name: "probit_log_predictive",
-                d_mu,
-                d_var,
-            },
-        )
+        self.record_probit(y, mu, var, "probit_log_predictive", |y, m, v| {
+            log_predictive_parts(y, m, v, squash)
+        })
     }
 }

@@ -15,7 +15,34 @@ use super::{Backward, BackwardCtx, GradSink, Tape, Var};
 use crate::error::Result;
 use crate::linalg::{self as la, JitterConfig};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
-use faer::{Accum, Mat};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+
+/// `acc += α · lhs · rhs` on the `triangle` of `acc` only (the other entries untouched):
+/// the gradient of a triangular matrix argument, e.g. `T̄ = −tril(B̄ Xᵀ)`.
+fn add_triangle_of_product(
+    acc: MatMut<'_, f64>,
+    triangle: BlockStructure,
+    lhs: MatRef<'_, f64>,
+    rhs: MatRef<'_, f64>,
+    alpha: f64,
+    par: Par,
+) {
+    let rect = BlockStructure::Rectangular;
+    tri_matmul(acc, triangle, Accum::Add, lhs, rect, rhs, rect, alpha, par);
+}
+
+/// Panics unless `t` is square with as many rows as the right-hand side `b`.
+#[track_caller]
+fn assert_square_system(t: MatRef<'_, f64>, b: MatRef<'_, f64>, op: &str, what: &str) {
+    assert!(
+        t.nrows() == t.ncols() && t.nrows() == b.nrows(),
+        "{op}: {}×{} {what} with {}×{} right-hand side",
+        t.nrows(),
+        t.ncols(),
+        b.nrows(),
+        b.ncols()
+    );
+}
 
 // ---------------------------------------------------------------------------------------
 // Cholesky
@@ -82,7 +109,7 @@ impl Tape {
     /// (no jitter is added; see [`Tape::cholesky_jittered`]), [`crate::Error::Shape`] for a
     /// non-square input, [`crate::Error::NonFinite`].
     pub fn cholesky(&mut self, a: Var) -> Result<Var> {
-        let l = la::cholesky_par(self.value(a), "tape cholesky", self.par())?;
+        let l = la::cholesky_par(self.value(a), "tape cholesky", self.par_for(&[a]))?;
         Ok(self.push(l, &[a], CholeskyOp { jitter_slope: 0.0 }))
     }
 
@@ -98,7 +125,7 @@ impl Tape {
         context: &str,
         cfg: JitterConfig,
     ) -> Result<(Var, f64)> {
-        let r = la::cholesky_jittered_with(self.value(a), context, cfg, self.par())?;
+        let r = la::cholesky_jittered_with(self.value(a), context, cfg, self.par_for(&[a]))?;
         let v = self.push(
             r.factor,
             &[a],
@@ -143,17 +170,7 @@ impl Backward for TriSolveOp {
             } else {
                 (bbar.as_ref(), x.transpose())
             };
-            tri_matmul(
-                sink.acc(0),
-                structure,
-                Accum::Add,
-                lhs,
-                BlockStructure::Rectangular,
-                rhs,
-                BlockStructure::Rectangular,
-                -1.0,
-                par,
-            );
+            add_triangle_of_product(sink.acc(0), structure, lhs, rhs, -1.0, par);
         }
         sink.add_owned(1, bbar);
     }
@@ -168,15 +185,8 @@ impl Tape {
     #[track_caller]
     pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
         let (tv, bv) = (self.value(t), self.value(b));
-        assert!(
-            tv.nrows() == tv.ncols() && tv.nrows() == bv.nrows(),
-            "tri_solve: {}×{} triangle with {}×{} right-hand side",
-            tv.nrows(),
-            tv.ncols(),
-            bv.nrows(),
-            bv.ncols()
-        );
-        let x = la::tri_solve(tv, bv, lower, transpose, self.par());
+        assert_square_system(tv, bv, "tri_solve", "triangle");
+        let x = la::tri_solve(tv, bv, lower, transpose, self.par_for(&[t, b]));
         self.push(x, &[t, b], TriSolveOp { lower, transpose })
     }
 }
@@ -219,17 +229,8 @@ impl Backward for CholSolveOp {
             }
             let mut acc = sink.acc(0);
             for (lhs, rhs) in [(bbar.as_ref(), xtl.as_ref()), (x, btl.as_ref())] {
-                tri_matmul(
-                    acc.as_mut(),
-                    BlockStructure::TriangularLower,
-                    Accum::Add,
-                    lhs,
-                    BlockStructure::Rectangular,
-                    rhs,
-                    BlockStructure::Rectangular,
-                    -1.0,
-                    par,
-                );
+                let lower = BlockStructure::TriangularLower;
+                add_triangle_of_product(acc.as_mut(), lower, lhs, rhs, -1.0, par);
             }
         }
         sink.add_owned(1, bbar);
@@ -244,16 +245,9 @@ impl Tape {
     #[track_caller]
     pub fn chol_solve(&mut self, l: Var, b: Var) -> Var {
         let (lv, bv) = (self.value(l), self.value(b));
-        assert!(
-            lv.nrows() == lv.ncols() && lv.nrows() == bv.nrows(),
-            "chol_solve: {}×{} factor with {}×{} right-hand side",
-            lv.nrows(),
-            lv.ncols(),
-            bv.nrows(),
-            bv.ncols()
-        );
+        assert_square_system(lv, bv, "chol_solve", "factor");
         let mut x = bv.to_owned();
-        la::chol_solve_in_place(lv, x.as_mut(), self.par());
+        la::chol_solve_in_place(lv, x.as_mut(), self.par_for(&[l, b]));
         self.push(x, &[l, b], CholSolveOp)
     }
 }
@@ -288,5 +282,64 @@ impl Tape {
         assert_eq!(lv.nrows(), lv.ncols(), "logdet_chol: factor must be square");
         let v = la::logdet_chol(lv);
         self.push(Mat::from_fn(1, 1, |_, _| v), &[l], LogdetCholOp)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// product with a lower-triangular factor
+// ---------------------------------------------------------------------------------------
+
+struct LowerMatmulTnOp;
+
+impl Backward for LowerMatmulTnOp {
+    fn name(&self) -> &'static str {
+        "lower_matmul_tn"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let (l, a, g, par) = (ctx.input(0), ctx.input(1), ctx.grad(), ctx.par());
+        if sink.wants(0) {
+            // T = Lᵀ A ⇒ L̄ = tril(A T̄ᵀ): only the lower triangle is computed.
+            let lower = BlockStructure::TriangularLower;
+            add_triangle_of_product(sink.acc(0), lower, a, g.transpose(), 1.0, par);
+        }
+        if sink.wants(1) {
+            // Ā = L T̄ with L lower-triangular.
+            tri_matmul(
+                sink.acc(1),
+                BlockStructure::Rectangular,
+                Accum::Add,
+                l,
+                BlockStructure::TriangularLower,
+                g,
+                BlockStructure::Rectangular,
+                1.0,
+                par,
+            );
+        }
+    }
+}
+
+impl Tape {
+    /// `Lᵀ·A` for a lower-triangular `L` (only its lower triangle is read and receives a
+    /// gradient), at half the cost of a dense product. Used for the `‖L_Sᵀ a‖²` terms of
+    /// the sparse-GP marginal variances (DSVI eq. 8).
+    #[track_caller]
+    pub fn lower_matmul_tn(&mut self, l: Var, a: Var) -> Var {
+        let (lv, av) = (self.value(l), self.value(a));
+        assert_square_system(lv, av, "lower_matmul_tn", "factor");
+        let par = self.par_for(&[l, a]);
+        let mut t = Mat::zeros(lv.ncols(), av.ncols());
+        tri_matmul(
+            t.as_mut(),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            lv.transpose(),
+            BlockStructure::TriangularUpper,
+            av,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+        self.push(t, &[l, a], LowerMatmulTnOp)
     }
 }

@@ -38,6 +38,10 @@ pub mod ops;
 
 use faer::{Mat, MatMut, MatRef, Par};
 
+/// Operands with fewer entries than this run single-threaded whatever the tape's
+/// parallelism (see [`Tape::par_for`] and [`BackwardCtx::par`]).
+pub const PAR_MIN_ENTRIES: usize = 1 << 16;
+
 /// Handle of a value recorded on a [`Tape`]. Cheap to copy; only meaningful for the tape
 /// that created it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,9 +112,35 @@ impl Tape {
         }
     }
 
-    /// The parallelism used for large matrix products.
+    /// The parallelism configured for large matrix products. Operations should call
+    /// [`Tape::par_for`] instead, which falls back to `Par::Seq` for small operands.
     pub fn par(&self) -> Par {
         self.par
+    }
+
+    /// The parallelism for an operation on `vars`: the tape's setting when the largest
+    /// operand has at least [`PAR_MIN_ENTRIES`] entries, else `Par::Seq` (for M ≤ 256-sized
+    /// matrices a parallel dispatch costs more than it saves, see the workspace notes).
+    pub fn par_for(&self, vars: &[Var]) -> Par {
+        let largest = vars
+            .iter()
+            .map(|v| {
+                let m = &self.nodes[v.index()].value;
+                m.nrows() * m.ncols()
+            })
+            .max()
+            .unwrap_or(0);
+        self.par_for_size(largest)
+    }
+
+    /// The parallelism for an operation whose largest operand (often its output) has
+    /// `entries` entries; see [`Tape::par_for`].
+    pub fn par_for_size(&self, entries: usize) -> Par {
+        if entries >= PAR_MIN_ENTRIES {
+            self.par
+        } else {
+            Par::Seq
+        }
     }
 
     /// Sets the parallelism used for large matrix products.
@@ -205,6 +235,14 @@ impl Tape {
         (m.nrows(), m.ncols())
     }
 
+    /// Shapes of every recorded node, in recording order (for tests that bound memory, e.g.
+    /// "no N×N matrix on a minibatch path").
+    pub fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.nodes
+            .iter()
+            .map(|n| (n.value.nrows(), n.value.ncols()))
+    }
+
     /// Whether `v` depends on a differentiable input.
     pub fn needs_grad(&self, v: Var) -> bool {
         self.nodes[v.index()].needs_grad
@@ -277,9 +315,20 @@ impl<'a> BackwardCtx<'a> {
     pub fn grad(&self) -> MatRef<'a, f64> {
         self.grad
     }
-    /// The tape's parallelism for large products.
+    /// The parallelism for this backward rule: the tape's setting when the output, its
+    /// adjoint or an input has at least [`PAR_MIN_ENTRIES`] entries, else `Par::Seq`.
     pub fn par(&self) -> Par {
-        self.par
+        let size = |m: MatRef<'_, f64>| m.nrows() * m.ncols();
+        let largest = (0..self.parents.len())
+            .map(|i| size(self.input(i)))
+            .chain([size(self.out), size(self.grad)])
+            .max()
+            .unwrap_or(0);
+        if largest >= PAR_MIN_ENTRIES {
+            self.par
+        } else {
+            Par::Seq
+        }
     }
 }
 

@@ -80,7 +80,12 @@ impl Tape {
             vb.ncols()
         );
         let mut c = Mat::zeros(va.nrows(), vb.ncols());
-        matmul(c.as_mut(), Accum::Replace, va, vb, 1.0, self.par());
+        let par = self.par_for_size(
+            (va.nrows() * va.ncols())
+                .max(vb.nrows() * vb.ncols())
+                .max(va.nrows() * vb.ncols()),
+        );
+        matmul(c.as_mut(), Accum::Replace, va, vb, 1.0, par);
         self.push(c, &[a, b], MatMulOp { ta, tb })
     }
 
@@ -571,45 +576,34 @@ impl Backward for SumAxisOp {
     }
 }
 
-/// `broadcast_rows` / `broadcast_cols`: the vector input repeated along `axis`.
+/// `broadcast_rows` / `broadcast_cols` (`add: false`, the vector is input 0): the vector
+/// repeated along `axis`; `add_row` / `add_col` (`add: true`, inputs `A`, `v`):
+/// `A + broadcast(v)`. The vector's adjoint is the adjoint summed over `axis`.
 struct BroadcastOp {
     axis: Axis,
+    add: bool,
 }
 
 impl Backward for BroadcastOp {
     fn name(&self) -> &'static str {
-        match self.axis {
-            Axis::Row => "broadcast_rows",
-            Axis::Col => "broadcast_cols",
-        }
-    }
-    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
-        if sink.wants(0) {
-            let g = ctx.grad();
-            self.axis
-                .reduce_into(sink.acc(0), g.nrows(), g.ncols(), |i, j| g[(i, j)]);
-        }
-    }
-}
-
-/// `add_row` / `add_col`: `A + broadcast(v)`.
-struct AddBroadcastOp {
-    axis: Axis,
-}
-
-impl Backward for AddBroadcastOp {
-    fn name(&self) -> &'static str {
-        match self.axis {
-            Axis::Row => "add_row",
-            Axis::Col => "add_col",
+        match (self.add, self.axis) {
+            (false, Axis::Row) => "broadcast_rows",
+            (false, Axis::Col) => "broadcast_cols",
+            (true, Axis::Row) => "add_row",
+            (true, Axis::Col) => "add_col",
         }
     }
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         let g = ctx.grad();
-        sink.add(0, g);
-        if sink.wants(1) {
+        let vector = if self.add {
+            sink.add(0, g);
+            1
+        } else {
+            0
+        };
+        if sink.wants(vector) {
             self.axis
-                .reduce_into(sink.acc(1), g.nrows(), g.ncols(), |i, j| g[(i, j)]);
+                .reduce_into(sink.acc(vector), g.nrows(), g.ncols(), |i, j| g[(i, j)]);
         }
     }
 }
@@ -649,11 +643,7 @@ impl Tape {
     pub fn row_sums(&mut self, a: Var) -> Var {
         let va = self.value(a);
         let mut out = Mat::zeros(va.nrows(), 1);
-        for j in 0..va.ncols() {
-            for i in 0..va.nrows() {
-                out[(i, 0)] += va[(i, j)];
-            }
-        }
+        Axis::Col.reduce_into(out.as_mut(), va.nrows(), va.ncols(), |i, j| va[(i, j)]);
         self.push(out, &[a], SumAxisOp { axis: Axis::Col })
     }
 
@@ -676,7 +666,14 @@ impl Tape {
             vr.ncols()
         );
         let out = Mat::from_fn(n, vr.ncols(), |_, j| vr[(0, j)]);
-        self.push(out, &[r], BroadcastOp { axis: Axis::Row })
+        self.push(
+            out,
+            &[r],
+            BroadcastOp {
+                axis: Axis::Row,
+                add: false,
+            },
+        )
     }
 
     /// The n×1 column `c` repeated `m` times (→ n×m); backward sums the rows.
@@ -691,7 +688,14 @@ impl Tape {
             vc.ncols()
         );
         let out = Mat::from_fn(vc.nrows(), m, |i, _| vc[(i, 0)]);
-        self.push(out, &[c], BroadcastOp { axis: Axis::Col })
+        self.push(
+            out,
+            &[c],
+            BroadcastOp {
+                axis: Axis::Col,
+                add: false,
+            },
+        )
     }
 
     #[track_caller]
@@ -721,7 +725,7 @@ impl Tape {
         if mul {
             self.push(out, &[a, v], MulBroadcastOp { axis })
         } else {
-            self.push(out, &[a, v], AddBroadcastOp { axis })
+            self.push(out, &[a, v], BroadcastOp { axis, add: true })
         }
     }
 

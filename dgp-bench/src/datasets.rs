@@ -1,0 +1,486 @@
+//! Data sources of the benchmark and their train/test splits.
+//!
+//! * UCI folders (`shared/data/uci` format) with their published Hernández-Lobato & Adams
+//!   splits (protocol §1);
+//! * CSV files with a header, split by seeded random 90/10 splits (Structured's
+//!   `prepare_dataset`: a permutation whose first 10 % are the test set);
+//! * two built-ins, addressable on the command line as `builtin:concrete` and
+//!   `builtin:step`: the concrete data set with its 20 published splits, embedded in the
+//!   binary with `include_str!`, and the noisy step function of the DGPS thesis (Vafa 2016,
+//!   §5.1) generated in code.
+
+use std::path::Path;
+
+use dgp_traits::data::{
+    Dataset, UciDataset, UciSources, load_csv, load_uci, load_uci_from_str, random_split,
+};
+use dgp_traits::rng::{seeded, standard_normal};
+use faer::Mat;
+use rand::Rng as _;
+
+use crate::error::{BenchError, Result};
+
+/// Fraction of rows held out by the random splits of CSV files (protocol §1: 90/10).
+pub const CSV_TEST_FRACTION: f64 = 0.1;
+/// Number of random splits a CSV file offers (`--splits all`), as the 20 published UCI
+/// splits.
+pub const CSV_SPLITS: usize = 20;
+
+/// Size of the step-function data set (DGPS thesis §5.1 uses N ∈ {50, 100, 200}).
+pub const STEP_N: usize = 200;
+/// Standard deviation of the step function's noise. The thesis writes
+/// "y_i = sign(x_i) + ε_i, where ε_i ~ N(0, σ²) … and ε = .01"; we read ".01" as the noise
+/// scale σ (the thesis never writes σ² = .01), so the variance is 1e-4.
+pub const STEP_NOISE_STD: f64 = 0.01;
+/// Test fraction of the step function (thesis: 80/20 split).
+pub const STEP_TEST_FRACTION: f64 = 0.2;
+/// Number of random splits of the step function (thesis: 10 trials).
+pub const STEP_SPLITS: usize = 10;
+/// Input range of the step function: x ~ U(−2, 2).
+pub const STEP_RANGE: (f64, f64) = (-2.0, 2.0);
+
+macro_rules! concrete_split {
+    ($k:literal) => {
+        (
+            include_str!(concat!("../data/concrete/splits/index_train_", $k, ".txt")),
+            include_str!(concat!("../data/concrete/splits/index_test_", $k, ".txt")),
+        )
+    };
+}
+
+static CONCRETE_SPLITS: [(&str, &str); 20] = [
+    concrete_split!("0"),
+    concrete_split!("1"),
+    concrete_split!("2"),
+    concrete_split!("3"),
+    concrete_split!("4"),
+    concrete_split!("5"),
+    concrete_split!("6"),
+    concrete_split!("7"),
+    concrete_split!("8"),
+    concrete_split!("9"),
+    concrete_split!("10"),
+    concrete_split!("11"),
+    concrete_split!("12"),
+    concrete_split!("13"),
+    concrete_split!("14"),
+    concrete_split!("15"),
+    concrete_split!("16"),
+    concrete_split!("17"),
+    concrete_split!("18"),
+    concrete_split!("19"),
+];
+
+/// The embedded concrete compressive-strength data (Yeh 1998; N = 1030, D = 8) with its 20
+/// published splits, as committed in `dgp-bench/data/concrete/`.
+pub fn concrete_sources() -> UciSources<'static> {
+    UciSources {
+        name: "concrete",
+        data: include_str!("../data/concrete/data.txt"),
+        index_features: include_str!("../data/concrete/index_features.txt"),
+        index_target: include_str!("../data/concrete/index_target.txt"),
+        n_splits: include_str!("../data/concrete/n_splits.txt"),
+        splits: &CONCRETE_SPLITS,
+    }
+}
+
+/// The noisy step function of the DGPS thesis (Vafa 2016, §5.1):
+/// y = sign(x) + ε, x ~ U(−2, 2), ε ~ N(0, `noise_std`²), `n` points, all from `seed`.
+///
+/// # Errors
+/// [`dgp_traits::Error::Empty`] for `n = 0`; [`dgp_traits::Error::Config`] for a negative
+/// or non-finite noise level.
+pub fn step_function(n: usize, noise_std: f64, seed: u64) -> dgp_traits::Result<Dataset> {
+    if !(noise_std >= 0.0 && noise_std.is_finite()) {
+        return Err(dgp_traits::Error::Config(format!(
+            "step function noise std must be finite and ≥ 0, got {noise_std}"
+        )));
+    }
+    let mut rng = seeded(seed);
+    let (lo, hi) = STEP_RANGE;
+    let x = Mat::from_fn(n, 1, |_, _| {
+        let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        lo + (hi - lo) * u
+    });
+    let eps = standard_normal(&mut rng, n, 1);
+    let y = Mat::from_fn(n, 1, |i, _| {
+        let s = if x[(i, 0)] > 0.0 {
+            1.0
+        } else if x[(i, 0)] < 0.0 {
+            -1.0
+        } else {
+            0.0
+        };
+        s + noise_std * eps[(i, 0)]
+    });
+    Dataset::new(x, y)
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    Uci(UciDataset),
+    Random {
+        data: Dataset,
+        test_fraction: f64,
+        n_splits: usize,
+        seed: u64,
+    },
+}
+
+/// A data set with its train/test splits: published splits (UCI folders) or seeded random
+/// ones (CSV files, the step function).
+#[derive(Clone, Debug)]
+pub struct BenchData {
+    /// Name used in reports (folder or file stem, `concrete`, `step`).
+    pub name: String,
+    /// Where the data came from (a path, or `embedded`/`generated`).
+    pub origin: String,
+    source: Source,
+}
+
+impl BenchData {
+    /// Wraps a loaded UCI data set (published splits).
+    pub fn from_uci(uci: UciDataset, origin: impl Into<String>) -> Self {
+        BenchData {
+            name: uci.name.clone(),
+            origin: origin.into(),
+            source: Source::Uci(uci),
+        }
+    }
+
+    /// A data set with `n_splits` seeded random splits: split k holds out
+    /// `floor(test_fraction·N)` rows chosen by `random_split(N, test_fraction, seed + k)`.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] for a test fraction outside (0, 1) or zero splits.
+    pub fn with_random_splits(
+        name: impl Into<String>,
+        origin: impl Into<String>,
+        data: Dataset,
+        test_fraction: f64,
+        n_splits: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        if !(test_fraction > 0.0 && test_fraction < 1.0) || n_splits == 0 {
+            return Err(BenchError::Usage(format!(
+                "random splits need a test fraction in (0, 1) and at least one split, got {test_fraction} and {n_splits}"
+            )));
+        }
+        Ok(BenchData {
+            name: name.into(),
+            origin: origin.into(),
+            source: Source::Random {
+                data,
+                test_fraction,
+                n_splits,
+                seed,
+            },
+        })
+    }
+
+    /// The embedded concrete data set with its published splits (`builtin:concrete`).
+    pub fn embedded_concrete() -> Result<Self> {
+        let uci = load_uci_from_str(&concrete_sources()).map_err(BenchError::data)?;
+        Ok(Self::from_uci(uci, "embedded (dgp-bench/data/concrete)"))
+    }
+
+    /// The DGPS step function (`builtin:step`): [`STEP_N`] points with noise std
+    /// [`STEP_NOISE_STD`] generated from `seed`, and [`STEP_SPLITS`] random 80/20 splits
+    /// (split k uses seed `seed + k`).
+    pub fn step(seed: u64) -> Result<Self> {
+        let data = step_function(STEP_N, STEP_NOISE_STD, seed).map_err(BenchError::data)?;
+        Self::with_random_splits(
+            "step",
+            format!(
+                "generated: y = sign(x) + N(0, {STEP_NOISE_STD}²), x ~ U(−2, 2), N = {STEP_N}, seed {seed}"
+            ),
+            data,
+            STEP_TEST_FRACTION,
+            STEP_SPLITS,
+            seed,
+        )
+    }
+
+    /// Loads `spec`: `builtin:concrete`, `builtin:step`, a UCI folder (a directory), or a
+    /// CSV file with a header (any other file; `target` names the target column, default
+    /// the last column; random 90/10 splits seeded by `seed`).
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] for an unknown built-in, a missing path or `target` given for a
+    /// UCI folder; [`BenchError::Data`] for unreadable or malformed files.
+    pub fn load(spec: &str, target: Option<&str>, seed: u64) -> Result<Self> {
+        if let Some(name) = spec.strip_prefix("builtin:") {
+            if target.is_some() {
+                return Err(BenchError::Usage(
+                    "--target applies to CSV files only".into(),
+                ));
+            }
+            return match name {
+                "concrete" => Self::embedded_concrete(),
+                "step" => Self::step(seed),
+                _ => Err(BenchError::Usage(format!(
+                    "unknown built-in data set '{spec}' (available: builtin:concrete, builtin:step)"
+                ))),
+            };
+        }
+        let path = Path::new(spec);
+        if path.is_dir() {
+            if target.is_some() {
+                return Err(BenchError::Usage(format!(
+                    "--target applies to CSV files only; {spec} is a UCI folder (its target is index_target.txt)"
+                )));
+            }
+            let uci = load_uci(path).map_err(BenchError::data)?;
+            return Ok(Self::from_uci(uci, spec));
+        }
+        if !path.exists() {
+            return Err(BenchError::Usage(format!(
+                "--data {spec}: no such file or directory (give a UCI folder, a CSV file, builtin:concrete or builtin:step)"
+            )));
+        }
+        let target = match target {
+            Some(t) => t.to_string(),
+            None => last_csv_column(path)?,
+        };
+        let data = load_csv(path, &target).map_err(BenchError::data)?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| spec.to_string());
+        Self::with_random_splits(name, spec, data, CSV_TEST_FRACTION, CSV_SPLITS, seed)
+    }
+
+    /// All rows (inputs and targets in original units).
+    pub fn data(&self) -> &Dataset {
+        match &self.source {
+            Source::Uci(u) => &u.data,
+            Source::Random { data, .. } => data,
+        }
+    }
+
+    /// Number of available splits.
+    pub fn n_splits(&self) -> usize {
+        match &self.source {
+            Source::Uci(u) => u.n_splits,
+            Source::Random { n_splits, .. } => *n_splits,
+        }
+    }
+
+    /// True for published splits, false for seeded random ones.
+    pub fn has_published_splits(&self) -> bool {
+        matches!(self.source, Source::Uci(_))
+    }
+
+    /// One-line description of the split protocol.
+    pub fn split_protocol(&self) -> String {
+        match &self.source {
+            Source::Uci(u) => format!(
+                "published Hernández-Lobato & Adams splits ({} available)",
+                u.n_splits
+            ),
+            Source::Random {
+                test_fraction,
+                n_splits,
+                seed,
+                ..
+            } => format!(
+                "random {:.0}/{:.0} splits, split k seeded with {seed} + k ({n_splits} available)",
+                100.0 * (1.0 - test_fraction),
+                100.0 * test_fraction
+            ),
+        }
+    }
+
+    /// `(train, test)` row indices of split `k`.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] if `k` is out of range; [`BenchError::Data`] for unreadable or
+    /// malformed split files.
+    pub fn split(&self, k: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+        if k >= self.n_splits() {
+            return Err(BenchError::Usage(format!(
+                "split {k} requested but {} has {} splits (0..{})",
+                self.name,
+                self.n_splits(),
+                self.n_splits().saturating_sub(1)
+            )));
+        }
+        match &self.source {
+            Source::Uci(u) => u.split(k).map_err(BenchError::data),
+            Source::Random {
+                data,
+                test_fraction,
+                seed,
+                ..
+            } => random_split(data.n(), *test_fraction, seed.wrapping_add(k as u64))
+                .map_err(BenchError::data),
+        }
+    }
+
+    /// `(train, test)` data sets of split `k` in original units.
+    ///
+    /// # Errors
+    /// As [`BenchData::split`].
+    pub fn split_data(&self, k: usize) -> Result<(Dataset, Dataset)> {
+        let (tr, te) = self.split(k)?;
+        let train = self.data().select_rows(&tr).map_err(BenchError::data)?;
+        let test = self.data().select_rows(&te).map_err(BenchError::data)?;
+        Ok((train, test))
+    }
+}
+
+/// The name of the last column of a CSV file's header.
+fn last_csv_column(path: &Path) -> Result<String> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| {
+            BenchError::Data(dgp_traits::Error::Parse {
+                path: path.to_path_buf(),
+                line: 1,
+                column: 0,
+                message: e.to_string(),
+            })
+        })?;
+    let header = rdr.headers().map_err(|e| {
+        BenchError::Data(dgp_traits::Error::Parse {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 0,
+            message: e.to_string(),
+        })
+    })?;
+    match header.iter().next_back() {
+        Some(name) if header.len() >= 2 => Ok(name.to_string()),
+        _ => Err(BenchError::Data(dgp_traits::Error::Parse {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 0,
+            message: "the header needs at least two columns (features and a target)".into(),
+        })),
+    }
+}
+
+/// Parses a `--splits` value: `all`, or a comma-separated list of indices and ranges
+/// (`0,1,2`, `0-4`, `0-4,7`), checked against `n_splits`. Order is kept, repeats removed.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the bad token or the out-of-range split.
+pub fn parse_splits(text: &str, n_splits: usize) -> Result<Vec<usize>> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("all") {
+        return Ok((0..n_splits).collect());
+    }
+    let bad = |tok: &str| {
+        BenchError::Usage(format!(
+            "--splits: '{tok}' is not a split index, a range a-b, or 'all'"
+        ))
+    };
+    let mut out = Vec::new();
+    for tok in text.split(',').map(str::trim) {
+        if tok.is_empty() {
+            return Err(bad(tok));
+        }
+        let (a, b) = match tok.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<usize>().map_err(|_| bad(tok))?,
+                b.trim().parse::<usize>().map_err(|_| bad(tok))?,
+            ),
+            None => {
+                let k = tok.parse::<usize>().map_err(|_| bad(tok))?;
+                (k, k)
+            }
+        };
+        if a > b {
+            return Err(bad(tok));
+        }
+        for k in a..=b {
+            if k >= n_splits {
+                return Err(BenchError::Usage(format!(
+                    "--splits: split {k} does not exist (the data set has {n_splits} splits, 0..{})",
+                    n_splits.saturating_sub(1)
+                )));
+            }
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_function_is_seeded_and_has_the_thesis_shape() {
+        let a = step_function(200, STEP_NOISE_STD, 7).unwrap();
+        let b = step_function(200, STEP_NOISE_STD, 7).unwrap();
+        let c = step_function(200, STEP_NOISE_STD, 8).unwrap();
+        assert_eq!(a.x(), b.x());
+        assert_eq!(a.y(), b.y());
+        assert_ne!(a.x(), c.x());
+        for i in 0..a.n() {
+            let (x, y) = (a.x()[(i, 0)], a.y()[(i, 0)]);
+            assert!((-2.0..2.0).contains(&x));
+            // |noise| < 6σ for all 200 points (probability of failure ~ 4e-7).
+            assert!((y - x.signum()).abs() < 6.0 * STEP_NOISE_STD, "x {x} y {y}");
+        }
+        // Residual std within 20 % of 0.01 (χ² with 200 dof: sd of the estimate ≈ 5 %).
+        let sd = ((0..a.n())
+            .map(|i| (a.y()[(i, 0)] - a.x()[(i, 0)].signum()).powi(2))
+            .sum::<f64>()
+            / a.n() as f64)
+            .sqrt();
+        assert!((sd / STEP_NOISE_STD - 1.0).abs() < 0.2, "sd {sd}");
+        // Both halves of the input range are populated.
+        let neg = (0..a.n()).filter(|&i| a.x()[(i, 0)] < 0.0).count();
+        assert!((70..=130).contains(&neg), "{neg} negative inputs");
+    }
+
+    #[test]
+    fn step_splits_are_80_20_and_seeded() {
+        let d = BenchData::step(3).unwrap();
+        let (tr, te) = d.split(0).unwrap();
+        assert_eq!((tr.len(), te.len()), (160, 40));
+        assert_eq!(d.split(0).unwrap(), (tr.clone(), te.clone()));
+        assert_ne!(d.split(1).unwrap().1, te);
+        assert!(d.split(STEP_SPLITS).is_err());
+    }
+
+    #[test]
+    fn embedded_concrete_matches_the_shared_copy_shape() {
+        let d = BenchData::embedded_concrete().unwrap();
+        assert_eq!((d.data().n(), d.data().input_dim()), (1030, 8));
+        assert_eq!(d.n_splits(), 20);
+        let (tr, te) = d.split(19).unwrap();
+        assert_eq!(tr.len() + te.len(), 1030);
+        assert_eq!(te.len(), 103);
+    }
+
+    #[test]
+    fn splits_parse() {
+        assert_eq!(parse_splits("all", 3).unwrap(), vec![0, 1, 2]);
+        assert_eq!(parse_splits("0,2", 3).unwrap(), vec![0, 2]);
+        assert_eq!(parse_splits("1-3,0,2", 5).unwrap(), vec![1, 2, 3, 0]);
+        for bad in ["", "x", "3", "2-1", "0,,1", "-1"] {
+            let e = parse_splits(bad, 3).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_builtin_and_missing_path_are_usage_errors() {
+        assert_eq!(
+            BenchData::load("builtin:nope", None, 0)
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+        let e = BenchData::load("/definitely/not/here.csv", None, 0).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("/definitely/not/here.csv"));
+    }
+}

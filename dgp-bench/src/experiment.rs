@@ -1,0 +1,333 @@
+//! Training and evaluating one backend on the splits of one data set (protocol.md §2–3).
+//!
+//! Per split: standardise inputs and targets with the training split's mean and population
+//! std ([`Standardizer`]), build the model from the [`crate::backends`] registry, train it
+//! with [`Model::fit`], predict the test inputs, map the predictive mixture back to original
+//! units ([`dgp_traits::predictive::Predictive::unstandardize`]) and compute NLL, RMSE, CRPS
+//! and coverage there ([`Metrics::compute`]).
+
+use std::time::Instant;
+
+use dgp_traits::data::{Dataset, Standardizer};
+use dgp_traits::metrics::{Metrics, pit};
+use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::backends::{ArchSpec, BackendEntry};
+use crate::datasets::BenchData;
+use crate::error::{BenchError, Result};
+use crate::progress::BarObserver;
+
+/// Offset between the training seed and the prediction seed of a split.
+pub const PREDICT_SEED_OFFSET: u64 = 0x5eed;
+
+/// "SGP" for one layer, "DGP{L}" otherwise (the papers' naming).
+pub fn model_label(layers: usize) -> String {
+    if layers == 1 {
+        "SGP".to_string()
+    } else {
+        format!("DGP{layers}")
+    }
+}
+
+/// Everything that defines an experiment: one backend and architecture on some splits of
+/// one data set.
+#[derive(Clone, Debug)]
+pub struct ExperimentSpec<'a> {
+    /// The data set and its splits.
+    pub data: &'a BenchData,
+    /// The backend (from [`crate::backends::BACKENDS`]).
+    pub backend: &'static BackendEntry,
+    /// Architecture and sample counts.
+    pub arch: ArchSpec,
+    /// Optimisation steps.
+    pub steps: usize,
+    /// Minibatch size; the batch of a split is `min(batch_size, N_train)`.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Seed of the minibatch order and Monte Carlo noise (the prediction uses
+    /// `seed + PREDICT_SEED_OFFSET`).
+    pub seed: u64,
+    /// Split indices to run.
+    pub splits: Vec<usize>,
+    /// Show a progress bar per split (on stderr, only when it is a terminal).
+    pub progress: bool,
+}
+
+impl<'a> ExperimentSpec<'a> {
+    /// The backend's `run` defaults ([`crate::backends::BackendDefaults`]) for `layers`
+    /// layers on every split of `data`, seed 0, no progress bar.
+    pub fn with_defaults(
+        data: &'a BenchData,
+        backend: &'static BackendEntry,
+        layers: usize,
+    ) -> Self {
+        let d = backend.defaults;
+        ExperimentSpec {
+            data,
+            backend,
+            arch: ArchSpec {
+                layers,
+                num_inducing: d.num_inducing,
+                hidden_width: None,
+                train_samples: d.train_samples,
+                predict_samples: d.predict_samples,
+                seed: 0,
+            },
+            steps: d.steps,
+            batch_size: d.batch_cap,
+            learning_rate: d.learning_rate,
+            seed: 0,
+            splits: (0..data.n_splits()).collect(),
+            progress: false,
+        }
+    }
+
+    /// Checks the ranges of every setting.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] naming the offending setting.
+    pub fn validate(&self) -> Result<()> {
+        let a = &self.arch;
+        let checks: [(bool, &str); 7] = [
+            (a.layers >= 1, "--layers must be at least 1"),
+            (a.num_inducing >= 1, "--inducing must be at least 1"),
+            (a.hidden_width != Some(0), "--hidden must be at least 1"),
+            (
+                a.train_samples >= 1,
+                "the number of training samples must be at least 1",
+            ),
+            (a.predict_samples >= 1, "--samples must be at least 1"),
+            (self.batch_size >= 1, "--batch must be at least 1"),
+            (
+                self.learning_rate > 0.0 && self.learning_rate.is_finite(),
+                "--lr must be a finite number > 0",
+            ),
+        ];
+        if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err(BenchError::Usage((*msg).to_string()));
+        }
+        if self.splits.is_empty() {
+            return Err(BenchError::Usage("no splits selected".into()));
+        }
+        if let Some(&k) = self.splits.iter().find(|&&k| k >= self.data.n_splits()) {
+            return Err(BenchError::Usage(format!(
+                "split {k} requested but {} has {} splits",
+                self.data.name,
+                self.data.n_splits()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The result of one split: the JSON record of `dgp-bench run`.
+///
+/// The first ten fields are the documented record
+/// `{backend, layers, dataset, split, nll, rmse, crps, cov95, train_seconds, steps}`;
+/// the rest make a record reproducible on its own. Metrics are in ORIGINAL target units
+/// (protocol §2); `nll` is the mean negative log predictive density (−tll).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SplitRecord {
+    /// Backend name.
+    pub backend: String,
+    /// Number of layers L.
+    pub layers: usize,
+    /// Data set name.
+    pub dataset: String,
+    /// Split index.
+    pub split: usize,
+    /// Mean negative log predictive density of the test targets.
+    pub nll: f64,
+    /// RMSE of the predictive mean.
+    pub rmse: f64,
+    /// Mean CRPS.
+    pub crps: f64,
+    /// Coverage of the central 95 % predictive intervals.
+    pub cov95: f64,
+    /// Wall-clock seconds of `Model::fit`.
+    pub train_seconds: f64,
+    /// Optimisation steps.
+    pub steps: usize,
+    /// Coverage of the central 50 % intervals.
+    #[serde(default)]
+    pub cov50: f64,
+    /// Coverage of the central 90 % intervals.
+    #[serde(default)]
+    pub cov90: f64,
+    /// Wall-clock seconds of predicting the test split.
+    #[serde(default)]
+    pub predict_seconds: f64,
+    /// Inducing points per layer.
+    #[serde(default)]
+    pub num_inducing: usize,
+    /// Hidden width (`null` = the backend default).
+    #[serde(default)]
+    pub hidden_width: Option<usize>,
+    /// Minibatch size actually used (`min(batch, N_train)`).
+    #[serde(default)]
+    pub batch_size: usize,
+    /// Adam learning rate.
+    #[serde(default)]
+    pub learning_rate: f64,
+    /// Training samples ([`ArchSpec::train_samples`]).
+    #[serde(default)]
+    pub train_samples: usize,
+    /// Predictive mixture components requested.
+    #[serde(default)]
+    pub predict_samples: usize,
+    /// Seed of the run.
+    #[serde(default)]
+    pub seed: u64,
+    /// Training rows.
+    #[serde(default)]
+    pub n_train: usize,
+    /// Test rows.
+    #[serde(default)]
+    pub n_test: usize,
+    /// Objective value of the last training step.
+    #[serde(default)]
+    pub final_objective: f64,
+}
+
+/// One split's record plus what plots need: the trained model, the split's
+/// standardiser, the PIT values of the test targets and the training report.
+pub struct SplitOutcome {
+    /// The record.
+    pub record: SplitRecord,
+    /// The trained model (model units = standardised).
+    pub model: Box<dyn Model>,
+    /// Standardiser fitted on the training split.
+    pub standardizer: Standardizer,
+    /// PIT values F(y_n) of the test targets (original units; N·P values).
+    pub pit: Vec<f64>,
+    /// Training split in original units.
+    pub train: Dataset,
+    /// Test split in original units.
+    pub test: Dataset,
+    /// The backend's training report.
+    pub fit: FitReport,
+}
+
+/// Trains and evaluates split `k` of `spec` (see the module docs).
+///
+/// # Errors
+/// [`BenchError::Usage`] for invalid settings or splits; [`BenchError::Data`] for
+/// unreadable split files; [`BenchError::Run`] when building, training, predicting or
+/// evaluating fails.
+pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
+    spec.validate()?;
+    let b = spec.backend;
+    let label = format!(
+        "{} {} {} split {k}",
+        b.name,
+        model_label(spec.arch.layers),
+        spec.data.name
+    );
+    let (train, test) = spec.data.split_data(k)?;
+    let standardizer = Standardizer::fit(&train);
+    let ctx = |what: &str| format!("{label}: {what}");
+    let train_std = standardizer
+        .transform(&train)
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let test_x = standardizer
+        .transform_x(test.x())
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let mut model = b.build_model(&spec.arch, &train_std)?;
+    let batch_size = spec.batch_size.min(train.n());
+    let fit_cfg = FitConfig {
+        steps: spec.steps,
+        batch_size,
+        learning_rate: spec.learning_rate,
+        seed: spec.seed,
+    };
+    let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
+    let t0 = Instant::now();
+    let fit = model
+        .fit(&train_std, &fit_cfg, &mut bar)
+        .map_err(|e| BenchError::run(ctx("training"), e))?;
+    let train_seconds = t0.elapsed().as_secs_f64();
+    bar.finish();
+    let t1 = Instant::now();
+    let pred = model
+        .predict(
+            test_x.as_ref(),
+            &PredictConfig {
+                samples: spec.arch.predict_samples,
+                seed: spec.seed.wrapping_add(PREDICT_SEED_OFFSET),
+            },
+        )
+        .map_err(|e| BenchError::run(ctx("predicting"), e))?;
+    let predict_seconds = t1.elapsed().as_secs_f64();
+    let pred = pred
+        .unstandardize(&standardizer.y_mean, &standardizer.y_std)
+        .map_err(|e| BenchError::run(ctx("unstandardising"), e))?;
+    let m = Metrics::compute(&pred, test.y()).map_err(|e| BenchError::run(ctx("metrics"), e))?;
+    let u = pit(&pred, test.y()).map_err(|e| BenchError::run(ctx("PIT"), e))?;
+    let pit_values: Vec<f64> = (0..u.ncols())
+        .flat_map(|j| (0..u.nrows()).map(move |i| (i, j)))
+        .map(|(i, j)| u[(i, j)])
+        .collect();
+    let record = SplitRecord {
+        backend: b.name.to_string(),
+        layers: spec.arch.layers,
+        dataset: spec.data.name.clone(),
+        split: k,
+        nll: m.nll,
+        rmse: m.rmse,
+        crps: m.crps,
+        cov95: m.cov95,
+        train_seconds,
+        steps: fit.steps,
+        cov50: m.cov50,
+        cov90: m.cov90,
+        predict_seconds,
+        num_inducing: spec.arch.num_inducing,
+        hidden_width: spec.arch.hidden_width,
+        batch_size,
+        learning_rate: spec.learning_rate,
+        train_samples: spec.arch.train_samples,
+        predict_samples: spec.arch.predict_samples,
+        seed: spec.seed,
+        n_train: train.n(),
+        n_test: test.n(),
+        final_objective: fit.final_objective,
+    };
+    Ok(SplitOutcome {
+        record,
+        model,
+        standardizer,
+        pit: pit_values,
+        train,
+        test,
+        fit,
+    })
+}
+
+/// Runs every split of `spec` and returns one record per split, in split order.
+///
+/// # Errors
+/// As [`run_split`].
+pub fn run_experiment(spec: &ExperimentSpec<'_>) -> Result<Vec<SplitRecord>> {
+    run_experiment_with(spec, &mut |_| Ok(()))
+}
+
+/// [`run_experiment`], calling `on_split` with each split's outcome as soon as it is done
+/// (to stream JSON records, print progress or draw plots).
+///
+/// # Errors
+/// As [`run_split`], or the first error `on_split` returns.
+pub fn run_experiment_with(
+    spec: &ExperimentSpec<'_>,
+    on_split: &mut dyn FnMut(&SplitOutcome) -> Result<()>,
+) -> Result<Vec<SplitRecord>> {
+    spec.validate()?;
+    let mut out = Vec::with_capacity(spec.splits.len());
+    for &k in &spec.splits {
+        let outcome = run_split(spec, k)?;
+        on_split(&outcome)?;
+        out.push(outcome.record);
+    }
+    Ok(out)
+}

@@ -1,0 +1,48 @@
+//! # dgp-bench
+//!
+//! Runs the deep-GP inference backends of the workspace against each other on the same
+//! data, splits and metrics (`shared/specs/protocol.md`), and times their hot paths.
+//!
+//! * [`backends`] — the registry: every backend is one [`backends::BackendEntry`]; all
+//!   subcommands and the default job iterate over it.
+//! * [`datasets`] — UCI folders (published splits), CSV files (seeded random 90/10 splits),
+//!   the embedded concrete data and the DGPS step function.
+//! * [`experiment`] — [`experiment::run_experiment`]: per split, standardise with training
+//!   statistics, build, fit, predict, un-standardise, and compute NLL/RMSE/CRPS/coverage in
+//!   original units ([`experiment::SplitRecord`]).
+//! * [`summary`] — mean ± standard error over splits (ddof = 1).
+//! * [`report`] — Markdown table, `report.md`, `results.json`, JSON Lines.
+//! * [`plots`] — SVG predictive bands of 1-D models and calibration curves.
+//! * [`timing`] — milliseconds per gradient step and per test prediction.
+//! * [`default_run`] — the quick job run without arguments.
+//! * [`cli`] — the command line on top of all this.
+//!
+//! ```no_run
+//! use dgp_bench::{backends::find_backend, datasets::BenchData, experiment::*, summary::summarise};
+//! # fn main() -> dgp_bench::error::Result<()> {
+//! let data = BenchData::embedded_concrete()?;
+//! let mut spec = ExperimentSpec::with_defaults(&data, find_backend("svi")?, 2);
+//! spec.splits = vec![0, 1, 2];
+//! let records = run_experiment(&spec)?;
+//! println!("{}", dgp_bench::report::markdown_table(&summarise(&records)));
+//! # Ok(())
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod backends;
+pub mod cli;
+pub mod datasets;
+pub mod default_run;
+pub mod error;
+pub mod experiment;
+pub mod plots;
+pub mod progress;
+pub mod report;
+pub mod summary;
+pub mod timing;
+
+pub use backends::{ArchSpec, BACKENDS, BackendEntry};
+pub use error::{BenchError, Result};
+pub use experiment::{ExperimentSpec, SplitRecord, run_experiment};
+pub use summary::{MeanSe, SummaryRow, summarise};

@@ -1,0 +1,54 @@
+//! Progress bars for training runs (indicatif), fed through [`FitObserver`].
+
+use std::time::Duration;
+
+use dgp_traits::model::FitObserver;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A [`FitObserver`] drawing a progress bar on stderr. Hidden when `enabled` is false or
+/// stderr is not a terminal (indicatif's default), so logs and tests stay clean.
+pub struct BarObserver {
+    bar: ProgressBar,
+}
+
+impl BarObserver {
+    /// A bar of `total` steps labelled `label`.
+    pub fn new(total: usize, label: &str, enabled: bool) -> Self {
+        let bar = if enabled {
+            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
+        } else {
+            ProgressBar::hidden()
+        };
+        let style = ProgressStyle::with_template(
+            "{prefix:>28} [{bar:30}] {pos}/{len} {msg} ({elapsed}<{eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        if enabled {
+            bar.enable_steady_tick(Duration::from_millis(250));
+        }
+        BarObserver { bar }
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl FitObserver for BarObserver {
+    fn on_step(&mut self, step: usize, _total: usize, objective: f64) {
+        self.bar.set_position(step as u64 + 1);
+        if step.is_multiple_of(25) {
+            self.bar.set_message(format!("objective {objective:.4e}"));
+        }
+    }
+}
+
+impl Drop for BarObserver {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,136 @@
+//! Mean ± standard error over splits (protocol §3).
+//!
+//! The standard error is sd/√n with the sample standard deviation (ddof = 1, Bessel's
+//! correction). Note that Structured_DGP's code uses NumPy's default ddof = 0, which gives
+//! standard errors smaller by a factor √((n−1)/n).
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::{SplitRecord, model_label};
+
+/// Degrees of freedom subtracted in the standard deviation behind every standard error.
+pub const DDOF: usize = 1;
+
+/// Mean and standard error of a set of per-split values.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeanSe {
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// sd/√n with ddof = 1; `None` for fewer than two values.
+    pub se: Option<f64>,
+}
+
+impl MeanSe {
+    /// Mean and standard error of `values` (NaN mean for no values).
+    pub fn of(values: &[f64]) -> MeanSe {
+        let n = values.len();
+        if n == 0 {
+            return MeanSe {
+                mean: f64::NAN,
+                se: None,
+            };
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let se = (n > DDOF).then(|| {
+            let ss: f64 = values.iter().map(|v| (v - mean).powi(2)).sum();
+            (ss / (n - DDOF) as f64).sqrt() / (n as f64).sqrt()
+        });
+        MeanSe { mean, se }
+    }
+
+    /// `mean ± se` with `decimals` decimals (`mean` alone when there is no standard error).
+    pub fn format(&self, decimals: usize) -> String {
+        match self.se {
+            Some(se) => format!("{:.*} ± {:.*}", decimals, self.mean, decimals, se),
+            None => format!("{:.*}", decimals, self.mean),
+        }
+    }
+}
+
+/// Summary of one (data set, backend, layers) group of split records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// Data set name.
+    pub dataset: String,
+    /// Backend name.
+    pub backend: String,
+    /// Number of layers.
+    pub layers: usize,
+    /// "SGP" or "DGP{L}".
+    pub model: String,
+    /// Number of splits summarised.
+    pub n_splits: usize,
+    /// Optimisation steps (of the first record of the group).
+    pub steps: usize,
+    /// Negative test log-likelihood (original units).
+    pub nll: MeanSe,
+    /// RMSE (original units).
+    pub rmse: MeanSe,
+    /// CRPS (original units).
+    pub crps: MeanSe,
+    /// Coverage of central 95 % intervals.
+    pub cov95: MeanSe,
+    /// Training seconds.
+    pub train_seconds: MeanSe,
+    /// Training seconds per step.
+    pub seconds_per_step: MeanSe,
+}
+
+/// Groups `records` by (data set, backend, layers) in order of first appearance and
+/// summarises each group as mean ± standard error over its splits.
+pub fn summarise(records: &[SplitRecord]) -> Vec<SummaryRow> {
+    let mut keys: Vec<(String, String, usize)> = Vec::new();
+    for r in records {
+        let key = (r.dataset.clone(), r.backend.clone(), r.layers);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(dataset, backend, layers)| {
+            let group: Vec<&SplitRecord> = records
+                .iter()
+                .filter(|r| r.dataset == dataset && r.backend == backend && r.layers == layers)
+                .collect();
+            let col = |f: &dyn Fn(&SplitRecord) -> f64| {
+                MeanSe::of(&group.iter().map(|r| f(r)).collect::<Vec<_>>())
+            };
+            SummaryRow {
+                model: model_label(layers),
+                n_splits: group.len(),
+                steps: group[0].steps,
+                nll: col(&|r| r.nll),
+                rmse: col(&|r| r.rmse),
+                crps: col(&|r| r.crps),
+                cov95: col(&|r| r.cov95),
+                train_seconds: col(&|r| r.train_seconds),
+                seconds_per_step: col(&|r| r.train_seconds / r.steps.max(1) as f64),
+                dataset,
+                backend,
+                layers,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_se_on_known_numbers() {
+        // 1, 2, 3, 4: mean 2.5, sample sd √(5/3), se = √(5/3)/2 = 0.6454972243679028.
+        let m = MeanSe::of(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(m.mean, 2.5);
+        assert!((m.se.unwrap() - 0.645_497_224_367_902_8).abs() < 1e-15);
+        assert_eq!(m.format(2), "2.50 ± 0.65");
+        // Two values a, b: se = |a − b|/2 with ddof = 1.
+        let m = MeanSe::of(&[-3.0, -2.0]);
+        assert_eq!((m.mean, m.se), (-2.5, Some(0.5)));
+        // One value: no standard error.
+        let m = MeanSe::of(&[7.0]);
+        assert_eq!((m.mean, m.se), (7.0, None));
+        assert_eq!(m.format(1), "7.0");
+        assert!(MeanSe::of(&[]).mean.is_nan());
+    }
+}

@@ -1,0 +1,342 @@
+//! End-to-end tests of the `dgp-bench` binary on tiny data (a UCI folder and CSV files in
+//! a scratch directory) with tiny models (M = 5, 20 steps).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use dgp_bench::report::read_json_lines;
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("dgp-bench-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// 40 rows: two features on a grid, target a smooth function of them (column 2).
+fn rows() -> Vec<[f64; 3]> {
+    (0..40)
+        .map(|i| {
+            let a = (i % 8) as f64 / 4.0 - 1.0;
+            let b = (i / 8) as f64 / 2.0 - 1.0;
+            [
+                a,
+                b,
+                (2.0 * a).sin() + 0.5 * b + 0.01 * ((i * 7919) % 13) as f64,
+            ]
+        })
+        .collect()
+}
+
+fn write_uci(dir: &Path) {
+    std::fs::create_dir_all(dir.join("splits")).unwrap();
+    let data: String = rows()
+        .iter()
+        .map(|r| format!("{} {} {}\n", r[0], r[1], r[2]))
+        .collect();
+    std::fs::write(dir.join("data.txt"), data).unwrap();
+    std::fs::write(dir.join("index_features.txt"), "0\n1\n").unwrap();
+    std::fs::write(dir.join("index_target.txt"), "2\n").unwrap();
+    std::fs::write(dir.join("n_splits.txt"), "2\n").unwrap();
+    for k in 0..2usize {
+        let test: Vec<usize> = (0..40).filter(|i| i % 10 == 3 + k).collect();
+        let train: Vec<usize> = (0..40).filter(|i| !test.contains(i)).collect();
+        let fmt = |v: &[usize]| v.iter().map(|i| format!("{i}\n")).collect::<String>();
+        std::fs::write(dir.join(format!("splits/index_train_{k}.txt")), fmt(&train)).unwrap();
+        std::fs::write(dir.join(format!("splits/index_test_{k}.txt")), fmt(&test)).unwrap();
+    }
+}
+
+fn write_csv(path: &Path) {
+    let mut s = String::from("a,y,b\n");
+    for r in rows() {
+        s.push_str(&format!("{},{},{}\n", r[0], r[2], r[1]));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run dgp-bench")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const TINY: [&str; 10] = [
+    "--inducing",
+    "5",
+    "--steps",
+    "20",
+    "--batch",
+    "16",
+    "--samples",
+    "5",
+    "--quiet",
+    "--hidden",
+];
+
+fn tiny(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["run".into()];
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.extend(TINY.iter().map(|s| s.to_string()));
+    v.push("2".into());
+    v
+}
+
+fn run_ok(args: &[String]) -> Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = bench(&refs);
+    assert!(
+        o.status.success(),
+        "dgp-bench {args:?} failed: {}\n{}",
+        stderr(&o),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    o
+}
+
+#[test]
+fn run_on_a_uci_folder_writes_records_and_reports() {
+    let s = Scratch::new("uci");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("records.jsonl");
+    let out = s.path("out");
+    let o = run_ok(&tiny(&[
+        "--data",
+        uci.to_str().unwrap(),
+        "--layers",
+        "2",
+        "--splits",
+        "all",
+        "--json",
+        json.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("ddof = 1"), "{stdout}");
+    assert!(stdout.contains("mean ± s.e. over 2 split(s)"), "{stdout}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for key in [
+            "backend",
+            "layers",
+            "dataset",
+            "split",
+            "nll",
+            "rmse",
+            "crps",
+            "cov95",
+            "train_seconds",
+            "steps",
+        ] {
+            assert!(v.get(key).is_some(), "record lacks {key}: {line}");
+        }
+        assert_eq!(v["backend"], "svi");
+        assert_eq!(v["layers"], 2);
+        assert_eq!(v["dataset"], "tiny");
+        assert_eq!(v["steps"], 20);
+        assert!(v["nll"].as_f64().unwrap().is_finite());
+        assert!((0.0..=1.0).contains(&v["cov95"].as_f64().unwrap()));
+    }
+    let recs = read_json_lines(&json).unwrap();
+    assert_eq!(recs.iter().map(|r| r.split).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(recs[0].n_test, 4);
+    for f in ["report.md", "results.json", "calibration_tiny.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["records"].as_array().unwrap().len(), 2);
+    assert_eq!(results["summary"][0]["n_splits"], 2);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("| tiny | svi | DGP2 | 2 | 20 |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn run_on_csv_files_uses_seeded_random_splits() {
+    let s = Scratch::new("csv");
+    let csv = s.path("tiny.csv");
+    write_csv(&csv);
+    let j1 = s.path("a.jsonl");
+    let j2 = s.path("b.jsonl");
+    for (json, target) in [(&j1, Some("y")), (&j2, None)] {
+        let mut args = vec![
+            "--data",
+            csv.to_str().unwrap(),
+            "--layers",
+            "1",
+            "--splits",
+            "0-1",
+        ];
+        args.extend(["--json", json.to_str().unwrap()]);
+        if let Some(t) = target {
+            args.extend(["--target", t]);
+        }
+        run_ok(&tiny(&args));
+    }
+    let a = read_json_lines(&j1).unwrap();
+    let b = read_json_lines(&j2).unwrap();
+    assert_eq!(a.len(), 2);
+    // 90/10 random split of 40 rows: 4 test points.
+    assert_eq!((a[0].n_train, a[0].n_test), (36, 4));
+    // Default target is the last column (b), so the runs differ; the explicit one is y.
+    assert_ne!(a[0].rmse, b[0].rmse);
+    // Seeded: the same command gives the same numbers.
+    let j3 = s.path("c.jsonl");
+    run_ok(&tiny(&[
+        "--data",
+        csv.to_str().unwrap(),
+        "--layers",
+        "1",
+        "--splits",
+        "0-1",
+        "--target",
+        "y",
+        "--json",
+        j3.to_str().unwrap(),
+    ]));
+    let c = read_json_lines(&j3).unwrap();
+    assert_eq!(a[1].nll, c[1].nll);
+}
+
+#[test]
+fn time_reports_step_and_prediction_milliseconds() {
+    let s = Scratch::new("time");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("t.json");
+    let o = bench(&[
+        "time",
+        "--data",
+        uci.to_str().unwrap(),
+        "--inducing",
+        "5",
+        "--batch",
+        "16",
+        "--hidden",
+        "2",
+        "--samples",
+        "3",
+        "--warmup",
+        "2",
+        "--steps",
+        "3",
+        "--predict-reps",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["train_samples"], 3);
+    assert_eq!(v["batch_size"], 16);
+    assert_eq!(v["steps"], 3);
+    assert!(v["step_ms_median"].as_f64().unwrap() >= v["step_ms_min"].as_f64().unwrap());
+    assert!(v["predict_ms_min"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn backends_lists_the_registry() {
+    let o = bench(&["backends"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("svi:") && out.contains("time --samples"),
+        "{out}"
+    );
+}
+
+fn assert_usage_error(args: &[&str], needle: &str) {
+    let o = bench(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains(needle), "{args:?}: '{needle}' not in {err}");
+    assert!(o.stdout.is_empty() || !String::from_utf8_lossy(&o.stdout).contains("panicked"));
+}
+
+#[test]
+fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
+    let s = Scratch::new("bad");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let u = uci.to_str().unwrap();
+    assert_usage_error(&["run", "--data", u, "--bogus"], "--bogus");
+    assert_usage_error(&["run"], "--data");
+    assert_usage_error(&["run", "--data", u, "--layers", "two"], "--layers");
+    assert_usage_error(&["run", "--data", "/no/such/dir"], "/no/such/dir");
+    assert_usage_error(
+        &["run", "--data", u, "--backend", "nope"],
+        "unknown backend 'nope'",
+    );
+    assert_usage_error(&["run", "--data", u, "--splits", "5"], "split 5");
+    assert_usage_error(&["run", "--data", u, "--layers", "0"], "--layers");
+    assert_usage_error(&["run", "--data", u, "--lr", "-1"], "--lr");
+    assert_usage_error(&["run", "--data", u, "--target", "y"], "--target");
+    assert_usage_error(&["time", "--data", u, "--split", "9"], "--split 9");
+    // Output locations that cannot be created are bad arguments too (checked before training).
+    let file = s.path("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("sub");
+    let uf = under_file.to_str().unwrap();
+    assert_usage_error(&["run", "--data", u, "--steps", "1", "--out", uf], "--out");
+    assert_usage_error(
+        &[
+            "run",
+            "--data",
+            u,
+            "--steps",
+            "1",
+            "--json",
+            &format!("{uf}/r.jsonl"),
+        ],
+        "--json",
+    );
+    assert_usage_error(&["--out", uf], "--out");
+    // A malformed data file: the message names the file, line and field.
+    std::fs::write(uci.join("data.txt"), "1 2 3\n4 x 6\n").unwrap();
+    assert_usage_error(&["run", "--data", u], "data.txt:2:2");
+    let csv = s.path("bad.csv");
+    std::fs::write(&csv, "a,y\n1,2\n3\n").unwrap();
+    assert_usage_error(
+        &["run", "--data", csv.to_str().unwrap(), "--target", "y"],
+        "bad.csv",
+    );
+    std::fs::write(&csv, "a,y\n1,2\n3,4\n").unwrap();
+    assert_usage_error(
+        &["run", "--data", csv.to_str().unwrap(), "--target", "z"],
+        "'z'",
+    );
+}

@@ -1,0 +1,73 @@
+//! The default job, with tiny settings, writes its report, results and plots.
+
+use dgp_bench::backends::{BACKENDS, QuickSettings};
+use dgp_bench::default_run::{DefaultRunOptions, default_run};
+
+#[test]
+fn default_job_with_tiny_models_writes_every_file() {
+    let dir = std::env::temp_dir().join(format!("dgp-bench-default-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = DefaultRunOptions {
+        out_dir: dir.clone(),
+        concrete_splits: vec![1],
+        step_splits: vec![0],
+        quick_override: Some(QuickSettings {
+            steps: 20,
+            steps_1d: 20,
+            num_inducing: 5,
+            batch_cap: 64,
+            learning_rate: 0.01,
+            predict_samples: 5,
+        }),
+        progress: false,
+        ..DefaultRunOptions::default()
+    };
+    assert!(opts.plan()[0].starts_with("quick default run; use `run` for the full protocol"));
+    let mut seen = 0;
+    let out = default_run(&opts, &mut |_| seen += 1).unwrap();
+    let models: usize = BACKENDS.iter().map(|b| b.layers_in_default_run.len()).sum();
+    assert_eq!(out.records.len(), 2 * models);
+    assert_eq!(seen, out.records.len());
+    assert_eq!(out.summary.len(), 2 * models);
+    assert!(
+        out.records
+            .iter()
+            .all(|r| r.nll.is_finite() && r.steps == 20)
+    );
+    let step_test: Vec<usize> = out
+        .records
+        .iter()
+        .filter(|r| r.dataset == "step")
+        .map(|r| r.n_test)
+        .collect();
+    assert!(step_test.iter().all(|&n| n == 40), "{step_test:?}");
+    for f in [
+        "report.md",
+        "results.json",
+        "calibration_concrete.svg",
+        "calibration_step.svg",
+        "step_svi_SGP.svg",
+        "step_svi_DGP2.svg",
+        "step_svi_DGP3.svg",
+    ] {
+        let p = dir.join(f);
+        assert!(p.is_file(), "{f} missing");
+        if f.ends_with(".svg") {
+            let svg = std::fs::read_to_string(&p).unwrap();
+            assert!(
+                svg.starts_with("<svg") && svg.contains("</svg>"),
+                "{f} is not an SVG"
+            );
+        }
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("| concrete | svi | DGP3 | 1 | 20 |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("![Calibration curves on step](calibration_step.svg)"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
