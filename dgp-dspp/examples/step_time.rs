@@ -99,7 +99,11 @@ fn main() -> dgp_traits::Result<()> {
     times.sort_by(f64::total_cmp);
     println!(
         "DSPP2 QR3 S=8 M=128 W=5 B=1000 kin8nm split 0 ({} GPs, {} threads{}): median {:.2} ms, min {:.2} ms, max {:.2} ms over {} steps; process CPU {:.2} ms/step; load average {}",
-        if shared { "shared-kernel" } else { "independent" },
+        if shared {
+            "shared-kernel"
+        } else {
+            "independent"
+        },
         rayon::current_num_threads(),
         if std::env::var_os("GLIBC_TUNABLES").is_some() {
             ", GLIBC_TUNABLES set"

@@ -25,7 +25,10 @@ fn main() -> dgp_traits::Result<()> {
         hidden_width: 5,
         num_inducing: 128,
         independent_gps: false,
-        lr_drops: LrDrops { milestones: vec![], factor: 1.0 },
+        lr_drops: LrDrops {
+            milestones: vec![],
+            factor: 1.0,
+        },
         ..Default::default()
     };
     for v in variant.split(',') {
@@ -48,10 +51,17 @@ fn main() -> dgp_traits::Result<()> {
             "s1" => cfg.sites = 1,
             "s3" => cfg.sites = 3,
             "m64" => cfg.num_inducing = 64,
-            "qr1" => { cfg.rule = dgp_dspp::Rule::Qr1; cfg.sites = 2; }
+            "qr1" => {
+                cfg.rule = dgp_dspp::Rule::Qr1;
+                cfg.sites = 2;
+            }
             "l1" => cfg.layers = 1,
             "svi" => {
-                let scfg = dgp_svi::SviConfig { layers: 2, num_inducing: 128, ..Default::default() };
+                let scfg = dgp_svi::SviConfig {
+                    layers: 2,
+                    num_inducing: 128,
+                    ..Default::default()
+                };
                 let mut m = dgp_svi::DeepGp::new(scfg, &fit)?;
                 for s in 0..=steps {
                     if s % (steps / 10).max(1) == 0 {
@@ -60,15 +70,29 @@ fn main() -> dgp_traits::Result<()> {
                         let r = dgp_traits::metrics::rmse(&pred, val.y())?;
                         println!("svi step {s:5}: val NLL {va:8.3}  val RMSE {r:.3}");
                     }
-                    let f = dgp_traits::model::FitConfig { steps: 1, batch_size: 0, learning_rate: lr, seed: s as u64 };
+                    let f = dgp_traits::model::FitConfig {
+                        steps: 1,
+                        batch_size: 0,
+                        learning_rate: lr,
+                        seed: s as u64,
+                    };
                     // One step at a time loses Adam state: use the full run instead.
                     let _ = f;
                     break;
                 }
-                let f = dgp_traits::model::FitConfig { steps, batch_size: 0, learning_rate: lr, seed: 0 };
+                let f = dgp_traits::model::FitConfig {
+                    steps,
+                    batch_size: 0,
+                    learning_rate: lr,
+                    seed: 0,
+                };
                 m.fit(&fit, &f, &mut dgp_traits::model::Silent)?;
                 let pred = m.predict(val.x(), &Default::default())?;
-                println!("svi after {steps}: val NLL {:.3} val RMSE {:.3}", dgp_traits::metrics::nll(&pred, val.y())?, dgp_traits::metrics::rmse(&pred, val.y())?);
+                println!(
+                    "svi after {steps}: val NLL {:.3} val RMSE {:.3}",
+                    dgp_traits::metrics::nll(&pred, val.y())?,
+                    dgp_traits::metrics::rmse(&pred, val.y())?
+                );
                 return Ok(());
             }
             _ => {}
@@ -86,8 +110,10 @@ fn main() -> dgp_traits::Result<()> {
         for n in names {
             let id = m.params().id(&n).unwrap();
             let (r, c) = (m.params().get(id).nrows(), m.params().get(id).ncols());
-            m.params_mut()
-                .set(id, faer::Mat::from_fn(r, c, |_, _| dgp_traits::transforms::inv_softplus(1e-3)))?;
+            m.params_mut().set(
+                id,
+                faer::Mat::from_fn(r, c, |_, _| dgp_traits::transforms::inv_softplus(1e-3)),
+            )?;
         }
     }
     let mut adam = Adam::new(AdamConfig::with_lr(lr), m.params().num_trainable())?;

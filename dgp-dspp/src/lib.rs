@@ -50,8 +50,8 @@ pub use model::{
     SITE_VAR_JITTER, Z_NOISE_SD,
 };
 pub use ppgpr::Ppgpr;
-pub use train::{EarlyStopping, FitSummary};
 pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
+pub use train::{EarlyStopping, FitSummary};
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {

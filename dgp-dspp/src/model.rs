@@ -961,4 +961,3 @@ impl Model for Dspp {
         Ok(Some(out))
     }
 }
-

@@ -250,9 +250,8 @@ pub(crate) fn fit(
                 best = Some((score, cand));
             }
         }
-        let (_, winner) = best.ok_or_else(|| {
-            Error::Numerical("dspp fit: every restart failed numerically".into())
-        })?;
+        let (_, winner) = best
+            .ok_or_else(|| Error::Numerical("dspp fit: every restart failed numerically".into()))?;
         // The winner keeps its own configuration: its `init_seed` records which restart won.
         *model = winner;
         steps = cfg.steps - pre;
@@ -262,7 +261,8 @@ pub(crate) fn fit(
         ..cfg.clone()
     };
     let adam = model.adam_config(cfg.learning_rate, steps);
-    let (mut report, summary) = adam_loop(model, train, val, &main_cfg, adam, es.as_ref(), observer)?;
+    let (mut report, summary) =
+        adam_loop(model, train, val, &main_cfg, adam, es.as_ref(), observer)?;
     report.seconds += seconds;
     model.set_fit_summary(summary);
     Ok(report)

@@ -998,7 +998,10 @@ fn bad_inputs_are_errors_not_panics() {
     assert_eq!(back, cfg);
     assert!(serde_json::from_str::<DsppConfig>(r#"{"sitez": 3}"#).is_err());
     let partial: DsppConfig = serde_json::from_str(r#"{"rule": "qr1", "sites": 3}"#).unwrap();
-    assert_eq!((partial.rule, partial.sites, partial.layers), (Rule::Qr1, 3, 2));
+    assert_eq!(
+        (partial.rule, partial.sites, partial.layers),
+        (Rule::Qr1, 3, 2)
+    );
 }
 
 #[test]

@@ -53,6 +53,7 @@
 
 pub mod data;
 pub mod error;
+pub mod fastexp;
 pub mod kernels;
 pub mod layer;
 pub mod likelihoods;

@@ -27,7 +27,6 @@
 //! parallel with rayon and reduce the per-chunk results in chunk order, so results are
 //! bit-identical whatever the number of threads.
 
-pub(crate) mod fastexp;
 pub mod linear;
 pub mod quadrature;
 pub mod rbf;

@@ -38,8 +38,8 @@
 //! AVX2 + FMA selected at run time. Ψ1 and Ψ2 with all gradients at N = 1000, M = 128,
 //! Q = 5 take ≈ 20 ms on 2 cores (`benches/psi.rs`).
 
-use super::fastexp;
 use super::{assert_cols, assert_same_shape, chunk_ranges, fold_per_dim, per_dim};
+use dgp_traits::fastexp;
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};

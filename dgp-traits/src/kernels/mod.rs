@@ -50,7 +50,6 @@
 //! assert!((g.get(vars.variance).unwrap()[(0, 0)] - (2.0 + 2.0 * (-2.5f64).exp())).abs() < 1e-14);
 //! ```
 
-mod fast_exp;
 mod linear;
 mod sqdist;
 mod stationary;

@@ -17,9 +17,9 @@
 //! grows like 1/r, so its few entries with r < 10⁻⁴ are differentiated term by term with
 //! [`sqdist::add_pair_terms`], where the products are bounded because |x_q − x'_q|/ℓ_q ≤ r.)
 
-use super::fast_exp;
 use super::sqdist::{self, Method, Wants};
 use super::{Kernel, KernelKind};
+use crate::fastexp as fast_exp;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef, Par};
 
