@@ -71,12 +71,13 @@ pub struct RunArgs {
     /// Target column of a CSV file (default: the last column).
     #[arg(long)]
     pub target: Option<String>,
-    /// Backend name (see `dgp-bench backends`).
+    /// Backend name, or several separated by commas (`svi,dspp`); see `dgp-bench backends`.
     #[arg(long, default_value = "svi")]
     pub backend: String,
-    /// Number of GP layers (1 = SGP).
-    #[arg(long, default_value_t = 2)]
-    pub layers: usize,
+    /// Number of GP layers (1 = SGP), or several separated by commas (`1,2`): every
+    /// backend is run with every layer count, one table.
+    #[arg(long, default_value = "2")]
+    pub layers: String,
     /// Inducing points per layer [default: backend's].
     #[arg(long)]
     pub inducing: Option<usize>,
@@ -86,10 +87,11 @@ pub struct RunArgs {
     /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Optimisation steps [default: backend's; svi: 10000].
+    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs].
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Predictive mixture components (svi: Monte Carlo samples of eq. 18) [default: 100].
+    /// Predictive mixture components (svi: Monte Carlo samples of eq. 18; dspp: quadrature
+    /// sites) [default: backend's; svi: 100, dspp: 8].
     #[arg(long)]
     pub samples: Option<usize>,
     /// Samples in the training objective (svi: Monte Carlo samples per point) [default: 1].
@@ -113,6 +115,13 @@ pub struct RunArgs {
     /// Hide progress bars.
     #[arg(long)]
     pub quiet: bool,
+    /// Model-specific settings.
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Do not choose regularisation hyper-parameters on validation data (dspp: β_reg and
+    /// the hidden width); use the backend's defaults for those not given.
+    #[arg(long)]
+    pub no_tune: bool,
 }
 
 /// Arguments of `dgp-bench time`.
@@ -142,9 +151,10 @@ pub struct TimeArgs {
     /// Minibatch size, capped at N_train [default: backend's cap].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// TRAINING samples of the timed objective (svi: Monte Carlo samples per point).
-    #[arg(long, default_value_t = 1)]
-    pub samples: usize,
+    /// TRAINING samples of the timed objective (svi: Monte Carlo samples per point; dspp:
+    /// quadrature sites) [default: svi 1, dspp 8].
+    #[arg(long)]
+    pub samples: Option<usize>,
     /// Predictive mixture components of the timed prediction [default: backend's].
     #[arg(long)]
     pub predict_samples: Option<usize>,
@@ -166,6 +176,9 @@ pub struct TimeArgs {
     /// Write the result as a JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Model-specific settings.
+    #[command(flatten)]
+    pub model: ModelFlags,
 }
 
 /// Runs the parsed command line.
@@ -194,9 +207,10 @@ fn cmd_backends() {
         let d = b.defaults;
         println!("{}: {}", b.name, b.description);
         println!(
-            "    run defaults: M = {}, {} steps, Adam lr {}, batch min(N, {}), {} training sample(s), {} predictive samples",
+            "    run defaults: M = {}, {}, Adam lr {}, batch min(N, {}), {} training sample(s), {} predictive samples",
             d.num_inducing,
-            d.steps,
+            d.epochs
+                .map_or(format!("{} steps", d.steps), |e| format!("{e} epochs")),
             d.learning_rate,
             d.batch_cap,
             d.train_samples,
@@ -260,23 +274,88 @@ fn nonzero(name: &str, v: usize) -> Result<usize> {
     }
 }
 
-fn arch_from(
-    b: &BackendEntry,
+/// Model-specific flags shared by `run` and `time`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelFlags {
+    /// Quadrature rule of dspp: qr1, qr2 or qr3 [default: qr3]; other backends ignore it.
+    #[arg(long)]
+    pub rule: Option<String>,
+    /// β_reg of dspp / ppgpr (eq. 21) [default: run: chosen on a validation part of the
+    /// training split from 0.01, 0.05, 0.2, 1; time: 0.05]; other backends ignore it.
+    #[arg(long)]
+    pub beta: Option<f64>,
+}
+
+/// What the command line says about one model.
+struct ArchArgs<'a> {
     layers: usize,
     inducing: Option<usize>,
     hidden: Option<usize>,
+    /// Training samples (svi: Monte Carlo samples of the ELBO).
     train_samples: usize,
+    /// Predictive mixture components.
     predict_samples: usize,
+    /// `--samples` as typed, for backends whose model has a fixed number of components.
+    samples: Option<usize>,
+    flags: &'a ModelFlags,
+    tune: bool,
     seed: u64,
-) -> Result<ArchSpec> {
+}
+
+fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
+    if let Some(beta) = a.flags.beta
+        && !(beta >= 0.0 && beta.is_finite())
+    {
+        return Err(BenchError::Usage(format!(
+            "--beta must be a finite number >= 0, got {beta}"
+        )));
+    }
+    let (train_samples, predict_samples) = if b.samples_are_components {
+        let s = a.samples.unwrap_or(b.defaults.predict_samples);
+        (s, s)
+    } else {
+        (a.train_samples, a.predict_samples)
+    };
     Ok(ArchSpec {
-        layers: nonzero("--layers", layers)?,
-        num_inducing: nonzero("--inducing", inducing.unwrap_or(b.defaults.num_inducing))?,
-        hidden_width: hidden.map(|h| nonzero("--hidden", h)).transpose()?,
+        layers: nonzero("--layers", a.layers)?,
+        num_inducing: nonzero("--inducing", a.inducing.unwrap_or(b.defaults.num_inducing))?,
+        hidden_width: a.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
         train_samples: nonzero("--samples", train_samples)?,
         predict_samples: nonzero("--samples", predict_samples)?,
-        seed,
+        seed: a.seed,
+        rule: a.flags.rule.clone(),
+        beta: a.flags.beta,
+        tune: a.tune,
     })
+}
+
+/// Parses a comma-separated list of layer counts such as `1,2`.
+fn parse_layers(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let l: usize = part.parse().map_err(|_| {
+            BenchError::Usage(format!("--layers: '{part}' is not a number of layers"))
+        })?;
+        out.push(nonzero("--layers", l)?);
+    }
+    if out.is_empty() {
+        return Err(BenchError::Usage("--layers: no layer count given".into()));
+    }
+    Ok(out)
+}
+
+/// Parses a comma-separated list of backend names such as `svi,dspp`.
+fn parse_backends(s: &str) -> Result<Vec<&'static BackendEntry>> {
+    let out: Vec<&'static BackendEntry> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(find_backend)
+        .collect::<Result<_>>()?;
+    if out.is_empty() {
+        return Err(BenchError::Usage("--backend: no backend given".into()));
+    }
+    Ok(out)
 }
 
 #[derive(Serialize)]
@@ -293,43 +372,98 @@ struct RunSettings<'a> {
     splits: &'a [usize],
 }
 
+/// One line describing the settings of an experiment.
+fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
+    let a = &spec.arch;
+    let mut extra = String::new();
+    if let Some(r) = &a.rule {
+        extra.push_str(&format!(", rule {r}"));
+    }
+    if let Some(beta) = a.beta {
+        extra.push_str(&format!(", beta {beta}"));
+    }
+    format!(
+        "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",
+        spec.backend.name,
+        model_label(a.layers),
+        a.num_inducing,
+        a.hidden_width
+            .map_or("default".to_string(), |h| h.to_string()),
+        spec.batch_size,
+        spec.steps,
+        spec.learning_rate,
+        a.train_samples,
+        a.predict_samples,
+        a.tune,
+        spec.seed
+    )
+}
+
 fn cmd_run(a: &RunArgs) -> Result<()> {
-    let b = find_backend(&a.backend)?;
-    let d = b.defaults;
+    let backends_wanted = parse_backends(&a.backend)?;
+    let layer_list = parse_layers(&a.layers)?;
     let data = BenchData::load(&a.data, a.target.as_deref(), a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
-    let lr = a.lr.unwrap_or(d.learning_rate);
-    if !(lr > 0.0 && lr.is_finite()) {
-        return Err(BenchError::Usage(format!(
-            "--lr must be a finite number > 0, got {lr}"
-        )));
-    }
-    let spec = ExperimentSpec {
-        data: &data,
-        backend: b,
-        arch: arch_from(
-            b,
-            a.layers,
-            a.inducing,
-            a.hidden,
-            a.train_samples.unwrap_or(d.train_samples),
-            a.samples.unwrap_or(d.predict_samples),
-            a.seed,
-        )?,
-        steps: a.steps.unwrap_or(d.steps),
-        batch_size: nonzero("--batch", a.batch.unwrap_or(d.batch_cap))?,
-        learning_rate: lr,
-        seed: a.seed,
-        splits,
-        progress: progress_enabled(!a.quiet),
+    // The published splits of a data set all have the same size.
+    let n_train = match splits.first() {
+        Some(&k) => data.split_data(k)?.0.n(),
+        None => data.data().n(),
     };
-    spec.validate()?;
+    // Every (backend, layers) experiment is built and checked before any training.
+    let mut specs = Vec::new();
+    for &b in &backends_wanted {
+        let d = b.defaults;
+        let lr = a.lr.unwrap_or(d.learning_rate);
+        if !(lr > 0.0 && lr.is_finite()) {
+            return Err(BenchError::Usage(format!(
+                "--lr must be a finite number > 0, got {lr}"
+            )));
+        }
+        for &layers in &layer_list {
+            let arch = arch_from(
+                b,
+                &ArchArgs {
+                    layers,
+                    inducing: a.inducing,
+                    hidden: a.hidden,
+                    train_samples: a.train_samples.unwrap_or(d.train_samples),
+                    predict_samples: a.samples.unwrap_or(d.predict_samples),
+                    samples: a.samples,
+                    flags: &a.model,
+                    tune: !a.no_tune,
+                    seed: a.seed,
+                },
+            )?;
+            let batch_size = nonzero("--batch", a.batch.unwrap_or(d.batch_cap))?;
+            let spec = ExperimentSpec {
+                data: &data,
+                backend: b,
+                arch,
+                steps: a.steps.unwrap_or(d.steps_for(n_train, batch_size)),
+                batch_size,
+                learning_rate: lr,
+                seed: a.seed,
+                splits: splits.clone(),
+                progress: progress_enabled(!a.quiet),
+            };
+            spec.validate()?;
+            specs.push(spec);
+        }
+    }
     // Output locations are arguments: check them before training (exit code 2).
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
             BenchError::Usage(format!("--out {}: cannot create it: {e}", dir.display()))
         })?;
     }
+    let mut json = a
+        .json
+        .as_deref()
+        .map(|p| {
+            JsonLinesWriter::create(p)
+                .map_err(|e| BenchError::Usage(format!("--json {}: {}", p.display(), e.one_line())))
+        })
+        .transpose()?;
     let n = data.data().n();
     println!(
         "data {} ({}; N = {n}, D = {}), {}",
@@ -339,64 +473,57 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
         data.split_protocol()
     );
     println!(
-        "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples, seed {}, splits {:?}",
-        b.name,
-        model_label(spec.arch.layers),
-        spec.arch.num_inducing,
-        spec.arch
-            .hidden_width
-            .map_or("default".to_string(), |h| h.to_string()),
-        spec.batch_size,
-        spec.steps,
-        spec.learning_rate,
-        spec.arch.train_samples,
-        spec.arch.predict_samples,
-        spec.seed,
-        spec.splits
-    );
-    println!(
         "metrics in original target units; train/test standardised with training-split statistics"
     );
-    let mut json = a
-        .json
-        .as_deref()
-        .map(|p| {
-            JsonLinesWriter::create(p)
-                .map_err(|e| BenchError::Usage(format!("--json {}: {}", p.display(), e.one_line())))
-        })
-        .transpose()?;
-    let mut pit = Vec::new();
+    let mut all_records = Vec::new();
+    let mut curves = Vec::new();
     let mut first_plot: Option<(PathBuf, String)> = None;
-    let out = a.out.clone();
-    let records = run_experiment_with(&spec, &mut |o: &SplitOutcome| {
-        let r = &o.record;
+    for spec in &specs {
+        println!("\n{}, splits {:?}", describe_spec(spec), spec.splits);
+        let mut pit = Vec::new();
+        let out = a.out.clone();
+        let records = run_experiment_with(spec, &mut |o: &SplitOutcome| {
+            let r = &o.record;
+            println!(
+                "split {:>2}: NLL {:>9.4}  RMSE {:>9.4}  CRPS {:>9.4}  cov95 {:.3}  train {:.1} s ({} steps, final objective {:.4e}; {})",
+                r.split,
+                r.nll,
+                r.rmse,
+                r.crps,
+                r.cov95,
+                r.train_seconds,
+                r.steps,
+                r.final_objective,
+                r.model
+            );
+            if let Some(w) = json.as_mut() {
+                w.write(r)?;
+            }
+            pit.extend_from_slice(&o.pit);
+            if let Some(dir) = &out
+                && first_plot.is_none()
+                && o.train.input_dim() == 1
+            {
+                first_plot = Some(plot_1d_outcome(dir, o, spec)?);
+            }
+            Ok(())
+        })?;
+        let summary = summarise(&records);
+        let row = &summary[0];
         println!(
-            "split {:>2}: NLL {:>9.4}  RMSE {:>9.4}  CRPS {:>9.4}  cov95 {:.3}  train {:.1} s ({} steps, final objective {:.4e})",
-            r.split, r.nll, r.rmse, r.crps, r.cov95, r.train_seconds, r.steps, r.final_objective
+            "mean ± s.e. over {} split(s) (s.e. = sd/√n, sd with ddof = 1): NLL {}  RMSE {}  CRPS {}  cov95 {}  train s {}",
+            row.n_splits,
+            fmt_mean_se(&row.nll),
+            fmt_mean_se(&row.rmse),
+            fmt_mean_se(&row.crps),
+            fmt_mean_se(&row.cov95),
+            fmt_mean_se(&row.train_seconds)
         );
-        if let Some(w) = json.as_mut() {
-            w.write(r)?;
-        }
-        pit.extend_from_slice(&o.pit);
-        if let Some(dir) = &out
-            && first_plot.is_none()
-            && o.train.input_dim() == 1
-        {
-            first_plot = Some(plot_1d_outcome(dir, o, &spec)?);
-        }
-        Ok(())
-    })?;
-    let summary = summarise(&records);
-    let row = &summary[0];
-    println!(
-        "mean ± s.e. over {} split(s) (s.e. = sd/√n, sd with ddof = 1): NLL {}  RMSE {}  CRPS {}  cov95 {}  train s {}",
-        row.n_splits,
-        fmt_mean_se(&row.nll),
-        fmt_mean_se(&row.rmse),
-        fmt_mean_se(&row.crps),
-        fmt_mean_se(&row.cov95),
-        fmt_mean_se(&row.train_seconds)
-    );
+        let label = format!("{} {}", spec.backend.name, model_label(spec.arch.layers));
+        curves.push((label, calibration_curve(&pit, &calibration_levels())));
+        all_records.extend(records);
+    }
+    let summary = summarise(&all_records);
     if let Some(p) = &a.json {
         println!(
             "records: {} (JSON Lines, one object per split)",
@@ -404,7 +531,6 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
         );
     }
     if let Some(dir) = &a.out {
-        let label = format!("{} {}", b.name, model_label(spec.arch.layers));
         let cal_name = format!(
             "calibration_{}.svg",
             data.name
@@ -415,62 +541,50 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
             &format!(
                 "Calibration on {} (test PIT, {} split(s))",
                 data.name,
-                records.len()
+                splits.len()
             ),
-            &[(label, calibration_curve(&pit, &calibration_levels()))],
+            &curves,
         )?;
         let mut plots = vec![(format!("Calibration on {}", data.name), cal_name)];
         if let Some((_, caption)) = &first_plot {
             plots.push((caption.clone(), "predictive_1d.svg".to_string()));
         }
+        let names: Vec<String> = specs
+            .iter()
+            .map(|s| format!("{} {}", s.backend.name, model_label(s.arch.layers)))
+            .collect();
+        let mut intro = vec![format!(
+            "* data: {} ({}), {}",
+            data.name,
+            data.origin,
+            data.split_protocol()
+        )];
+        intro.extend(specs.iter().map(|s| format!("* {}", describe_spec(s))));
+        intro.push(format!("* splits: {splits:?}"));
         let report = Report {
-            title: format!(
-                "dgp-bench run: {} {} on {}",
-                b.name,
-                model_label(spec.arch.layers),
-                data.name
-            ),
-            intro: vec![
-                format!(
-                    "* data: {} ({}), {}",
-                    data.name,
-                    data.origin,
-                    data.split_protocol()
-                ),
-                format!(
-                    "* backend {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples, seed {}",
-                    b.name,
-                    spec.arch.num_inducing,
-                    spec.arch
-                        .hidden_width
-                        .map_or("default".to_string(), |h| h.to_string()),
-                    spec.batch_size,
-                    spec.steps,
-                    spec.learning_rate,
-                    spec.arch.train_samples,
-                    spec.arch.predict_samples,
-                    spec.seed
-                ),
-                format!("* splits: {:?}", spec.splits),
-            ],
+            title: format!("dgp-bench run: {} on {}", names.join(", "), data.name),
+            intro,
             rows: summary.clone(),
             plots,
             notes: vec![],
         };
         report.write(dir)?;
-        let settings = RunSettings {
-            kind: "run",
-            data: &a.data,
-            split_protocol: data.split_protocol(),
-            backend: b.name,
-            arch: &spec.arch,
-            steps: spec.steps,
-            batch_cap: spec.batch_size,
-            learning_rate: spec.learning_rate,
-            seed: spec.seed,
-            splits: &spec.splits,
-        };
-        write_results_json(dir, settings, &records, &summary)?;
+        let settings: Vec<RunSettings<'_>> = specs
+            .iter()
+            .map(|spec| RunSettings {
+                kind: "run",
+                data: &a.data,
+                split_protocol: data.split_protocol(),
+                backend: spec.backend.name,
+                arch: &spec.arch,
+                steps: spec.steps,
+                batch_cap: spec.batch_size,
+                learning_rate: spec.learning_rate,
+                seed: spec.seed,
+                splits: &spec.splits,
+            })
+            .collect();
+        write_results_json(dir, settings, &all_records, &summary)?;
         println!("report: {}", dir.join("report.md").display());
     }
     print!("\n{}", markdown_table(&summary));
@@ -540,12 +654,17 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
         backend: b,
         arch: arch_from(
             b,
-            a.layers,
-            a.inducing,
-            a.hidden,
-            a.samples,
-            a.predict_samples.unwrap_or(d.predict_samples),
-            a.seed,
+            &ArchArgs {
+                layers: a.layers,
+                inducing: a.inducing,
+                hidden: a.hidden,
+                train_samples: a.samples.unwrap_or(d.train_samples),
+                predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
+                samples: a.samples,
+                flags: &a.model,
+                tune: false,
+                seed: a.seed,
+            },
         )?,
         batch_size: nonzero("--batch", a.batch.unwrap_or(d.batch_cap))?,
         warmup: a.warmup,

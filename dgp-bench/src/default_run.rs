@@ -154,10 +154,16 @@ fn spec_for<'a>(
         arch: ArchSpec {
             layers,
             num_inducing: q.num_inducing,
-            hidden_width: None,
-            train_samples: b.defaults.train_samples,
-            predict_samples: q.predict_samples,
+            predict_samples: if b.samples_are_components {
+                b.defaults.predict_samples
+            } else {
+                q.predict_samples
+            },
             seed: opts.seed,
+            // The quick job uses each backend's default regularisation (no validation
+            // search).
+            tune: false,
+            ..ArchSpec::with_defaults(b, layers)
         },
         steps,
         batch_size: q.batch_cap,

@@ -67,14 +67,7 @@ impl<'a> ExperimentSpec<'a> {
         ExperimentSpec {
             data,
             backend,
-            arch: ArchSpec {
-                layers,
-                num_inducing: d.num_inducing,
-                hidden_width: None,
-                train_samples: d.train_samples,
-                predict_samples: d.predict_samples,
-                seed: 0,
-            },
+            arch: ArchSpec::with_defaults(backend, layers),
             steps: d.steps,
             batch_size: d.batch_cap,
             learning_rate: d.learning_rate,
@@ -189,6 +182,10 @@ pub struct SplitRecord {
     /// Objective value of the last training step.
     #[serde(default)]
     pub final_objective: f64,
+    /// The trained model's own description ([`Model::describe`]): architecture and any
+    /// hyper-parameters chosen on validation data.
+    #[serde(default)]
+    pub model: String,
 }
 
 /// One split's record plus what plots need: the trained model, the split's
@@ -234,7 +231,6 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let test_x = standardizer
         .transform_x(test.x())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
-    let mut model = b.build_model(&spec.arch, &train_std)?;
     let batch_size = spec.batch_size.min(train.n());
     let fit_cfg = FitConfig {
         steps: spec.steps,
@@ -242,8 +238,11 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         learning_rate: spec.learning_rate,
         seed: spec.seed,
     };
-    let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
+    // Building includes any hyper-parameter selection on validation data, so it counts
+    // as training time.
     let t0 = Instant::now();
+    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std)?;
+    let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     let fit = model
         .fit(&train_std, &fit_cfg, &mut bar)
         .map_err(|e| BenchError::run(ctx("training"), e))?;
@@ -293,6 +292,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         n_train: train.n(),
         n_test: test.n(),
         final_objective: fit.final_objective,
+        model: model.describe(),
     };
     Ok(SplitOutcome {
         record,

@@ -271,6 +271,7 @@ mod tests {
             n_train: 9,
             n_test: 1,
             final_objective: -1.0,
+            model: "svi L=2".into(),
         }
     }
 

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
-use dgp_traits::model::{Batch, PredictConfig};
+use dgp_traits::model::{Batch, FitConfig, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
@@ -141,9 +141,15 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let test_x = st
         .transform_x(test.x())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
-    let mut model = b.build_model(&spec.arch, &train)?;
     let n = train.n();
     let bsz = spec.batch_size.min(n);
+    let fit_cfg = FitConfig {
+        steps: spec.warmup + spec.steps,
+        batch_size: bsz,
+        learning_rate: spec.learning_rate,
+        seed: spec.seed,
+    };
+    let mut model = b.build_model(&spec.arch, &fit_cfg, &train)?;
     let mut batches =
         Minibatches::new(n, bsz, spec.seed).map_err(|e| BenchError::run(ctx("batches"), e))?;
     let mut noise = stream(spec.seed, 1);

@@ -1085,5 +1085,5 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
     let after = -m.mean_log_density(&val).unwrap();
     assert_eq!(Some(after), s.best_heldout_nll);
     assert!(after <= before);
-    assert!(s.best_step.unwrap() % 5 == 0);
+    assert!(s.best_step.unwrap().is_multiple_of(5));
 }
