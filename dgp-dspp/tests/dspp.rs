@@ -292,7 +292,10 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
         // kernel; with Matérn 5/2 the integrand has a discontinuous third derivative and
         // the error decays only algebraically (≈ 4e-3 at S = 60 for the same model).
         kernel: dgp_traits::kernels::KernelKind::Rbf,
-        ..Default::default()
+        // A fixed test model: with the default identity-mean start the hidden inputs vary
+        // on the second layer's lengthscale and the S = 15 grid is not yet converged
+        // (error 0.045); the identity holds for either, this one converges faster.
+        ..DsppConfig::gpytorch_reference()
     };
     // One set of GP parameters for every S: take them from the S = 1 model.
     let mut proto = Dspp::new(
@@ -740,7 +743,7 @@ fn gpytorch_smoke_test() {
             factor: 1.0,
         },
         early_stopping: None,
-        ..Default::default()
+        ..DsppConfig::gpytorch_reference()
     };
     let mut model = Dspp::new(cfg, &data).unwrap();
     let fit = FitConfig {
