@@ -20,7 +20,7 @@ use crate::plots::{
     calibration_curve, calibration_levels, plot_calibration, plot_predictive_1d, predict_curve_1d,
 };
 use crate::report::{
-    JsonLinesWriter, Report, TABLE_NOTE, fmt_mean_se, markdown_table, write_json,
+    JsonLinesWriter, Report, TABLE_NOTE, fmt_mean_se, markdown_table, read_json_lines, write_json,
     write_results_json,
 };
 use crate::summary::summarise;
@@ -55,6 +55,9 @@ pub enum Command {
     Run(RunArgs),
     /// Time one gradient step (forward + backward + Adam update) and one test prediction.
     Time(TimeArgs),
+    /// Merge JSON Lines records of earlier `run --json` calls into one table (mean ± s.e.
+    /// per data set, backend and depth).
+    Table(TableArgs),
     /// List the registered backends and what --samples means for each.
     Backends,
 }
@@ -124,6 +127,14 @@ pub struct RunArgs {
     pub no_tune: bool,
 }
 
+/// Arguments of `dgp-bench table`.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// JSON Lines files written by `run --json`.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
 /// Arguments of `dgp-bench time`.
 #[derive(Debug, Args)]
 pub struct TimeArgs {
@@ -191,6 +202,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         None => cmd_default(&cli.out, cli.seed, !cli.quiet),
         Some(Command::Run(a)) => cmd_run(&a),
         Some(Command::Time(a)) => cmd_time(&a),
+        Some(Command::Table(a)) => cmd_table(&a),
         Some(Command::Backends) => {
             cmd_backends();
             Ok(())
@@ -282,7 +294,7 @@ pub struct ModelFlags {
     pub rule: Option<String>,
     /// β_reg of dspp / ppgpr (eq. 21) [default: run: chosen on a validation part of the
     /// training split from 0.01, 0.05, 0.2, 1; time: 0.05]; other backends ignore it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub beta: Option<f64>,
 }
 
@@ -628,6 +640,19 @@ fn plot_1d_outcome(
         (&col(&o.test, false), &col(&o.test, true)),
     )?;
     Ok((path, caption))
+}
+
+fn cmd_table(a: &TableArgs) -> Result<()> {
+    let mut records = Vec::new();
+    for f in &a.files {
+        records.extend(read_json_lines(f)?);
+    }
+    if records.is_empty() {
+        return Err(BenchError::Usage("table: the files hold no records".into()));
+    }
+    print!("{}", markdown_table(&summarise(&records)));
+    println!("\n{TABLE_NOTE}");
+    Ok(())
 }
 
 fn cmd_time(a: &TimeArgs) -> Result<()> {

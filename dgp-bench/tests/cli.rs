@@ -287,6 +287,52 @@ fn assert_usage_error(args: &[&str], needle: &str) {
     assert!(o.stdout.is_empty() || !String::from_utf8_lossy(&o.stdout).contains("panicked"));
 }
 
+/// Several backends and depths in one command give one table, and `table` rebuilds it
+/// from the JSON records; dspp's `--samples` is its number of mixture components.
+#[test]
+fn run_with_backend_and_layer_lists_then_table() {
+    let s = Scratch::new("multi");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("records.jsonl");
+    let args = tiny(&[
+        "--data",
+        uci.to_str().unwrap(),
+        "--backend",
+        "svi,dspp",
+        "--layers",
+        "1,2",
+        "--splits",
+        "0",
+        "--beta",
+        "0.05",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let o = run_ok(&args);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for row in [
+        "| tiny | svi | SGP |",
+        "| tiny | svi | DGP2 |",
+        "| tiny | dspp | SGP |",
+        "| tiny | dspp | DGP2 |",
+    ] {
+        assert!(stdout.contains(row), "missing {row}: {stdout}");
+    }
+    let recs = read_json_lines(&json).unwrap();
+    assert_eq!(recs.len(), 4);
+    let dspp2 = recs
+        .iter()
+        .find(|r| r.backend == "dspp" && r.layers == 2)
+        .unwrap();
+    assert!(dspp2.model.contains("K=5"), "{}", dspp2.model);
+    assert!(dspp2.model.contains("beta=0.05"), "{}", dspp2.model);
+    let t = bench(&["table", json.to_str().unwrap()]);
+    assert!(t.status.success(), "{}", stderr(&t));
+    let table = String::from_utf8_lossy(&t.stdout);
+    assert!(table.contains("| tiny | dspp | DGP2 | 1 |"), "{table}");
+}
+
 #[test]
 fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     let s = Scratch::new("bad");
@@ -304,6 +350,10 @@ fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     assert_usage_error(&["run", "--data", u, "--splits", "5"], "split 5");
     assert_usage_error(&["run", "--data", u, "--layers", "0"], "--layers");
     assert_usage_error(&["run", "--data", u, "--lr", "-1"], "--lr");
+    assert_usage_error(&["run", "--data", u, "--beta", "-1"], "--beta");
+    assert_usage_error(&["run", "--data", u, "--layers", "1,x"], "--layers");
+    assert_usage_error(&["run", "--data", u, "--backend", "svi,nope"], "'nope'");
+    assert_usage_error(&["table", "/no/such.jsonl"], "/no/such.jsonl");
     assert_usage_error(&["run", "--data", u, "--target", "y"], "--target");
     assert_usage_error(&["time", "--data", u, "--split", "9"], "--split 9");
     // Output locations that cannot be created are bad arguments too (checked before training).
