@@ -78,15 +78,28 @@ fn row_sq_norms(a: &Mat<f64>) -> Vec<f64> {
 
 /// `S_ij = ‖a_i − b_j‖²` for already scaled inputs `a` (n1×d) and `b` (n2×d).
 pub(crate) fn sqdist_scaled(a: &Mat<f64>, b: &Mat<f64>, method: Method, par: Par) -> Mat<f64> {
+    sqdist_scaled_in(a, b, method, par, Mat::zeros(a.nrows(), b.nrows()))
+}
+
+/// [`sqdist_scaled`] written into the n1×n2 buffer `s` (any contents).
+pub(crate) fn sqdist_scaled_in(
+    a: &Mat<f64>,
+    b: &Mat<f64>,
+    method: Method,
+    par: Par,
+    mut s: Mat<f64>,
+) -> Mat<f64> {
     let (n1, n2, d) = (a.nrows(), b.nrows(), a.ncols());
     debug_assert_eq!(d, b.ncols());
+    debug_assert_eq!((s.nrows(), s.ncols()), (n1, n2));
     let expand = match method {
         Method::Auto => use_expansion(n1, n2, d),
         Method::Direct => false,
         Method::Expand => true,
     };
-    let mut s = Mat::zeros(n1, n2);
-    if expand {
+    if expand && d == 0 {
+        s.fill(0.0);
+    } else if expand {
         matmul(
             s.as_mut(),
             Accum::Replace,
@@ -102,6 +115,7 @@ pub(crate) fn sqdist_scaled(a: &Mat<f64>, b: &Mat<f64>, method: Method, par: Par
             }
         }
     } else {
+        s.fill(0.0);
         for j in 0..n2 {
             let col = s.col_as_slice_mut(j);
             for q in 0..d {
@@ -223,13 +237,24 @@ fn row_col_sums(w: MatRef<'_, f64>) -> (Vec<f64>, Vec<f64>) {
     let mut c = vec![0.0; w.ncols()];
     for (j, cj) in c.iter_mut().enumerate() {
         let col = w.col(j);
-        let mut acc = 0.0;
-        for (i, ri) in r.iter_mut().enumerate() {
-            let v = col[i];
-            *ri += v;
-            acc += v;
+        match col.try_as_col_major() {
+            Some(col) => {
+                let col = col.as_slice();
+                for (ri, &v) in r.iter_mut().zip(col) {
+                    *ri += v;
+                }
+                *cj = crate::lanes::sum(col);
+            }
+            None => {
+                let mut acc = 0.0;
+                for (i, ri) in r.iter_mut().enumerate() {
+                    let v = col[i];
+                    *ri += v;
+                    acc += v;
+                }
+                *cj = acc;
+            }
         }
-        *cj = acc;
     }
     (r, c)
 }
@@ -250,7 +275,8 @@ pub(crate) fn backward_cross(
     let mut out = SqdistGrads::default();
     if want.x1 || want.ls {
         let mut wx2 = Mat::zeros(n1, d);
-        matmul(wx2.as_mut(), Accum::Replace, w, x2, 1.0, par);
+        let p = crate::tape::par_for_output(par, n1, d);
+        matmul(wx2.as_mut(), Accum::Replace, w, x2, 1.0, p);
         if want.ls {
             let t: Vec<f64> = (0..d)
                 .map(|q| {
@@ -280,7 +306,8 @@ pub(crate) fn backward_cross(
     }
     if want.x2 {
         let mut wtx1 = Mat::zeros(n2, d);
-        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, par);
+        let p = crate::tape::par_for_output(par, n2, d);
+        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, p);
         for q in 0..d {
             let f = 2.0 * inv[q] * inv[q];
             for (j, &cj) in c.iter().enumerate() {
@@ -317,7 +344,8 @@ pub(crate) fn backward_sym(
         return out;
     }
     let mut wx = Mat::zeros(n, d);
-    matmul(wx.as_mut(), Accum::Replace, w.as_ref(), x, 1.0, par);
+    let p = crate::tape::par_for_output(par, wx.nrows(), wx.ncols());
+    matmul(wx.as_mut(), Accum::Replace, w.as_ref(), x, 1.0, p);
     if want.ls {
         // Σ_ij W_ij (x_i − x_j)² = ½ Σ_ij W̃_ij (x_i − x_j)² = Σ_i r̃_i x_i² − xᵀ W̃ x.
         let t: Vec<f64> = (0..d)

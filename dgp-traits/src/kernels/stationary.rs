@@ -206,12 +206,28 @@ pub(crate) fn eval_cross(
     par: Par,
     keep_slope: bool,
 ) -> Evaluated {
+    let buf = Mat::zeros(x1.nrows(), x2.nrows());
+    eval_cross_in(kind, x1, x2, ls, var, par, keep_slope, buf)
+}
+
+/// [`eval_cross`] with the kernel matrix written into `buf` (n1×n2, any contents).
+#[allow(clippy::too_many_arguments)]
+fn eval_cross_in(
+    kind: KernelKind,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    var: f64,
+    par: Par,
+    keep_slope: bool,
+    buf: Mat<f64>,
+) -> Evaluated {
     let inv = sqdist::inverse_lengthscales(ls, x1.ncols());
     let (a, b) = (
         sqdist::scale_columns(x1, &inv),
         sqdist::scale_columns(x2, &inv),
     );
-    let s = sqdist::sqdist_scaled(&a, &b, method(kind), par);
+    let s = sqdist::sqdist_scaled_in(&a, &b, method(kind), par, buf);
     finish(kind, s, var, false, keep_slope)
 }
 
@@ -241,14 +257,15 @@ pub(crate) fn eval_sym(
     finish(kind, s, var, true, keep_slope)
 }
 
-/// `∂L/∂S = Ḡ ⊙ σ² φ'(S)` (with `σ² φ'(S) = −K/2` for RBF), together with `Σ Ḡ ⊙ K`.
+/// `∂L/∂S = Ḡ ⊙ σ² φ'(S)` (with `σ² φ'(S) = −K/2` for RBF), together with `Σ Ḡ ⊙ K`,
+/// written into `w` (same shape as `k`, any contents).
 fn distance_adjoint(
     g: MatRef<'_, f64>,
     k: MatRef<'_, f64>,
     slope: Option<&Mat<f64>>,
+    mut w: Mat<f64>,
 ) -> (Mat<f64>, f64) {
-    let (n1, n2) = (k.nrows(), k.ncols());
-    let mut w = Mat::zeros(n1, n2);
+    let n2 = k.ncols();
     let mut gk = 0.0;
     for j in 0..n2 {
         let (gj, kj) = (g.col(j), k.col(j));
@@ -256,7 +273,7 @@ fn distance_adjoint(
         for (i, wij) in wj.iter_mut().enumerate() {
             *wij = gj[i] * kj[i];
         }
-        gk += wj.iter().sum::<f64>();
+        gk += crate::lanes::sum(wj);
         match slope {
             Some(d) => {
                 for ((wij, &dij), i) in wj.iter_mut().zip(d.col_as_slice(j)).zip(0..) {
@@ -335,7 +352,7 @@ impl Backward for StationaryOp {
             "Matérn slope not cached although an input needs a gradient"
         );
         let (mut w, gk) = if geometry {
-            distance_adjoint(g, k, self.slope.as_ref())
+            distance_adjoint(g, k, self.slope.as_ref(), ctx.alloc(k.nrows(), k.ncols()))
         } else {
             (Mat::new(), weighted_total(g, k))
         };
@@ -367,6 +384,7 @@ impl Backward for StationaryOp {
         } else {
             sqdist::backward_cross(w.as_ref(), x1, x2, ls, want, ctx.par())
         };
+        ctx.recycle(w);
         sqdist::add_pair_terms(&pairs, x1, x2, ls, self.sym, &mut grads);
         if let Some(m) = grads.x1 {
             sink.add_owned(0, m);
@@ -412,7 +430,8 @@ pub(crate) fn record(
     let par = tape.par_for_size(n1 * x2.map_or(n1, |v| tape.shape(v).0));
     match x2 {
         Some(x2) => {
-            let e = eval_cross(
+            let buf = tape.alloc(n1, tape.shape(x2).0);
+            let e = eval_cross_in(
                 kind,
                 tape.value(x1),
                 tape.value(x2),
@@ -420,6 +439,7 @@ pub(crate) fn record(
                 v,
                 par,
                 needs,
+                buf,
             );
             let op = StationaryOp {
                 kind,

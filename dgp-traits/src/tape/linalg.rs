@@ -11,7 +11,7 @@
 //! The numerics (and the jitter rule) live in [`crate::linalg`]; this module only adds the
 //! adjoints. No rule forms an explicit inverse.
 
-use super::{Backward, BackwardCtx, GradSink, Tape, Var};
+use super::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
 use crate::error::Result;
 use crate::linalg::{self as la, JitterConfig};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
@@ -65,7 +65,7 @@ impl Backward for CholeskyOp {
         let n = l.nrows();
         // P = Φ(Lᵀ L̄): only the lower triangle of L̄ matters (the upper triangle of L is a
         // constant zero), and only the lower triangle of the product is kept.
-        let mut p = Mat::zeros(n, n);
+        let mut p = ctx.alloc_zeros(n, n);
         tri_matmul(
             p.as_mut(),
             BlockStructure::TriangularLower,
@@ -82,7 +82,8 @@ impl Backward for CholeskyOp {
         }
         // Ā = L⁻ᵀ P L⁻¹:  Y = L⁻ᵀ P, then Āᵀ = L⁻ᵀ Yᵀ.
         la::tri_solve_in_place(l, p.as_mut(), true, true, par);
-        let mut at = p.transpose().to_owned();
+        let mut at = ctx.alloc_copy(p.transpose());
+        ctx.recycle(p);
         la::tri_solve_in_place(l, at.as_mut(), true, true, par);
         // at = Āᵀ; symmetrise and add the jitter term c·tr(Ā)·I.
         let mut tr = 0.0;
@@ -97,6 +98,7 @@ impl Backward for CholeskyOp {
             }
             acc[(j, j)] += extra;
         }
+        ctx.recycle(at);
     }
 }
 
@@ -156,8 +158,8 @@ impl Backward for TriSolveOp {
             return;
         }
         // B̄ = op(T)⁻ᵀ X̄.
-        let mut bbar = g.to_owned();
-        la::tri_solve_in_place(t, bbar.as_mut(), self.lower, !self.transpose, par);
+        let mut bbar = ctx.alloc_copy(g);
+        chunked::tri_solve_in_place(t, bbar.as_mut(), self.lower, !self.transpose, par);
         if sink.wants(0) {
             let structure = if self.lower {
                 BlockStructure::TriangularLower
@@ -166,11 +168,12 @@ impl Backward for TriSolveOp {
             };
             // T̄ = −B̄ Xᵀ (no transpose) or −X B̄ᵀ (transpose), on T's triangle only.
             let (lhs, rhs) = if self.transpose {
-                (x, bbar.as_ref().transpose())
+                (x, bbar.as_ref())
             } else {
-                (bbar.as_ref(), x.transpose())
+                (bbar.as_ref(), x)
             };
-            add_triangle_of_product(sink.acc(0), structure, lhs, rhs, -1.0, par);
+            let acc = sink.acc(0);
+            chunked::add_triangle_of_xyt(acc, structure, lhs, rhs, -1.0, par, ctx.pool);
         }
         sink.add_owned(1, bbar);
     }
@@ -186,7 +189,9 @@ impl Tape {
     pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
         let (tv, bv) = (self.value(t), self.value(b));
         assert_square_system(tv, bv, "tri_solve", "triangle");
-        let x = la::tri_solve(tv, bv, lower, transpose, self.par_for(&[t, b]));
+        let mut x = self.alloc_copy(bv);
+        let par = self.par_for(&[t, b]);
+        chunked::tri_solve_in_place(tv, x.as_mut(), lower, transpose, par);
         self.push(x, &[t, b], TriSolveOp { lower, transpose })
     }
 }
@@ -208,7 +213,7 @@ impl Backward for CholSolveOp {
         }
         // X = A⁻¹B with A = LLᵀ:  B̄ = A⁻¹X̄,  Ā = −B̄Xᵀ,
         // L̄ = tril((Ā + Āᵀ) L) = −tril(B̄ (XᵀL) + X (B̄ᵀL)).
-        let mut bbar = g.to_owned();
+        let mut bbar = ctx.alloc_copy(g);
         la::chol_solve_in_place(l, bbar.as_mut(), par);
         if sink.wants(0) {
             let (n, k) = (x.nrows(), x.ncols());
@@ -246,7 +251,7 @@ impl Tape {
     pub fn chol_solve(&mut self, l: Var, b: Var) -> Var {
         let (lv, bv) = (self.value(l), self.value(b));
         assert_square_system(lv, bv, "chol_solve", "factor");
-        let mut x = bv.to_owned();
+        let mut x = self.alloc_copy(bv);
         la::chol_solve_in_place(lv, x.as_mut(), self.par_for(&[l, b]));
         self.push(x, &[l, b], CholSolveOp)
     }
@@ -300,21 +305,13 @@ impl Backward for LowerMatmulTnOp {
         if sink.wants(0) {
             // T = Lᵀ A ⇒ L̄ = tril(A T̄ᵀ): only the lower triangle is computed.
             let lower = BlockStructure::TriangularLower;
-            add_triangle_of_product(sink.acc(0), lower, a, g.transpose(), 1.0, par);
+            chunked::add_triangle_of_xyt(sink.acc(0), lower, a, g, 1.0, par, ctx.pool);
         }
         if sink.wants(1) {
             // Ā = L T̄ with L lower-triangular.
-            tri_matmul(
-                sink.acc(1),
-                BlockStructure::Rectangular,
-                Accum::Add,
-                l,
-                BlockStructure::TriangularLower,
-                g,
-                BlockStructure::Rectangular,
-                1.0,
-                par,
-            );
+            let (acc, fresh) = sink.acc_or_new(1);
+            let accum = if fresh { Accum::Replace } else { Accum::Add };
+            chunked::lower_times(acc, accum, l, g, 1.0, par);
         }
     }
 }
@@ -328,18 +325,8 @@ impl Tape {
         let (lv, av) = (self.value(l), self.value(a));
         assert_square_system(lv, av, "lower_matmul_tn", "factor");
         let par = self.par_for(&[l, a]);
-        let mut t = Mat::zeros(lv.ncols(), av.ncols());
-        tri_matmul(
-            t.as_mut(),
-            BlockStructure::Rectangular,
-            Accum::Replace,
-            lv.transpose(),
-            BlockStructure::TriangularUpper,
-            av,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
+        let mut t = self.alloc(lv.ncols(), av.ncols());
+        chunked::lower_t_times(t.as_mut(), Accum::Replace, lv, av, 1.0, par);
         self.push(t, &[l, a], LowerMatmulTnOp)
     }
 }
