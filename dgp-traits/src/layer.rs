@@ -251,8 +251,7 @@ pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) ->
             let cols: Vec<Var> = factors
                 .iter()
                 .map(|&ls| {
-                    let t = tape.lower_matmul_tn(ls, at);
-                    let s = tape.col_sq_norms(t);
+                    let s = tape.lower_tn_col_sq_norms(ls, at);
                     tape.add(base, s)
                 })
                 .collect();

@@ -259,6 +259,16 @@ fn row_col_sums(w: MatRef<'_, f64>) -> (Vec<f64>, Vec<f64>) {
     (r, c)
 }
 
+/// The reductions of `W = ∂L/∂S` that the adjoints of a cross distance need: row sums
+/// `r = W1`, column sums `c = Wᵀ1`, `W X2` (n1×D, when x1 or ℓ needs a gradient) and
+/// `Wᵀ X1` (n2×D, when x2 does).
+pub(crate) struct CrossSums {
+    pub r: Vec<f64>,
+    pub c: Vec<f64>,
+    pub wx2: Option<Mat<f64>>,
+    pub wtx1: Option<Mat<f64>>,
+}
+
 /// Adjoints of `S(x1, x2, ℓ)` given `W = ∂L/∂S`, via two matrix products (see module docs).
 /// Use only when `W` stays bounded as `S → 0`.
 pub(crate) fn backward_cross(
@@ -270,13 +280,35 @@ pub(crate) fn backward_cross(
     par: Par,
 ) -> SqdistGrads {
     let (n1, n2, d) = (x1.nrows(), x2.nrows(), x1.ncols());
-    let inv = inverse_lengthscales(ls, d);
     let (r, c) = row_col_sums(w);
-    let mut out = SqdistGrads::default();
-    if want.x1 || want.ls {
+    let wx2 = (want.x1 || want.ls).then(|| {
         let mut wx2 = Mat::zeros(n1, d);
         let p = crate::tape::par_for_output(par, n1, d);
         matmul(wx2.as_mut(), Accum::Replace, w, x2, 1.0, p);
+        wx2
+    });
+    let wtx1 = want.x2.then(|| {
+        let mut wtx1 = Mat::zeros(n2, d);
+        let p = crate::tape::par_for_output(par, n2, d);
+        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, p);
+        wtx1
+    });
+    backward_cross_from_sums(CrossSums { r, c, wx2, wtx1 }, x1, x2, ls, want)
+}
+
+/// Adjoints of `S(x1, x2, ℓ)` from the reductions of `W` (see [`CrossSums`]).
+pub(crate) fn backward_cross_from_sums(
+    sums: CrossSums,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    want: Wants,
+) -> SqdistGrads {
+    let d = x1.ncols();
+    let inv = inverse_lengthscales(ls, d);
+    let CrossSums { r, c, wx2, wtx1 } = sums;
+    let mut out = SqdistGrads::default();
+    if let Some(mut wx2) = wx2 {
         if want.ls {
             let t: Vec<f64> = (0..d)
                 .map(|q| {
@@ -304,10 +336,7 @@ pub(crate) fn backward_cross(
             out.x1 = Some(wx2);
         }
     }
-    if want.x2 {
-        let mut wtx1 = Mat::zeros(n2, d);
-        let p = crate::tape::par_for_output(par, n2, d);
-        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, p);
+    if let (true, Some(mut wtx1)) = (want.x2, wtx1) {
         for q in 0..d {
             let f = 2.0 * inv[q] * inv[q];
             for (j, &cj) in c.iter().enumerate() {

@@ -31,21 +31,101 @@ pub const RED_CHUNK: usize = 512;
 pub const TRI_BLOCK: usize = 16;
 
 /// Runs `f(dst_chunk, start)` on the column chunks of `dst` (width [`COL_CHUNK`]), in
-/// parallel when `par` is not `Par::Seq` and there is more than one chunk.
-fn for_chunks(dst: MatMut<'_, f64>, par: Par, f: impl Fn(MatMut<'_, f64>, usize) + Sync + Send) {
+/// parallel when `par` is not `Par::Seq` and there is more than one chunk; returns the
+/// results in chunk order.
+pub(crate) fn map_chunks<R: Send>(
+    dst: MatMut<'_, f64>,
+    par: Par,
+    f: impl Fn(MatMut<'_, f64>, usize) -> R + Sync + Send,
+) -> Vec<R> {
     let n = dst.ncols();
     if n <= COL_CHUNK || par == Par::Seq {
         let mut dst = dst;
-        let mut s = 0;
-        while s < n {
-            let w = COL_CHUNK.min(n - s);
-            f(dst.as_mut().subcols_mut(s, w), s);
-            s += w;
-        }
+        (0..n)
+            .step_by(COL_CHUNK)
+            .map(|s| f(dst.as_mut().subcols_mut(s, COL_CHUNK.min(n - s)), s))
+            .collect()
     } else {
         dst.par_col_chunks_mut(COL_CHUNK)
             .enumerate()
-            .for_each(|(k, d)| f(d, k * COL_CHUNK));
+            .map(|(k, d)| f(d, k * COL_CHUNK))
+            .collect()
+    }
+}
+
+/// [`map_chunks`] without results.
+pub(crate) fn for_chunks(
+    dst: MatMut<'_, f64>,
+    par: Par,
+    f: impl Fn(MatMut<'_, f64>, usize) + Sync + Send,
+) {
+    map_chunks(dst, par, f);
+}
+
+/// `dst = op(T)⁻¹ B` (`T` triangular, `lower`; `op(T) = Tᵀ` when `transpose`): each chunk
+/// of `B` is copied and solved while in cache.
+pub fn tri_solve_into(
+    t: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    dst: MatMut<'_, f64>,
+    lower: bool,
+    transpose: bool,
+    par: Par,
+) {
+    for_chunks(dst, par, |mut d, s| {
+        d.copy_from(b.subcols(s, d.ncols()));
+        crate::linalg::tri_solve_in_place(t, d, lower, transpose, Par::Seq)
+    });
+}
+
+/// Backward of a triangular solve `X = op(T)⁻¹ B` in one pass over column chunks:
+/// `dst = B̄ = op(T)⁻ᵀ X̄` and, when `triangle` is given, `acc += −tril/triu(B̄ Xᵀ)` (or
+/// `−(X B̄ᵀ)` when `transpose`) from per-chunk partial products summed in chunk order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tri_solve_backward(
+    t: MatRef<'_, f64>,
+    x: MatRef<'_, f64>,
+    g: MatRef<'_, f64>,
+    dst: MatMut<'_, f64>,
+    lower: bool,
+    transpose: bool,
+    triangle: Option<(BlockStructure, MatMut<'_, f64>)>,
+    par: Par,
+    pool: &SharedPool,
+) {
+    let m = t.nrows();
+    let want_t = triangle.as_ref().map(|(s, _)| *s);
+    let parts = map_chunks(dst, par, |mut d, s| {
+        let w = d.ncols();
+        d.copy_from(g.subcols(s, w));
+        crate::linalg::tri_solve_in_place(t, d.as_mut(), lower, !transpose, Par::Seq);
+        want_t.map(|structure| {
+            let xc = x.subcols(s, w);
+            let (lhs, rhs) = if transpose {
+                (xc, d.as_ref())
+            } else {
+                (d.as_ref(), xc)
+            };
+            let mut p = pool.alloc(m, m);
+            tri_matmul(
+                p.as_mut(),
+                structure,
+                Accum::Replace,
+                lhs,
+                BlockStructure::Rectangular,
+                rhs.transpose(),
+                BlockStructure::Rectangular,
+                -1.0,
+                Par::Seq,
+            );
+            p
+        })
+    });
+    if let Some((structure, mut acc)) = triangle {
+        for p in parts.into_iter().flatten() {
+            add_triangle(acc.as_mut(), p.as_ref(), structure);
+            pool.recycle(p);
+        }
     }
 }
 
