@@ -421,7 +421,7 @@ fn fused_cross_sums(
         }
     };
     let starts: Vec<usize> = (0..n2).step_by(chunked::COL_CHUNK).collect();
-    let parts: Vec<CrossPart> = if par == Par::Seq || starts.len() < 2 {
+    let parts: Vec<CrossPart> = if !chunked::parallel(par, starts.len()) {
         starts.iter().map(part).collect()
     } else {
         starts.par_iter().map(part).collect()

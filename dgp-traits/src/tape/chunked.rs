@@ -30,6 +30,13 @@ pub const RED_CHUNK: usize = 512;
 /// Block size of the block-row triangular products.
 pub const TRI_BLOCK: usize = 16;
 
+/// Whether `chunks` independent chunks run in parallel under `par`: never for one chunk,
+/// `Par::Seq` or a one-thread pool (where handing the work to the pool only adds two
+/// context switches). The chunks are computed identically either way.
+pub(crate) fn parallel(par: Par, chunks: usize) -> bool {
+    par != Par::Seq && chunks > 1 && rayon::current_num_threads() > 1
+}
+
 /// Runs `f(dst_chunk, start)` on the column chunks of `dst` (width [`COL_CHUNK`]), in
 /// parallel when `par` is not `Par::Seq` and there is more than one chunk; returns the
 /// results in chunk order.
@@ -39,7 +46,7 @@ pub(crate) fn map_chunks<R: Send>(
     f: impl Fn(MatMut<'_, f64>, usize) -> R + Sync + Send,
 ) -> Vec<R> {
     let n = dst.ncols();
-    if n <= COL_CHUNK || par == Par::Seq {
+    if !parallel(par, n.div_ceil(COL_CHUNK)) {
         let mut dst = dst;
         (0..n)
             .step_by(COL_CHUNK)
@@ -270,7 +277,7 @@ pub(crate) fn add_triangle_of_xyt(
         part(p.as_mut(), Accum::Replace, s, w);
         p
     };
-    let parts: Vec<Mat<f64>> = if par == Par::Seq {
+    let parts: Vec<Mat<f64>> = if !parallel(par, starts.len()) {
         starts.iter().map(compute).collect()
     } else {
         starts.par_iter().map(compute).collect()

@@ -393,7 +393,7 @@ impl Backward for LowerTnColSqNormsOp {
             ctx.recycle(tbar);
             part
         };
-        let parallel = par != Par::Seq && n > chunked::COL_CHUNK;
+        let parallel = chunked::parallel(par, n.div_ceil(chunked::COL_CHUNK));
         let parts: Vec<Option<Mat<f64>>> = if want_a {
             let (acc, fresh) = sink.acc_or_new(1);
             if parallel {
@@ -469,7 +469,7 @@ impl Tape {
             );
             norms_of(tc.as_ref())
         };
-        let norms: Vec<Vec<f64>> = if par != Par::Seq && n > chunked::COL_CHUNK {
+        let norms: Vec<Vec<f64>> = if chunked::parallel(par, n.div_ceil(chunked::COL_CHUNK)) {
             t.as_mut()
                 .par_col_chunks_mut(chunked::COL_CHUNK)
                 .enumerate()
