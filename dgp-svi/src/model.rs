@@ -28,8 +28,9 @@ pub const NOISE_FLOOR: f64 = 1e-6;
 /// (the reference's `reparameterize`).
 pub const SAMPLE_JITTER: f64 = 1e-6;
 /// Largest number of rows (points × samples) pushed through the layers at once when
-/// predicting.
-const PREDICT_ROWS: usize = 50_000;
+/// predicting: chunks of this size keep the M×rows intermediates at a few MB (cache- and
+/// allocator-friendly) and give the thread pool enough chunks to balance.
+const PREDICT_ROWS: usize = 8_192;
 
 /// Parameter blocks of q(u) for one layer.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -250,16 +251,18 @@ impl DeepGp {
     }
 
     /// Predictive mixture for one chunk of test inputs.
+    /// `tape` is cleared first; reusing one tape across chunks recycles its buffers.
     fn predict_chunk(
         &self,
+        tape: &mut Tape,
         x: MatRef<'_, f64>,
         samples: usize,
         rng: &mut Rng,
     ) -> Result<ChunkPrediction> {
-        let mut tape = Tape::new();
-        let params = self.params.record(&mut tape);
+        tape.clear();
+        let params = self.params.record(tape);
         let xv = tape.constant(x.to_owned());
-        let prop = self.propagate(&mut tape, &params, xv, samples, NoiseMode::PerPoint, rng)?;
+        let prop = self.propagate(tape, &params, xv, samples, NoiseMode::PerPoint, rng)?;
         let (b, p) = (x.nrows(), self.output_dim);
         let reps = prop.reps;
         let noise = self.noise_variance();
@@ -403,10 +406,10 @@ impl Model for DeepGp {
         let parts: Vec<Result<ChunkPrediction>> = starts
             .par_iter()
             .enumerate()
-            .map(|(k, &s)| {
+            .map_init(Tape::new, |tape, (k, &s)| {
                 let len = chunk.min(x.nrows() - s);
                 let mut rng = stream(cfg.seed, k as u64);
-                self.predict_chunk(x.subrows(s, len), samples, &mut rng)
+                self.predict_chunk(tape, x.subrows(s, len), samples, &mut rng)
             })
             .collect();
         let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;

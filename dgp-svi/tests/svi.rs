@@ -538,3 +538,47 @@ proptest! {
         prop_assert!((mc - kl).abs() < 4.0 * se + 1e-12, "KL {} vs MC {} ± {}", kl, mc, se);
     }
 }
+
+#[test]
+fn reused_tape_gives_bit_identical_steps_and_stops_allocating() {
+    // The tape's buffer pool hands stale buffers of earlier steps to later ones: every
+    // value and gradient must still equal, bit for bit, those of a fresh tape, and after
+    // the first steps no new buffer may be allocated (the pool's steady state). The reused
+    // tape runs its large products in parallel (the last case is above PAR_MIN_ENTRIES and
+    // spans several column chunks), the fresh one sequentially: results must not depend
+    // on the parallelism either.
+    let data = toy_data(300, 3, 21);
+    for (whiten, m, samples) in [(true, 24, 3), (false, 24, 3), (true, 64, 4)] {
+        let cfg = SviConfig {
+            layers: 2,
+            num_inducing: m,
+            train_samples: samples,
+            whiten,
+            ..Default::default()
+        };
+        let mut model = DeepGp::new(cfg, &data).unwrap();
+        let batch = Batch::new(data.x(), data.y(), 400).unwrap();
+        let mut reused = Tape::with_par(faer::Par::rayon(0));
+        let mut fresh_counts = Vec::new();
+        for step in 0..4u64 {
+            perturb(&mut model, 0.05, 100 + step);
+            let (v_reused, g_reused) = model
+                .value_and_grad(&mut reused, &batch, &mut seeded(step))
+                .unwrap();
+            let (v_fresh, g_fresh) = model
+                .value_and_grad(&mut Tape::new(), &batch, &mut seeded(step))
+                .unwrap();
+            assert_eq!(v_reused.to_bits(), v_fresh.to_bits(), "step {step} value");
+            assert_eq!(g_reused.len(), g_fresh.len());
+            for (k, (a, b)) in g_reused.iter().zip(&g_fresh).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "step {step} gradient entry {k}");
+            }
+            fresh_counts.push(reused.pool_stats().fresh);
+        }
+        assert!(reused.pool_stats().reused > 0, "the pool was never used");
+        assert_eq!(
+            fresh_counts[1], fresh_counts[3],
+            "buffers still allocated after the first steps: {fresh_counts:?}"
+        );
+    }
+}

@@ -244,27 +244,21 @@ pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) ->
         None => proj_mean,
     };
     // k(x,x) − aᵀa   (B×1)
-    let a2 = tape.square(proj.a);
-    let qff = tape.col_sums(a2);
-    let qff = tape.transpose(qff);
+    let qff = tape.col_sq_norms(proj.a);
     let base = tape.sub(proj.kff_diag, qff);
     let var = match &q.sqrt {
         QSqrt::Full(factors) => {
             let cols: Vec<Var> = factors
                 .iter()
                 .map(|&ls| {
-                    let t = tape.lower_matmul_tn(ls, at);
-                    let t2 = tape.square(t);
-                    let s = tape.col_sums(t2);
-                    let s = tape.transpose(s);
+                    let s = tape.lower_tn_col_sq_norms(ls, at);
                     tape.add(base, s)
                 })
                 .collect();
             tape.concat_cols(&cols)
         }
         QSqrt::Diag(sd) => {
-            // Whitened: Ã = A, so A⊙A is already on the tape.
-            let at2 = if whiten { a2 } else { tape.square(at) };
+            let at2 = tape.square(at);
             let s2 = tape.square(*sd);
             let extra = tape.matmul_tn(at2, s2);
             tape.add_col(extra, base)

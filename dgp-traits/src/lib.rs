@@ -55,6 +55,7 @@ pub mod data;
 pub mod error;
 pub mod fastexp;
 pub mod kernels;
+mod lanes;
 pub mod layer;
 pub mod likelihoods;
 pub mod linalg;

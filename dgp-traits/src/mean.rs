@@ -384,6 +384,7 @@ pub fn affine(
             x.ncols(),
             w.nrows()
         );
+        let par = crate::tape::par_for_output(par, out.nrows(), out.ncols());
         matmul(out.as_mut(), Accum::Replace, x, w, 1.0, par);
     }
     if let Some(b) = b {
@@ -416,9 +417,11 @@ impl Backward for AffineOp {
         if self.has_w {
             let (x, w) = (ctx.input(0), ctx.input(1));
             if sink.wants(0) {
+                let par = crate::tape::par_for_output(par, g.nrows(), w.nrows());
                 matmul(sink.acc(0), Accum::Add, g, w.transpose(), 1.0, par);
             }
             if sink.wants(1) {
+                let par = crate::tape::par_for_output(par, x.ncols(), g.ncols());
                 matmul(sink.acc(1), Accum::Add, x.transpose(), g, 1.0, par);
             }
         }

@@ -156,10 +156,11 @@ impl ParamStore {
         self.blocks
             .iter()
             .map(|b| {
+                let value = tape.alloc_copy(b.value.as_ref());
                 if b.trainable {
-                    tape.leaf(b.value.clone())
+                    tape.leaf(value)
                 } else {
-                    tape.constant(b.value.clone())
+                    tape.constant(value)
                 }
             })
             .collect()

@@ -438,6 +438,53 @@ proptest! {
     }
 
     #[test]
+    fn grad_col_sq_norms(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        let a = unif(&mut rng, n, k, -1.0, 1.0);
+        assert_grad(&[a], |t, v| t.col_sq_norms(v[0]))?;
+    }
+
+    #[test]
+    fn grad_lower_tn_col_sq_norms(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        // A full matrix: the upper triangle must be ignored (numerical gradient 0 there).
+        let l = unif(&mut rng, n, n, -1.0, 1.0);
+        let a = unif(&mut rng, n, k, -1.0, 1.0);
+        assert_grad(&[l, a], |t, v| t.lower_tn_col_sq_norms(v[0], v[1]))?;
+    }
+
+    #[test]
+    fn fused_column_norms_equal_the_unfused_ops(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        let l = unif(&mut rng, n, n, -1.0, 1.0);
+        let a = unif(&mut rng, n, k, -1.0, 1.0);
+        let w = unif(&mut rng, k, 1, -1.0, 1.0);
+        let mut t = Tape::new();
+        let (lv, av) = (t.leaf(l), t.leaf(a));
+        let fused = t.lower_tn_col_sq_norms(lv, av);
+        let prod = t.lower_matmul_tn(lv, av);
+        let sq = t.square(prod);
+        let sums = t.col_sums(sq);
+        let plain = t.transpose(sums);
+        let (f, p) = (t.value(fused).to_owned(), t.value(plain).to_owned());
+        for j in 0..k {
+            prop_assert!((f[(j, 0)] - p[(j, 0)]).abs() <= 1e-13 * (1.0 + p[(j, 0)].abs()));
+        }
+        let (sf, sp) = (t.weighted_sum(fused, w.clone()), t.weighted_sum(plain, w));
+        let total = t.sub(sf, sp);
+        // d(sf − sp) = 0 up to rounding for both inputs.
+        let g = t.backward(total);
+        for v in [lv, av] {
+            let gv = g.get(v).unwrap();
+            for j in 0..gv.ncols() {
+                for i in 0..gv.nrows() {
+                    prop_assert!(gv[(i, j)].abs() <= 1e-12);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn lower_matmul_tn_equals_dense_product_of_the_lower_triangle(n in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let l = triangular(&mut rng, n, true);
@@ -743,4 +790,45 @@ fn constants_get_no_gradient_and_cost_no_rule() {
     let g = t.backward(s);
     assert!(g.get(c).is_none());
     assert_eq!(g.get(x).unwrap().to_owned(), mat![[1.0, 2.0]]);
+}
+
+/// The fused `‖Lᵀa_j‖²` over several column chunks (one partial), run in parallel, against
+/// the unfused ops: values and both adjoints.
+#[test]
+fn fused_column_norms_over_many_chunks_match_the_unfused_ops() {
+    let mut rng = seeded(11);
+    let (n, k) = (21, 1300);
+    let l = unif(&mut rng, n, n, -1.0, 1.0);
+    let a = unif(&mut rng, n, k, -1.0, 1.0);
+    let w = unif(&mut rng, k, 1, -1.0, 1.0);
+    let run = |fused: bool, par: faer::Par| {
+        let mut t = Tape::with_par(par);
+        let (lv, av) = (t.leaf(l.clone()), t.leaf(a.clone()));
+        let out = if fused {
+            t.lower_tn_col_sq_norms(lv, av)
+        } else {
+            let prod = t.lower_matmul_tn(lv, av);
+            let sq = t.square(prod);
+            let sums = t.col_sums(sq);
+            t.transpose(sums)
+        };
+        let s = t.weighted_sum(out, w.clone());
+        let g = t.backward(s);
+        (
+            t.value(out).to_owned(),
+            g.get(lv).unwrap().to_owned(),
+            g.get(av).unwrap().to_owned(),
+        )
+    };
+    let seq = run(true, faer::Par::Seq);
+    let par = run(true, faer::Par::rayon(2));
+    assert_eq!(seq, par, "the fused op depends on the parallelism");
+    let plain = run(false, faer::Par::Seq);
+    for (x, y) in [(&seq.0, &plain.0), (&seq.1, &plain.1), (&seq.2, &plain.2)] {
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                assert!((x[(i, j)] - y[(i, j)]).abs() <= 1e-11 * (1.0 + y[(i, j)].abs()));
+            }
+        }
+    }
 }

@@ -105,6 +105,7 @@ impl Backward for LinearOp {
         let want_x2 = !self.sym && sink.wants(1);
         if sink.wants(0) || sink.wants(iv) {
             let mut gx2 = Mat::zeros(n1, d);
+            let par = crate::tape::par_for_output(par, gx2.nrows(), gx2.ncols());
             matmul(gx2.as_mut(), Accum::Replace, g, x2, 1.0, par);
             if sink.wants(iv) {
                 sink.add_owned(iv, weight_adjoint(column_dots(x1, gx2.as_ref()), v));
@@ -118,6 +119,7 @@ impl Backward for LinearOp {
         }
         if want_x2 {
             let mut gtx1 = Mat::zeros(n2, d);
+            let par = crate::tape::par_for_output(par, gtx1.nrows(), gtx1.ncols());
             matmul(gtx1.as_mut(), Accum::Replace, g.transpose(), x1, 1.0, par);
             sink.add_owned(1, scale_columns(gtx1.as_ref(), &w));
         }

@@ -78,15 +78,28 @@ fn row_sq_norms(a: &Mat<f64>) -> Vec<f64> {
 
 /// `S_ij = ‖a_i − b_j‖²` for already scaled inputs `a` (n1×d) and `b` (n2×d).
 pub(crate) fn sqdist_scaled(a: &Mat<f64>, b: &Mat<f64>, method: Method, par: Par) -> Mat<f64> {
+    sqdist_scaled_in(a, b, method, par, Mat::zeros(a.nrows(), b.nrows()))
+}
+
+/// [`sqdist_scaled`] written into the n1×n2 buffer `s` (any contents).
+pub(crate) fn sqdist_scaled_in(
+    a: &Mat<f64>,
+    b: &Mat<f64>,
+    method: Method,
+    par: Par,
+    mut s: Mat<f64>,
+) -> Mat<f64> {
     let (n1, n2, d) = (a.nrows(), b.nrows(), a.ncols());
     debug_assert_eq!(d, b.ncols());
+    debug_assert_eq!((s.nrows(), s.ncols()), (n1, n2));
     let expand = match method {
         Method::Auto => use_expansion(n1, n2, d),
         Method::Direct => false,
         Method::Expand => true,
     };
-    let mut s = Mat::zeros(n1, n2);
-    if expand {
+    if expand && d == 0 {
+        s.fill(0.0);
+    } else if expand {
         matmul(
             s.as_mut(),
             Accum::Replace,
@@ -102,6 +115,7 @@ pub(crate) fn sqdist_scaled(a: &Mat<f64>, b: &Mat<f64>, method: Method, par: Par
             }
         }
     } else {
+        s.fill(0.0);
         for j in 0..n2 {
             let col = s.col_as_slice_mut(j);
             for q in 0..d {
@@ -223,15 +237,36 @@ fn row_col_sums(w: MatRef<'_, f64>) -> (Vec<f64>, Vec<f64>) {
     let mut c = vec![0.0; w.ncols()];
     for (j, cj) in c.iter_mut().enumerate() {
         let col = w.col(j);
-        let mut acc = 0.0;
-        for (i, ri) in r.iter_mut().enumerate() {
-            let v = col[i];
-            *ri += v;
-            acc += v;
+        match col.try_as_col_major() {
+            Some(col) => {
+                let col = col.as_slice();
+                for (ri, &v) in r.iter_mut().zip(col) {
+                    *ri += v;
+                }
+                *cj = crate::lanes::sum(col);
+            }
+            None => {
+                let mut acc = 0.0;
+                for (i, ri) in r.iter_mut().enumerate() {
+                    let v = col[i];
+                    *ri += v;
+                    acc += v;
+                }
+                *cj = acc;
+            }
         }
-        *cj = acc;
     }
     (r, c)
+}
+
+/// The reductions of `W = ∂L/∂S` that the adjoints of a cross distance need: row sums
+/// `r = W1`, column sums `c = Wᵀ1`, `W X2` (n1×D, when x1 or ℓ needs a gradient) and
+/// `Wᵀ X1` (n2×D, when x2 does).
+pub(crate) struct CrossSums {
+    pub r: Vec<f64>,
+    pub c: Vec<f64>,
+    pub wx2: Option<Mat<f64>>,
+    pub wtx1: Option<Mat<f64>>,
 }
 
 /// Adjoints of `S(x1, x2, ℓ)` given `W = ∂L/∂S`, via two matrix products (see module docs).
@@ -245,12 +280,35 @@ pub(crate) fn backward_cross(
     par: Par,
 ) -> SqdistGrads {
     let (n1, n2, d) = (x1.nrows(), x2.nrows(), x1.ncols());
-    let inv = inverse_lengthscales(ls, d);
     let (r, c) = row_col_sums(w);
-    let mut out = SqdistGrads::default();
-    if want.x1 || want.ls {
+    let wx2 = (want.x1 || want.ls).then(|| {
         let mut wx2 = Mat::zeros(n1, d);
-        matmul(wx2.as_mut(), Accum::Replace, w, x2, 1.0, par);
+        let p = crate::tape::par_for_output(par, n1, d);
+        matmul(wx2.as_mut(), Accum::Replace, w, x2, 1.0, p);
+        wx2
+    });
+    let wtx1 = want.x2.then(|| {
+        let mut wtx1 = Mat::zeros(n2, d);
+        let p = crate::tape::par_for_output(par, n2, d);
+        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, p);
+        wtx1
+    });
+    backward_cross_from_sums(CrossSums { r, c, wx2, wtx1 }, x1, x2, ls, want)
+}
+
+/// Adjoints of `S(x1, x2, ℓ)` from the reductions of `W` (see [`CrossSums`]).
+pub(crate) fn backward_cross_from_sums(
+    sums: CrossSums,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    want: Wants,
+) -> SqdistGrads {
+    let d = x1.ncols();
+    let inv = inverse_lengthscales(ls, d);
+    let CrossSums { r, c, wx2, wtx1 } = sums;
+    let mut out = SqdistGrads::default();
+    if let Some(mut wx2) = wx2 {
         if want.ls {
             let t: Vec<f64> = (0..d)
                 .map(|q| {
@@ -278,9 +336,7 @@ pub(crate) fn backward_cross(
             out.x1 = Some(wx2);
         }
     }
-    if want.x2 {
-        let mut wtx1 = Mat::zeros(n2, d);
-        matmul(wtx1.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, par);
+    if let (true, Some(mut wtx1)) = (want.x2, wtx1) {
         for q in 0..d {
             let f = 2.0 * inv[q] * inv[q];
             for (j, &cj) in c.iter().enumerate() {
@@ -317,7 +373,8 @@ pub(crate) fn backward_sym(
         return out;
     }
     let mut wx = Mat::zeros(n, d);
-    matmul(wx.as_mut(), Accum::Replace, w.as_ref(), x, 1.0, par);
+    let p = crate::tape::par_for_output(par, wx.nrows(), wx.ncols());
+    matmul(wx.as_mut(), Accum::Replace, w.as_ref(), x, 1.0, p);
     if want.ls {
         // Σ_ij W_ij (x_i − x_j)² = ½ Σ_ij W̃_ij (x_i − x_j)² = Σ_i r̃_i x_i² − xᵀ W̃ x.
         let t: Vec<f64> = (0..d)

@@ -20,8 +20,11 @@
 use super::sqdist::{self, Method, Wants};
 use super::{Kernel, KernelKind};
 use crate::fastexp as fast_exp;
-use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
-use faer::{Mat, MatRef, Par};
+use crate::lanes;
+use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef, Par};
+use rayon::prelude::*;
 
 /// `(φ(s), φ'(s))`: the unit-variance kernel and its derivative in the scaled squared
 /// distance. Callers that need only φ let the compiler drop the slope.
@@ -86,7 +89,17 @@ fn apply_profile(
                     }
                 }
                 None => {
-                    for v in col {
+                    // Blocks of 8 independent lanes (as in `fastexp::exp_lanes`): about 5 %
+                    // faster than the plain loop on 128×10⁴ RBF blocks; same values.
+                    let mut blocks = col.chunks_exact_mut(8);
+                    for b in &mut blocks {
+                        let mut o = [0.0; 8];
+                        for k in 0..8 {
+                            o[k] = var * f(b[k]).0;
+                        }
+                        b.copy_from_slice(&o);
+                    }
+                    for v in blocks.into_remainder() {
                         *v = var * f(*v).0;
                     }
                 }
@@ -206,12 +219,45 @@ pub(crate) fn eval_cross(
     par: Par,
     keep_slope: bool,
 ) -> Evaluated {
+    let buf = Mat::zeros(x1.nrows(), x2.nrows());
+    eval_cross_in(kind, x1, x2, ls, var, par, keep_slope, buf)
+}
+
+/// [`eval_cross`] with the kernel matrix written into `buf` (n1×n2, any contents).
+#[allow(clippy::too_many_arguments)]
+fn eval_cross_in(
+    kind: KernelKind,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    ls: MatRef<'_, f64>,
+    var: f64,
+    par: Par,
+    keep_slope: bool,
+    buf: Mat<f64>,
+) -> Evaluated {
     let inv = sqdist::inverse_lengthscales(ls, x1.ncols());
     let (a, b) = (
         sqdist::scale_columns(x1, &inv),
         sqdist::scale_columns(x2, &inv),
     );
-    let s = sqdist::sqdist_scaled(&a, &b, method(kind), par);
+    let needs_slope = keep_slope && kind != KernelKind::Rbf;
+    if x2.nrows() > chunked::COL_CHUNK && !needs_slope && kind != KernelKind::Matern12 {
+        // Column chunks: distances and profile while the chunk is in cache, chunks in
+        // parallel when `par` allows (each chunk sequential: results do not depend on it).
+        let mut k = buf;
+        chunked::for_chunks(k.as_mut(), par, |mut dst, start| {
+            let bc = b.subrows(start, dst.ncols()).to_owned();
+            let mut sc = sqdist::sqdist_scaled(&a, &bc, method(kind), Par::Seq);
+            apply_profile(kind, &mut sc, var, false, false);
+            dst.copy_from(&sc);
+        });
+        return Evaluated {
+            k,
+            slope: None,
+            near: Vec::new(),
+        };
+    }
+    let s = sqdist::sqdist_scaled_in(&a, &b, method(kind), par, buf);
     finish(kind, s, var, false, keep_slope)
 }
 
@@ -241,14 +287,15 @@ pub(crate) fn eval_sym(
     finish(kind, s, var, true, keep_slope)
 }
 
-/// `∂L/∂S = Ḡ ⊙ σ² φ'(S)` (with `σ² φ'(S) = −K/2` for RBF), together with `Σ Ḡ ⊙ K`.
+/// `∂L/∂S = Ḡ ⊙ σ² φ'(S)` (with `σ² φ'(S) = −K/2` for RBF), together with `Σ Ḡ ⊙ K`,
+/// written into `w` (same shape as `k`, any contents).
 fn distance_adjoint(
     g: MatRef<'_, f64>,
     k: MatRef<'_, f64>,
     slope: Option<&Mat<f64>>,
+    mut w: Mat<f64>,
 ) -> (Mat<f64>, f64) {
-    let (n1, n2) = (k.nrows(), k.ncols());
-    let mut w = Mat::zeros(n1, n2);
+    let n2 = k.ncols();
     let mut gk = 0.0;
     for j in 0..n2 {
         let (gj, kj) = (g.col(j), k.col(j));
@@ -256,7 +303,7 @@ fn distance_adjoint(
         for (i, wij) in wj.iter_mut().enumerate() {
             *wij = gj[i] * kj[i];
         }
-        gk += wj.iter().sum::<f64>();
+        gk += crate::lanes::sum(wj);
         match slope {
             Some(d) => {
                 for ((wij, &dij), i) in wj.iter_mut().zip(d.col_as_slice(j)).zip(0..) {
@@ -299,6 +346,119 @@ fn variance_adjoint(
     }
 }
 
+/// Column `j` of `m` as a slice (borrowed when the column is contiguous).
+fn col_slice(m: MatRef<'_, f64>, j: usize) -> std::borrow::Cow<'_, [f64]> {
+    match m.col(j).try_as_col_major() {
+        Some(c) => std::borrow::Cow::Borrowed(c.as_slice()),
+        None => std::borrow::Cow::Owned(m.col(j).iter().copied().collect()),
+    }
+}
+
+/// One column chunk's share of [`fused_cross_sums`].
+struct CrossPart {
+    gk: f64,
+    r: Vec<f64>,
+    c: Vec<f64>,
+    wx2: Option<Mat<f64>>,
+    wtx1: Option<Mat<f64>>,
+}
+
+/// `Σ Ḡ ⊙ K` and the reductions [`sqdist::CrossSums`] of `W = Ḡ ⊙ σ²φ'(S)` for a cross
+/// kernel, computed column chunk by column chunk without forming `W` (one pass over `Ḡ`
+/// and `K` instead of three, chunks in parallel when `par` allows). Chunks have the fixed
+/// width [`chunked::COL_CHUNK`] and are summed in order, so the result does not depend on
+/// the parallelism.
+#[allow(clippy::too_many_arguments)]
+fn fused_cross_sums(
+    g: MatRef<'_, f64>,
+    k: MatRef<'_, f64>,
+    slope: Option<&Mat<f64>>,
+    x1: MatRef<'_, f64>,
+    x2: MatRef<'_, f64>,
+    want: Wants,
+    par: Par,
+    ctx: &BackwardCtx<'_>,
+) -> (sqdist::CrossSums, f64) {
+    let (n1, n2, d) = (k.nrows(), k.ncols(), x1.ncols());
+    let part = |&s: &usize| -> CrossPart {
+        let width = chunked::COL_CHUNK.min(n2 - s);
+        let mut w = ctx.alloc(n1, width);
+        let (mut gk, mut r, mut c) = (0.0, vec![0.0; n1], vec![0.0; width]);
+        for (jj, cj) in c.iter_mut().enumerate() {
+            let j = s + jj;
+            let wj = w.col_as_slice_mut(jj);
+            let gj = col_slice(g, j);
+            for ((wij, &gij), &kij) in wj.iter_mut().zip(gj.iter()).zip(col_slice(k, j).iter()) {
+                *wij = gij * kij;
+            }
+            gk += lanes::sum(wj);
+            match slope {
+                Some(sl) => {
+                    for ((wij, &gij), &dij) in wj.iter_mut().zip(gj.iter()).zip(sl.col_as_slice(j))
+                    {
+                        *wij = gij * dij;
+                    }
+                }
+                None => {
+                    for wij in wj.iter_mut() {
+                        *wij *= -0.5;
+                    }
+                }
+            }
+            for (ri, &v) in r.iter_mut().zip(wj.iter()) {
+                *ri += v;
+            }
+            *cj = lanes::sum(wj);
+        }
+        let wx2 = (want.x1 || want.ls).then(|| {
+            let mut m = Mat::zeros(n1, d);
+            let rhs = x2.subrows(s, width);
+            matmul(m.as_mut(), Accum::Replace, w.as_ref(), rhs, 1.0, Par::Seq);
+            m
+        });
+        let wtx1 = want.x2.then(|| {
+            let mut m = Mat::zeros(width, d);
+            matmul(m.as_mut(), Accum::Replace, w.transpose(), x1, 1.0, Par::Seq);
+            m
+        });
+        ctx.recycle(w);
+        CrossPart {
+            gk,
+            r,
+            c,
+            wx2,
+            wtx1,
+        }
+    };
+    let starts: Vec<usize> = (0..n2).step_by(chunked::COL_CHUNK).collect();
+    let parts: Vec<CrossPart> = if !chunked::parallel(par, starts.len()) {
+        starts.iter().map(part).collect()
+    } else {
+        starts.par_iter().map(part).collect()
+    };
+    let mut gk = 0.0;
+    let mut r = vec![0.0; n1];
+    let mut c = Vec::with_capacity(n2);
+    let mut wx2 = (want.x1 || want.ls).then(|| Mat::zeros(n1, d));
+    let mut wtx1 = want.x2.then(|| Mat::zeros(n2, d));
+    let mut row = 0;
+    for p in parts {
+        gk += p.gk;
+        for (a, b) in r.iter_mut().zip(&p.r) {
+            *a += b;
+        }
+        if let (Some(acc), Some(m)) = (wx2.as_mut(), p.wx2.as_ref()) {
+            *acc += m;
+        }
+        if let (Some(acc), Some(m)) = (wtx1.as_mut(), p.wtx1.as_ref()) {
+            acc.as_mut().subrows_mut(row, m.nrows()).copy_from(m);
+        }
+        row += p.c.len();
+        c.extend_from_slice(&p.c);
+    }
+    (sqdist::CrossSums { r, c, wx2, wtx1 }, gk)
+}
+
 struct StationaryOp {
     kind: KernelKind,
     /// One input (symmetric `K(x, x)`) instead of two.
@@ -334,8 +494,29 @@ impl Backward for StationaryOp {
             !geometry || kind == KernelKind::Rbf || self.slope.is_some(),
             "Matérn slope not cached although an input needs a gradient"
         );
+        if !self.sym && self.near.is_empty() {
+            // Cross kernel without near-coincident Matérn-½ pairs: one fused chunked pass.
+            let x2 = ctx.input(ix2);
+            let (sums, gk) =
+                fused_cross_sums(g, k, self.slope.as_ref(), x1, x2, want, ctx.par(), ctx);
+            if want_var {
+                let v = variance_adjoint(gk, var, g, || {
+                    eval_cross(kind, x1, x2, ls, 1.0, Par::Seq, false).k
+                });
+                sink.add_owned(ivar, Mat::from_fn(1, 1, |_, _| v));
+            }
+            if geometry {
+                let grads = sqdist::backward_cross_from_sums(sums, x1, x2, ls, want);
+                for (i, m) in [(0, grads.x1), (ix2, grads.x2), (ils, grads.ls)] {
+                    if let Some(m) = m {
+                        sink.add_owned(i, m);
+                    }
+                }
+            }
+            return;
+        }
         let (mut w, gk) = if geometry {
-            distance_adjoint(g, k, self.slope.as_ref())
+            distance_adjoint(g, k, self.slope.as_ref(), ctx.alloc(k.nrows(), k.ncols()))
         } else {
             (Mat::new(), weighted_total(g, k))
         };
@@ -367,6 +548,7 @@ impl Backward for StationaryOp {
         } else {
             sqdist::backward_cross(w.as_ref(), x1, x2, ls, want, ctx.par())
         };
+        ctx.recycle(w);
         sqdist::add_pair_terms(&pairs, x1, x2, ls, self.sym, &mut grads);
         if let Some(m) = grads.x1 {
             sink.add_owned(0, m);
@@ -412,7 +594,8 @@ pub(crate) fn record(
     let par = tape.par_for_size(n1 * x2.map_or(n1, |v| tape.shape(v).0));
     match x2 {
         Some(x2) => {
-            let e = eval_cross(
+            let buf = tape.alloc(n1, tape.shape(x2).0);
+            let e = eval_cross_in(
                 kind,
                 tape.value(x1),
                 tape.value(x2),
@@ -420,6 +603,7 @@ pub(crate) fn record(
                 v,
                 par,
                 needs,
+                buf,
             );
             let op = StationaryOp {
                 kind,

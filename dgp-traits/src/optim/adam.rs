@@ -274,17 +274,23 @@ impl Adam {
         let t1 = (self.state.step + 1) as f64;
         let bc1 = 1.0 - beta1.powf(t1);
         let bc2 = 1.0 - beta2.powf(t1);
+        // step = lr·m̂/(√v̂ + ε) with m̂ = m/bc1, v̂ = v/bc2: the bias corrections are folded
+        // into constants (one square root and one division per entry, a branch-free loop
+        // the compiler vectorises).
+        let (step_scale, inv_bc2) = (sign * lr / bc1, 1.0 / bc2);
         let AdamState { m, v, .. } = &mut self.state;
-        for i in 0..n {
-            let g = grad[i];
-            m[i] = beta1 * m[i] + (1.0 - beta1) * g;
-            v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
-            let m_hat = m[i] / bc1;
-            let v_hat = v[i] / bc2;
-            let denom = v_hat.sqrt() + eps;
-            if denom > 0.0 {
-                params[i] += sign * lr * m_hat / denom;
-            }
+        for (((p, &g), m), v) in params
+            .iter_mut()
+            .zip(grad)
+            .zip(m.iter_mut())
+            .zip(v.iter_mut())
+        {
+            *m = beta1 * *m + (1.0 - beta1) * g;
+            *v = beta2 * *v + (1.0 - beta2) * g * g;
+            let denom = (*v * inv_bc2).sqrt() + eps;
+            let step = step_scale * *m / denom;
+            // denom = 0 only when v = 0 and ε = 0, where m = 0 too: no step.
+            *p += if denom > 0.0 { step } else { 0.0 };
         }
         self.state.step += 1;
         Ok(())

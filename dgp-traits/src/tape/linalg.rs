@@ -11,11 +11,12 @@
 //! The numerics (and the jitter rule) live in [`crate::linalg`]; this module only adds the
 //! adjoints. No rule forms an explicit inverse.
 
-use super::{Backward, BackwardCtx, GradSink, Tape, Var};
+use super::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
 use crate::error::Result;
 use crate::linalg::{self as la, JitterConfig};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
+use rayon::prelude::*;
 
 /// `acc += α · lhs · rhs` on the `triangle` of `acc` only (the other entries untouched):
 /// the gradient of a triangular matrix argument, e.g. `T̄ = −tril(B̄ Xᵀ)`.
@@ -65,7 +66,7 @@ impl Backward for CholeskyOp {
         let n = l.nrows();
         // P = Φ(Lᵀ L̄): only the lower triangle of L̄ matters (the upper triangle of L is a
         // constant zero), and only the lower triangle of the product is kept.
-        let mut p = Mat::zeros(n, n);
+        let mut p = ctx.alloc_zeros(n, n);
         tri_matmul(
             p.as_mut(),
             BlockStructure::TriangularLower,
@@ -82,7 +83,8 @@ impl Backward for CholeskyOp {
         }
         // Ā = L⁻ᵀ P L⁻¹:  Y = L⁻ᵀ P, then Āᵀ = L⁻ᵀ Yᵀ.
         la::tri_solve_in_place(l, p.as_mut(), true, true, par);
-        let mut at = p.transpose().to_owned();
+        let mut at = ctx.alloc_copy(p.transpose());
+        ctx.recycle(p);
         la::tri_solve_in_place(l, at.as_mut(), true, true, par);
         // at = Āᵀ; symmetrise and add the jitter term c·tr(Ā)·I.
         let mut tr = 0.0;
@@ -97,6 +99,7 @@ impl Backward for CholeskyOp {
             }
             acc[(j, j)] += extra;
         }
+        ctx.recycle(at);
     }
 }
 
@@ -155,23 +158,26 @@ impl Backward for TriSolveOp {
         if !sink.wants(0) && !sink.wants(1) {
             return;
         }
-        // B̄ = op(T)⁻ᵀ X̄.
-        let mut bbar = g.to_owned();
-        la::tri_solve_in_place(t, bbar.as_mut(), self.lower, !self.transpose, par);
-        if sink.wants(0) {
-            let structure = if self.lower {
-                BlockStructure::TriangularLower
-            } else {
-                BlockStructure::TriangularUpper
-            };
-            // T̄ = −B̄ Xᵀ (no transpose) or −X B̄ᵀ (transpose), on T's triangle only.
-            let (lhs, rhs) = if self.transpose {
-                (x, bbar.as_ref().transpose())
-            } else {
-                (bbar.as_ref(), x.transpose())
-            };
-            add_triangle_of_product(sink.acc(0), structure, lhs, rhs, -1.0, par);
-        }
+        // B̄ = op(T)⁻ᵀ X̄ and T̄ = −B̄ Xᵀ (no transpose) or −X B̄ᵀ (transpose), on T's
+        // triangle only, in one pass over column chunks.
+        let mut bbar = ctx.alloc(g.nrows(), g.ncols());
+        let structure = if self.lower {
+            BlockStructure::TriangularLower
+        } else {
+            BlockStructure::TriangularUpper
+        };
+        let triangle = sink.wants(0).then(|| (structure, sink.acc(0)));
+        chunked::tri_solve_backward(
+            t,
+            x,
+            g,
+            bbar.as_mut(),
+            self.lower,
+            self.transpose,
+            triangle,
+            par,
+            ctx.pool,
+        );
         sink.add_owned(1, bbar);
     }
 }
@@ -186,7 +192,9 @@ impl Tape {
     pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
         let (tv, bv) = (self.value(t), self.value(b));
         assert_square_system(tv, bv, "tri_solve", "triangle");
-        let x = la::tri_solve(tv, bv, lower, transpose, self.par_for(&[t, b]));
+        let mut x = self.alloc(bv.nrows(), bv.ncols());
+        let par = self.par_for(&[t, b]);
+        chunked::tri_solve_into(tv, bv, x.as_mut(), lower, transpose, par);
         self.push(x, &[t, b], TriSolveOp { lower, transpose })
     }
 }
@@ -208,7 +216,7 @@ impl Backward for CholSolveOp {
         }
         // X = A⁻¹B with A = LLᵀ:  B̄ = A⁻¹X̄,  Ā = −B̄Xᵀ,
         // L̄ = tril((Ā + Āᵀ) L) = −tril(B̄ (XᵀL) + X (B̄ᵀL)).
-        let mut bbar = g.to_owned();
+        let mut bbar = ctx.alloc_copy(g);
         la::chol_solve_in_place(l, bbar.as_mut(), par);
         if sink.wants(0) {
             let (n, k) = (x.nrows(), x.ncols());
@@ -246,7 +254,7 @@ impl Tape {
     pub fn chol_solve(&mut self, l: Var, b: Var) -> Var {
         let (lv, bv) = (self.value(l), self.value(b));
         assert_square_system(lv, bv, "chol_solve", "factor");
-        let mut x = bv.to_owned();
+        let mut x = self.alloc_copy(bv);
         la::chol_solve_in_place(lv, x.as_mut(), self.par_for(&[l, b]));
         self.push(x, &[l, b], CholSolveOp)
     }
@@ -300,21 +308,13 @@ impl Backward for LowerMatmulTnOp {
         if sink.wants(0) {
             // T = Lᵀ A ⇒ L̄ = tril(A T̄ᵀ): only the lower triangle is computed.
             let lower = BlockStructure::TriangularLower;
-            add_triangle_of_product(sink.acc(0), lower, a, g.transpose(), 1.0, par);
+            chunked::add_triangle_of_xyt(sink.acc(0), lower, a, g, 1.0, par, ctx.pool);
         }
         if sink.wants(1) {
             // Ā = L T̄ with L lower-triangular.
-            tri_matmul(
-                sink.acc(1),
-                BlockStructure::Rectangular,
-                Accum::Add,
-                l,
-                BlockStructure::TriangularLower,
-                g,
-                BlockStructure::Rectangular,
-                1.0,
-                par,
-            );
+            let (acc, fresh) = sink.acc_or_new(1);
+            let accum = if fresh { Accum::Replace } else { Accum::Add };
+            chunked::lower_times(acc, accum, l, g, 1.0, par);
         }
     }
 }
@@ -328,18 +328,168 @@ impl Tape {
         let (lv, av) = (self.value(l), self.value(a));
         assert_square_system(lv, av, "lower_matmul_tn", "factor");
         let par = self.par_for(&[l, a]);
-        let mut t = Mat::zeros(lv.ncols(), av.ncols());
-        tri_matmul(
-            t.as_mut(),
-            BlockStructure::Rectangular,
-            Accum::Replace,
-            lv.transpose(),
-            BlockStructure::TriangularUpper,
-            av,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
+        let mut t = self.alloc(lv.ncols(), av.ncols());
+        chunked::lower_t_times(t.as_mut(), Accum::Replace, lv, av, 1.0, par);
         self.push(t, &[l, a], LowerMatmulTnOp)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// fused ‖Lᵀ a_j‖² per column
+// ---------------------------------------------------------------------------------------
+
+/// Backward of [`Tape::lower_tn_col_sq_norms`]. Inputs `[L, A, T]` with `T = LᵀA` (the
+/// forward product, recorded as a constant node).
+struct LowerTnColSqNormsOp;
+
+impl Backward for LowerTnColSqNormsOp {
+    fn name(&self) -> &'static str {
+        "lower_tn_col_sq_norms"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let (l, a, t, g, par) = (
+            ctx.input(0),
+            ctx.input(1),
+            ctx.input(2),
+            ctx.grad(),
+            ctx.par(),
+        );
+        let (want_l, want_a) = (sink.wants(0), sink.wants(1));
+        if !want_l && !want_a {
+            return;
+        }
+        let (m, n) = (a.nrows(), a.ncols());
+        // Per column chunk: T̄ = 2 T diag(ḡ) (chunk scratch), Ā += L T̄, partial
+        // L̄ += tril(A T̄ᵀ); partials summed in chunk order.
+        let chunk = |dst: Option<MatMut<'_, f64>>, fresh: bool, s: usize| -> Option<Mat<f64>> {
+            let w = chunked::COL_CHUNK.min(n - s);
+            let mut tbar = ctx.alloc(m, w);
+            for jj in 0..w {
+                let g2 = 2.0 * g[(s + jj, 0)];
+                let (src, out) = (t.col(s + jj), tbar.col_as_slice_mut(jj));
+                for (o, &v) in out.iter_mut().zip(src.iter()) {
+                    *o = g2 * v;
+                }
+            }
+            if let Some(dst) = dst {
+                let accum = if fresh { Accum::Replace } else { Accum::Add };
+                chunked::lower_times(dst, accum, l, tbar.as_ref(), 1.0, Par::Seq);
+            }
+            let part = want_l.then(|| {
+                let mut p = ctx.alloc(m, m);
+                tri_matmul(
+                    p.as_mut(),
+                    BlockStructure::TriangularLower,
+                    Accum::Replace,
+                    a.subcols(s, w),
+                    BlockStructure::Rectangular,
+                    tbar.as_ref().transpose(),
+                    BlockStructure::Rectangular,
+                    1.0,
+                    Par::Seq,
+                );
+                p
+            });
+            ctx.recycle(tbar);
+            part
+        };
+        let parallel = chunked::parallel(par, n.div_ceil(chunked::COL_CHUNK));
+        let parts: Vec<Option<Mat<f64>>> = if want_a {
+            let (acc, fresh) = sink.acc_or_new(1);
+            if parallel {
+                acc.par_col_chunks_mut(chunked::COL_CHUNK)
+                    .enumerate()
+                    .map(|(k, d)| chunk(Some(d), fresh, k * chunked::COL_CHUNK))
+                    .collect()
+            } else {
+                let mut acc = acc;
+                (0..n)
+                    .step_by(chunked::COL_CHUNK)
+                    .map(|s| {
+                        let w = chunked::COL_CHUNK.min(n - s);
+                        chunk(Some(acc.as_mut().subcols_mut(s, w)), fresh, s)
+                    })
+                    .collect()
+            }
+        } else if parallel {
+            let starts: Vec<usize> = (0..n).step_by(chunked::COL_CHUNK).collect();
+            starts.par_iter().map(|&s| chunk(None, false, s)).collect()
+        } else {
+            (0..n)
+                .step_by(chunked::COL_CHUNK)
+                .map(|s| chunk(None, false, s))
+                .collect()
+        };
+        if want_l {
+            let mut acc = sink.acc(0);
+            for p in parts.into_iter().flatten() {
+                for j in 0..m {
+                    for i in j..m {
+                        acc[(i, j)] += p[(i, j)];
+                    }
+                }
+                ctx.recycle(p);
+            }
+        }
+    }
+}
+
+impl Tape {
+    /// `‖Lᵀ a_j‖²` for every column `a_j` of `A` (M×N → N×1), for a lower-triangular `L`
+    /// (M×M, only its lower triangle read and differentiated): the fused
+    /// `col_sq_norms(lower_matmul_tn(L, A))`, the `‖L_Sᵀ a‖²` term of the sparse-GP
+    /// marginal variances (DSVI eq. 8). Column chunks are processed while in cache and the
+    /// adjoint `2 LᵀA diag(ḡ)` is never formed as a whole: backward
+    /// `Ā = L T̄`, `L̄ = tril(A T̄ᵀ)` with `T̄ = 2 (LᵀA) diag(ḡ)`.
+    #[track_caller]
+    pub fn lower_tn_col_sq_norms(&mut self, l: Var, a: Var) -> Var {
+        let (lv, av) = (self.value(l), self.value(a));
+        assert_square_system(lv, av, "lower_tn_col_sq_norms", "factor");
+        let (m, n) = (av.nrows(), av.ncols());
+        let par = self.par_for(&[l, a]);
+        let mut t = self.alloc(m, n);
+        let mut out = self.alloc(n, 1);
+        let norms_of = |tc: MatRef<'_, f64>| -> Vec<f64> {
+            (0..tc.ncols())
+                .map(|j| match tc.col(j).try_as_col_major() {
+                    Some(c) => crate::lanes::sum_squares(c.as_slice()),
+                    None => tc.col(j).iter().map(|v| v * v).sum(),
+                })
+                .collect()
+        };
+        let chunk = |mut tc: MatMut<'_, f64>, s: usize| -> Vec<f64> {
+            let w = tc.ncols();
+            chunked::lower_t_times(
+                tc.as_mut(),
+                Accum::Replace,
+                lv,
+                av.subcols(s, w),
+                1.0,
+                Par::Seq,
+            );
+            norms_of(tc.as_ref())
+        };
+        let norms: Vec<Vec<f64>> = if chunked::parallel(par, n.div_ceil(chunked::COL_CHUNK)) {
+            t.as_mut()
+                .par_col_chunks_mut(chunked::COL_CHUNK)
+                .enumerate()
+                .map(|(k, tc)| chunk(tc, k * chunked::COL_CHUNK))
+                .collect()
+        } else {
+            (0..n)
+                .step_by(chunked::COL_CHUNK)
+                .map(|s| {
+                    let w = chunked::COL_CHUNK.min(n - s);
+                    chunk(t.as_mut().subcols_mut(s, w), s)
+                })
+                .collect()
+        };
+        for (i, v) in norms.into_iter().flatten().enumerate() {
+            out[(i, 0)] = v;
+        }
+        // T is kept as a constant node (no gradient of its own), so that its buffer is
+        // recycled with the tape's.
+        let cache = self.constant(t);
+        self.push(out, &[l, a, cache], LowerTnColSqNormsOp)
     }
 }

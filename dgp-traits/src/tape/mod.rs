@@ -33,14 +33,32 @@
 //! ```
 
 pub mod check;
+pub mod chunked;
 pub mod linalg;
 pub mod ops;
+pub mod pool;
+
+pub use pool::{POOL_MIN_ENTRIES, PoolStats};
 
 use faer::{Mat, MatMut, MatRef, Par};
+use pool::SharedPool;
 
 /// Operands with fewer entries than this run single-threaded whatever the tape's
 /// parallelism (see [`Tape::par_for`] and [`BackwardCtx::par`]).
 pub const PAR_MIN_ENTRIES: usize = 1 << 16;
+
+/// `par` for a product writing a `rows × cols` output, `Par::Seq` when the output has
+/// fewer than [`PAR_MIN_ENTRIES`] entries. faer parallelises large outputs over output
+/// blocks (each entry summed by one thread in a fixed order) but may split the reduction
+/// dimension of products with small outputs across threads, which would make results
+/// depend on the number of threads.
+pub fn par_for_output(par: Par, rows: usize, cols: usize) -> Par {
+    if rows * cols >= PAR_MIN_ENTRIES {
+        par
+    } else {
+        Par::Seq
+    }
+}
 
 /// Handle of a value recorded on a [`Tape`]. Cheap to copy; only meaningful for the tape
 /// that created it.
@@ -79,6 +97,7 @@ struct Node {
 pub struct Tape {
     nodes: Vec<Node>,
     par: Par,
+    pool: SharedPool,
 }
 
 impl Default for Tape {
@@ -109,6 +128,7 @@ impl Tape {
         Tape {
             nodes: Vec::with_capacity(64),
             par,
+            pool: SharedPool::default(),
         }
     }
 
@@ -148,10 +168,13 @@ impl Tape {
         self.par = par;
     }
 
-    /// Forgets every node but keeps the allocated capacity, so one tape can be reused
-    /// across optimisation steps.
+    /// Forgets every node but keeps the allocated memory, so one tape can be reused across
+    /// optimisation steps: node values go to the tape's buffer pool (see [`pool`]), from
+    /// which the next step's operations take their outputs and adjoints.
     pub fn clear(&mut self) {
-        self.nodes.clear();
+        self.pool
+            .recycle_all(self.nodes.drain(..).map(|node| node.value));
+        self.pool.trim();
     }
 
     /// Number of recorded nodes.
@@ -262,6 +285,7 @@ impl Tape {
         let n = out.index() + 1;
         let mut adj: Vec<Option<Mat<f64>>> = (0..n).map(|_| None).collect();
         adj[out.index()] = Some(Mat::from_fn(1, 1, |_, _| 1.0));
+        let pool = &self.pool;
         for k in (0..n).rev() {
             let node = &self.nodes[k];
             let Some(op) = node.op.as_ref() else { continue };
@@ -274,17 +298,22 @@ impl Tape {
                     out: node.value.as_ref(),
                     grad: g.as_ref(),
                     par: self.par,
+                    pool,
                 };
                 let mut sink = GradSink {
                     nodes: &self.nodes,
                     parents: &node.parents,
                     adj: lower,
+                    pool,
                 };
                 op.backward(&ctx, &mut sink);
             }
             adj[k] = Some(g);
         }
-        Gradients { adj }
+        Gradients {
+            adj,
+            pool: self.pool.clone(),
+        }
     }
 }
 
@@ -296,6 +325,7 @@ pub struct BackwardCtx<'a> {
     out: MatRef<'a, f64>,
     grad: MatRef<'a, f64>,
     par: Par,
+    pool: &'a SharedPool,
 }
 
 impl<'a> BackwardCtx<'a> {
@@ -330,6 +360,23 @@ impl<'a> BackwardCtx<'a> {
             Par::Seq
         }
     }
+    /// A scratch or result matrix with **unspecified** contents from the tape's buffer
+    /// pool (see [`Tape::alloc`]); every entry must be overwritten.
+    pub fn alloc(&self, rows: usize, cols: usize) -> Mat<f64> {
+        self.pool.alloc(rows, cols)
+    }
+    /// A matrix of zeros from the tape's buffer pool.
+    pub fn alloc_zeros(&self, rows: usize, cols: usize) -> Mat<f64> {
+        self.pool.alloc_zeros(rows, cols)
+    }
+    /// A copy of `src` in a buffer from the tape's buffer pool.
+    pub fn alloc_copy(&self, src: MatRef<'_, f64>) -> Mat<f64> {
+        self.pool.alloc_copy(src)
+    }
+    /// Gives a scratch matrix back to the tape's buffer pool.
+    pub fn recycle(&self, m: Mat<f64>) {
+        self.pool.recycle(m)
+    }
 }
 
 /// Where a backward rule adds its inputs' adjoints.
@@ -337,6 +384,7 @@ pub struct GradSink<'a> {
     nodes: &'a [Node],
     parents: &'a [Var],
     adj: &'a mut [Option<Mat<f64>>],
+    pool: &'a SharedPool,
 }
 
 impl GradSink<'_> {
@@ -351,9 +399,24 @@ impl GradSink<'_> {
         let slot = &mut self.adj[p];
         if slot.is_none() {
             let v = &self.nodes[p].value;
-            *slot = Some(Mat::zeros(v.nrows(), v.ncols()));
+            *slot = Some(self.pool.alloc_zeros(v.nrows(), v.ncols()));
         }
         slot.as_mut().expect("initialised above").as_mut()
+    }
+
+    /// Adjoint of input `i` for a rule that writes **every** entry: `(buffer, fresh)`. When
+    /// `fresh` is true this is the first contribution and the buffer's contents are
+    /// unspecified (assign, e.g. with `Accum::Replace`); otherwise add into it. Saves the
+    /// zero fill of [`GradSink::acc`] for large adjoints.
+    pub fn acc_or_new(&mut self, i: usize) -> (MatMut<'_, f64>, bool) {
+        let p = self.parents[i].index();
+        let slot = &mut self.adj[p];
+        let fresh = slot.is_none();
+        if fresh {
+            let v = &self.nodes[p].value;
+            *slot = Some(self.pool.alloc(v.nrows(), v.ncols()));
+        }
+        (slot.as_mut().expect("initialised above").as_mut(), fresh)
     }
 
     /// Adds `g` to the adjoint of input `i` (skipped when the input wants no gradient).
@@ -365,7 +428,7 @@ impl GradSink<'_> {
         let p = self.parents[i].index();
         let slot = &mut self.adj[p];
         match slot {
-            None => *slot = Some(g.to_owned()),
+            None => *slot = Some(self.pool.alloc_copy(g)),
             Some(a) => {
                 assert_eq!(
                     (a.nrows(), a.ncols()),
@@ -395,14 +458,23 @@ impl GradSink<'_> {
                     "adjoint shape mismatch"
                 );
                 *a += &g;
+                self.pool.recycle(g);
             }
         }
     }
 }
 
-/// Adjoints produced by [`Tape::backward`].
+/// Adjoints produced by [`Tape::backward`]. Dropping it gives the adjoint buffers back to
+/// the tape's buffer pool ([`pool`]).
 pub struct Gradients {
     adj: Vec<Option<Mat<f64>>>,
+    pool: SharedPool,
+}
+
+impl Drop for Gradients {
+    fn drop(&mut self) {
+        self.pool.recycle_all(self.adj.drain(..).flatten());
+    }
 }
 
 impl Gradients {

@@ -49,6 +49,7 @@ impl Backward for MatMulOp {
         let (oa, ob) = (view(a, self.ta), view(b, self.tb));
         if sink.wants(0) {
             // C = op(A) op(B):  d op(A) = G op(B)ᵀ; if op(A) = Aᵀ then dA = op(B) Gᵀ.
+            let par = super::par_for_output(par, a.nrows(), a.ncols());
             if self.ta {
                 matmul(sink.acc(0), Accum::Add, ob, g.transpose(), 1.0, par);
             } else {
@@ -56,6 +57,7 @@ impl Backward for MatMulOp {
             }
         }
         if sink.wants(1) {
+            let par = super::par_for_output(par, b.nrows(), b.ncols());
             if self.tb {
                 matmul(sink.acc(1), Accum::Add, g.transpose(), oa, 1.0, par);
             } else {
@@ -79,12 +81,12 @@ impl Tape {
             vb.nrows(),
             vb.ncols()
         );
-        let mut c = Mat::zeros(va.nrows(), vb.ncols());
-        let par = self.par_for_size(
-            (va.nrows() * va.ncols())
-                .max(vb.nrows() * vb.ncols())
-                .max(va.nrows() * vb.ncols()),
-        );
+        let mut c = if va.ncols() == 0 {
+            self.alloc_zeros(va.nrows(), vb.ncols())
+        } else {
+            self.alloc(va.nrows(), vb.ncols())
+        };
+        let par = super::par_for_output(self.par, va.nrows(), vb.ncols());
         matmul(c.as_mut(), Accum::Replace, va, vb, 1.0, par);
         self.push(c, &[a, b], MatMulOp { ta, tb })
     }
@@ -169,7 +171,7 @@ impl Tape {
     #[track_caller]
     pub fn add(&mut self, a: Var, b: Var) -> Var {
         assert_eq!(self.shape(a), self.shape(b), "add: shapes differ");
-        let c = self.value(a) + self.value(b);
+        let c = self.map2(a, b, |x, y| x + y);
         self.push(c, &[a, b], AddOp)
     }
 
@@ -219,14 +221,23 @@ fn scalar_mat(x: f64) -> Mat<f64> {
     Mat::from_fn(1, 1, |_, _| x)
 }
 
-/// `f` applied entrywise.
-fn map1(a: MatRef<'_, f64>, f: impl Fn(f64) -> f64) -> Mat<f64> {
-    zip!(a).map(|unzip!(x)| f(*x))
-}
+impl Tape {
+    /// `f` applied entrywise to the value of `a`, in a pooled buffer.
+    fn map1(&self, a: Var, f: impl Fn(f64) -> f64) -> Mat<f64> {
+        let va = self.value(a);
+        let mut out = self.alloc(va.nrows(), va.ncols());
+        zip!(out.as_mut(), va).for_each(|unzip!(o, x)| *o = f(*x));
+        out
+    }
 
-/// `f` applied to corresponding entries of two equally shaped matrices.
-fn map2(a: MatRef<'_, f64>, b: MatRef<'_, f64>, f: impl Fn(f64, f64) -> f64) -> Mat<f64> {
-    zip!(a, b).map(|unzip!(x, y)| f(*x, *y))
+    /// `f` applied to corresponding entries of the values of `a` and `b` (equal shapes),
+    /// in a pooled buffer.
+    fn map2(&self, a: Var, b: Var, f: impl Fn(f64, f64) -> f64) -> Mat<f64> {
+        let (va, vb) = (self.value(a), self.value(b));
+        let mut out = self.alloc(va.nrows(), va.ncols());
+        zip!(out.as_mut(), va, vb).for_each(|unzip!(o, x, y)| *o = f(*x, *y));
+        out
+    }
 }
 
 /// Sum of `g ⊙ a` in column-major order.
@@ -301,7 +312,7 @@ impl Tape {
         f: impl Fn(f64) -> f64,
         d: impl Fn(f64, f64) -> f64 + Send + Sync + 'static,
     ) -> Var {
-        let y = map1(self.value(a), f);
+        let y = self.map1(a, f);
         self.push(y, &[a], ElementwiseOp { name, d })
     }
 
@@ -457,7 +468,7 @@ impl Tape {
     #[track_caller]
     pub fn sub(&mut self, a: Var, b: Var) -> Var {
         self.assert_same_shape(a, b, "sub");
-        let c = map2(self.value(a), self.value(b), |x, y| x - y);
+        let c = self.map2(a, b, |x, y| x - y);
         self.push(c, &[a, b], SubOp)
     }
 
@@ -465,7 +476,7 @@ impl Tape {
     #[track_caller]
     pub fn mul(&mut self, a: Var, b: Var) -> Var {
         self.assert_same_shape(a, b, "mul");
-        let c = map2(self.value(a), self.value(b), |x, y| x * y);
+        let c = self.map2(a, b, |x, y| x * y);
         self.push(c, &[a, b], MulOp)
     }
 
@@ -474,7 +485,7 @@ impl Tape {
     #[track_caller]
     pub fn div(&mut self, a: Var, b: Var) -> Var {
         self.assert_same_shape(a, b, "div");
-        let c = map2(self.value(a), self.value(b), |x, y| x / y);
+        let c = self.map2(a, b, |x, y| x / y);
         self.push(c, &[a, b], DivOp)
     }
 
@@ -483,7 +494,7 @@ impl Tape {
     pub fn scale_by(&mut self, a: Var, s: Var) -> Var {
         self.assert_scalar_var(s, "scale_by");
         let sv = self.scalar(s);
-        let c = map1(self.value(a), |x| sv * x);
+        let c = self.map1(a, |x| sv * x);
         self.push(c, &[a, s], ScaleByOp)
     }
 
@@ -492,7 +503,7 @@ impl Tape {
     pub fn add_scalar_var(&mut self, a: Var, s: Var) -> Var {
         self.assert_scalar_var(s, "add_scalar_var");
         let sv = self.scalar(s);
-        let c = map1(self.value(a), |x| x + sv);
+        let c = self.map1(a, |x| x + sv);
         self.push(c, &[a, s], AddScalarVarOp)
     }
 }
@@ -665,7 +676,10 @@ impl Tape {
             vr.nrows(),
             vr.ncols()
         );
-        let out = Mat::from_fn(n, vr.ncols(), |_, j| vr[(0, j)]);
+        let mut out = self.alloc(n, vr.ncols());
+        for j in 0..vr.ncols() {
+            out.col_mut(j).fill(vr[(0, j)]);
+        }
         self.push(
             out,
             &[r],
@@ -687,7 +701,10 @@ impl Tape {
             vc.nrows(),
             vc.ncols()
         );
-        let out = Mat::from_fn(vc.nrows(), m, |i, _| vc[(i, 0)]);
+        let mut out = self.alloc(vc.nrows(), m);
+        for j in 0..m {
+            out.col_mut(j).copy_from(vc.col(0));
+        }
         self.push(
             out,
             &[c],
@@ -715,7 +732,7 @@ impl Tape {
             expected.0,
             expected.1
         );
-        let mut out = Mat::zeros(va.nrows(), va.ncols());
+        let mut out = self.alloc(va.nrows(), va.ncols());
         for j in 0..va.ncols() {
             for i in 0..va.nrows() {
                 let b = axis.pick(vv, i, j);
@@ -878,7 +895,7 @@ impl Backward for LowerCholeskyFactorOp {
 impl Tape {
     /// `Aᵀ`.
     pub fn transpose(&mut self, a: Var) -> Var {
-        let t = self.value(a).transpose().to_owned();
+        let t = self.alloc_copy(self.value(a).transpose());
         self.push(t, &[a], TransposeOp)
     }
 
@@ -886,7 +903,7 @@ impl Tape {
     #[track_caller]
     pub fn add_diag(&mut self, a: Var, c: f64) -> Var {
         let n = self.assert_square(a, "add_diag");
-        let mut out = self.value(a).to_owned();
+        let mut out = self.alloc_copy(self.value(a));
         for i in 0..n {
             out[(i, i)] += c;
         }
@@ -899,7 +916,7 @@ impl Tape {
         let n = self.assert_square(a, "add_diag_var");
         self.assert_scalar_var(s, "add_diag_var");
         let sv = self.scalar(s);
-        let mut out = self.value(a).to_owned();
+        let mut out = self.alloc_copy(self.value(a));
         for i in 0..n {
             out[(i, i)] += sv;
         }
@@ -952,11 +969,16 @@ impl Tape {
     pub fn lower_cholesky_factor(&mut self, a: Var, floor: f64) -> Var {
         let n = self.assert_square(a, "lower_cholesky_factor");
         let va = self.value(a);
-        let out = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
-            std::cmp::Ordering::Greater => va[(i, j)],
-            std::cmp::Ordering::Equal => softplus(va[(i, i)]) + floor,
-            std::cmp::Ordering::Less => 0.0,
-        });
+        let mut out = self.alloc(n, n);
+        for j in 0..n {
+            for i in 0..n {
+                out[(i, j)] = match i.cmp(&j) {
+                    std::cmp::Ordering::Greater => va[(i, j)],
+                    std::cmp::Ordering::Equal => softplus(va[(i, i)]) + floor,
+                    std::cmp::Ordering::Less => 0.0,
+                };
+            }
+        }
         self.push(out, &[a], LowerCholeskyFactorOp)
     }
 }
@@ -1055,6 +1077,30 @@ impl Backward for LogSumExpRowsOp {
 
 struct SumSquaresOp;
 
+/// Backward of [`Tape::col_sq_norms`]: `Āᵢⱼ += 2 ḡⱼ Aᵢⱼ`.
+struct ColSqNormsOp;
+
+impl Backward for ColSqNormsOp {
+    fn name(&self) -> &'static str {
+        "col_sq_norms"
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        if sink.wants(0) {
+            let (a, g) = (ctx.input(0), ctx.grad());
+            let (mut acc, fresh) = sink.acc_or_new(0);
+            for j in 0..a.ncols() {
+                let g2 = 2.0 * g[(j, 0)];
+                let dst = acc.as_mut().col_mut(j);
+                if fresh {
+                    zip!(dst, a.col(j)).for_each(|unzip!(acc, a)| *acc = g2 * *a);
+                } else {
+                    zip!(dst, a.col(j)).for_each(|unzip!(acc, a)| *acc += g2 * *a);
+                }
+            }
+        }
+    }
+}
+
 impl Backward for SumSquaresOp {
     fn name(&self) -> &'static str {
         "sum_squares"
@@ -1075,7 +1121,7 @@ impl Tape {
     pub fn softmax(&mut self, a: Var) -> Var {
         let va = self.value(a);
         let (mx, s) = max_and_shifted_sum(va);
-        let out = map1(va, |x| (x - mx).exp() / s);
+        let out = self.map1(a, |x| (x - mx).exp() / s);
         self.push(out, &[a], SoftmaxOp)
     }
 
@@ -1085,7 +1131,7 @@ impl Tape {
         let va = self.value(a);
         let (mx, s) = max_and_shifted_sum(va);
         let ls = s.ln();
-        let out = map1(va, |x| (x - mx) - ls);
+        let out = self.map1(a, |x| (x - mx) - ls);
         self.push(out, &[a], LogSoftmaxOp)
     }
 
@@ -1114,6 +1160,22 @@ impl Tape {
             if m.is_finite() { m + sum[i].ln() } else { m }
         });
         self.push(out, &[a], LogSumExpRowsOp { max, sum })
+    }
+
+    /// Squared Euclidean norms of the columns of `A` as a column, `outⱼ = Σᵢ Aᵢⱼ²`
+    /// (n×m → m×1): the fused `transpose(col_sums(square(A)))` without the n×m
+    /// intermediate and its adjoint. Used for `diag(AᵀA)` and `diag(AᵀL_S L_SᵀA)` in the
+    /// sparse-GP marginal variances (DSVI eq. 8). Backward `Āᵢⱼ = 2 ḡⱼ Aᵢⱼ`.
+    pub fn col_sq_norms(&mut self, a: Var) -> Var {
+        let va = self.value(a);
+        let mut out = self.alloc(va.ncols(), 1);
+        for j in 0..va.ncols() {
+            out[(j, 0)] = match va.col(j).try_as_col_major() {
+                Some(c) => crate::lanes::sum_squares(c.as_slice()),
+                None => va.col(j).iter().map(|x| x * x).sum(),
+            };
+        }
+        self.push(out, &[a], ColSqNormsOp)
     }
 
     /// `Σᵢⱼ Aᵢⱼ²` (squared Frobenius norm, 1×1); `Ā = 2ḡA`.
@@ -1242,7 +1304,13 @@ impl Tape {
         if let Some(&bad) = idx.iter().find(|&&i| i >= n) {
             panic!("gather_rows: index {bad} out of range for {n} rows");
         }
-        let out = Mat::from_fn(idx.len(), va.ncols(), |r, j| va[(idx[r], j)]);
+        let mut out = self.alloc(idx.len(), va.ncols());
+        for j in 0..va.ncols() {
+            let (src, dst) = (va.col(j), out.col_mut(j));
+            for (o, &r) in dst.iter_mut().zip(idx) {
+                *o = src[r];
+            }
+        }
         self.push(out, &[a], GatherRowsOp { idx: idx.to_vec() })
     }
 
@@ -1263,8 +1331,8 @@ impl Tape {
             total += len;
         }
         let mut out = match axis {
-            Axis::Row => Mat::zeros(total, c0),
-            Axis::Col => Mat::zeros(r0, total),
+            Axis::Row => self.alloc(total, c0),
+            Axis::Col => self.alloc(r0, total),
         };
         for (&p, &off) in parts.iter().zip(&offsets) {
             let v = self.value(p);
@@ -1298,7 +1366,7 @@ impl Tape {
             start + len,
             va.nrows()
         );
-        let out = va.subrows(start, len).to_owned();
+        let out = self.alloc_copy(va.subrows(start, len));
         self.push(
             out,
             &[a],
@@ -1319,7 +1387,7 @@ impl Tape {
             start + len,
             va.ncols()
         );
-        let out = va.subcols(start, len).to_owned();
+        let out = self.alloc_copy(va.subcols(start, len));
         self.push(
             out,
             &[a],
