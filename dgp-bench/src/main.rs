@@ -52,7 +52,13 @@ fn main() -> ExitCode {
             };
         }
     };
-    match execute(cli) {
+    // Run inside rayon's pool, so that the library's parallel regions start on one of its
+    // workers instead of handing work over from an outside thread at every region.
+    let outcome = match rayon::ThreadPoolBuilder::new().build() {
+        Ok(pool) => pool.install(|| execute(cli)),
+        Err(_) => execute(cli),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", e.one_line());

@@ -710,13 +710,14 @@ impl Objective for Dspp {
         let (value, grad) = if chunks <= 1 {
             run(tape, 0, b, true)?
         } else {
-            let parts: Vec<Result<(f64, Vec<f64>)>> = (0..chunks)
-                .into_par_iter()
-                .map(|c| {
+            let parts: Vec<Result<(f64, Vec<f64>)>> = tape
+                .sub_tapes(chunks)
+                .par_iter_mut()
+                .enumerate()
+                .map(|(c, t)| {
                     let start = c * b / chunks;
                     let end = (c + 1) * b / chunks;
-                    let mut t = Tape::new();
-                    run(&mut t, start, end - start, c == 0)
+                    run(t, start, end - start, c == 0)
                 })
                 .collect();
             let mut value = 0.0;

@@ -98,6 +98,9 @@ pub struct Tape {
     nodes: Vec<Node>,
     par: Par,
     pool: SharedPool,
+    /// Reusable tapes for objectives that record independent parts of a step in parallel
+    /// ([`Tape::sub_tapes`]); kept across steps so their buffer pools are too.
+    subs: Vec<Tape>,
 }
 
 impl Default for Tape {
@@ -129,7 +132,20 @@ impl Tape {
             nodes: Vec::with_capacity(64),
             par,
             pool: SharedPool::default(),
+            subs: Vec::new(),
         }
+    }
+
+    /// `n` further tapes owned by this one, for an objective that records independent
+    /// parts of one step (e.g. chunks of a minibatch) on separate tapes in parallel. They
+    /// persist across calls, so their buffer pools make later steps allocation-free like
+    /// this tape's own; each runs its products single-threaded (`Par::Seq`), the
+    /// parallelism being across the sub-tapes. The caller clears them before recording.
+    pub fn sub_tapes(&mut self, n: usize) -> &mut [Tape] {
+        if self.subs.len() < n {
+            self.subs.resize_with(n, Tape::new);
+        }
+        &mut self.subs[..n]
     }
 
     /// The parallelism configured for large matrix products. Operations should call
