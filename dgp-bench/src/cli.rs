@@ -90,7 +90,7 @@ pub struct RunArgs {
     /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs].
+    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000].
     #[arg(long)]
     pub steps: Option<usize>,
     /// Predictive mixture components (svi: Monte Carlo samples of eq. 18; dspp: quadrature
@@ -221,8 +221,10 @@ fn cmd_backends() {
         println!(
             "    run defaults: M = {}, {}, Adam lr {}, batch min(N, {}), {} training sample(s), {} predictive samples",
             d.num_inducing,
-            d.epochs
-                .map_or(format!("{} steps", d.steps), |e| format!("{e} epochs")),
+            d.epochs.map_or(format!("{} steps", d.steps), |e| format!(
+                "{e} epochs (at least {} steps)",
+                d.steps
+            )),
             d.learning_rate,
             d.batch_cap,
             d.train_samples,
