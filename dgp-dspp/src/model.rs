@@ -11,7 +11,6 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::likelihoods::scalar::probit_prob;
 use dgp_traits::mean::{MeanFunction, MeanParams};
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
@@ -906,18 +905,7 @@ impl Model for Dspp {
                         }
                     }
                 }
-                let mut probs = Mat::zeros(n, 2);
-                for i in 0..n {
-                    let mut p1 = 0.0;
-                    for s in 0..reps {
-                        p1 +=
-                            weights[s] * probit_prob(means[0][(i, s)], vars[0][(i, s)], pl.squash);
-                    }
-                    let p1 = p1.clamp(0.0, 1.0);
-                    probs[(i, 0)] = 1.0 - p1;
-                    probs[(i, 1)] = p1;
-                }
-                Predictive::new(weights, means, vars)?.with_class_probs(probs)
+                Predictive::new(weights, means, vars)?.with_probit_class_probs(pl.squash)
             }
         }
     }

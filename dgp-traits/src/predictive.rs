@@ -203,6 +203,36 @@ impl Predictive {
         Self::new(vec![1.0], means, vars)
     }
 
+    /// Attaches the binary class probabilities of a mixture of Bernoulli-probit
+    /// predictives: `P(y = 1 | x_i) = Σ_s w_s · p_probit(μ_is, v_is)` with
+    /// [`crate::likelihoods::scalar::probit_prob`] and link squashing `squash` (the means
+    /// and variances are those of the latent function, first output), clamped to [0, 1]
+    /// against rounding. The one home of this rule for every backend.
+    ///
+    /// # Errors
+    /// As [`Predictive::with_class_probs`].
+    pub fn with_probit_class_probs(self, squash: f64) -> Result<Self> {
+        let n = self.n_points();
+        let (means, vars) = (&self.means()[0], &self.variances()[0]);
+        let w = self.weights();
+        let probs = Mat::from_fn(n, 2, |i, c| {
+            let p1: f64 = w
+                .iter()
+                .enumerate()
+                .map(|(s, ws)| {
+                    ws * crate::likelihoods::scalar::probit_prob(
+                        means[(i, s)],
+                        vars[(i, s)],
+                        squash,
+                    )
+                })
+                .sum();
+            let p1 = p1.clamp(0.0, 1.0);
+            if c == 1 { p1 } else { 1.0 - p1 }
+        });
+        self.with_class_probs(probs)
+    }
+
     /// Attaches class probabilities (N×C, C ≥ 2) for classification.
     ///
     /// # Errors
