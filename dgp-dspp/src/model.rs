@@ -126,10 +126,12 @@ fn identity(n: usize) -> Mat<f64> {
 
 impl Dspp {
     /// Builds a model for training data `data` (inputs N×D, targets N×P, model units),
-    /// initialised as the GPyTorch reference (`shared/specs/dspp.md` §6): first-layer Z by
-    /// k-means (plus 0.01·N(0, 1) per independent GP), later Z per
-    /// [`DsppConfig::later_z_init`], learned linear means (hidden) and constant means (last),
-    /// q(v) = N(N(0, 1e-6) draws, I), sites and weights per [`DsppConfig::init`].
+    /// initialised as `shared/specs/dspp.md` §6 describes: first-layer Z by k-means (plus
+    /// 0.01·N(0, 1) per independent GP), later Z per [`DsppConfig::later_z_init`], learned
+    /// linear means (hidden, started per [`DsppConfig::hidden_mean_init`]) and constant
+    /// means (last), q(v) = N(N(0, 1e-6) draws, I), sites and weights per
+    /// [`DsppConfig::init`]. [`DsppConfig::gpytorch_reference`] gives the GPyTorch
+    /// example's start exactly.
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration or labels the likelihood rejects,
