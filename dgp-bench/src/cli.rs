@@ -67,13 +67,9 @@ pub enum Command {
 /// 1 training sample, 100 predictive samples).
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Data: a UCI folder (published splits), a CSV file with a header (random 90/10
-    /// splits), builtin:concrete or builtin:step.
-    #[arg(long)]
-    pub data: String,
-    /// Target column of a CSV file (default: the last column).
-    #[arg(long)]
-    pub target: Option<String>,
+    /// Where the data come from.
+    #[command(flatten)]
+    pub source: DataFlags,
     /// Backend name, or several separated by commas (`svi,dspp`); see `dgp-bench backends`.
     #[arg(long, default_value = "svi")]
     pub backend: String,
@@ -81,15 +77,6 @@ pub struct RunArgs {
     /// backend is run with every layer count, one table.
     #[arg(long, default_value = "2")]
     pub layers: String,
-    /// Inducing points per layer [default: backend's].
-    #[arg(long)]
-    pub inducing: Option<usize>,
-    /// Hidden-layer width [default: backend's; svi: min(30, D)].
-    #[arg(long)]
-    pub hidden: Option<usize>,
-    /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
-    #[arg(long)]
-    pub batch: Option<usize>,
     /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000].
     #[arg(long)]
     pub steps: Option<usize>,
@@ -100,9 +87,6 @@ pub struct RunArgs {
     /// Samples in the training objective (svi: Monte Carlo samples per point) [default: 1].
     #[arg(long)]
     pub train_samples: Option<usize>,
-    /// Adam learning rate [default: backend's; svi: 0.01].
-    #[arg(long, allow_negative_numbers = true)]
-    pub lr: Option<f64>,
     /// Splits: `all`, or indices and ranges such as `0,1,2` or `0-4`.
     #[arg(long, default_value = "all")]
     pub splits: String,
@@ -138,12 +122,9 @@ pub struct TableArgs {
 /// Arguments of `dgp-bench time`.
 #[derive(Debug, Args)]
 pub struct TimeArgs {
-    /// Data: a UCI folder, a CSV file, builtin:concrete or builtin:step.
-    #[arg(long)]
-    pub data: String,
-    /// Target column of a CSV file (default: the last column).
-    #[arg(long)]
-    pub target: Option<String>,
+    /// Where the data come from.
+    #[command(flatten)]
+    pub source: DataFlags,
     /// Backend name.
     #[arg(long, default_value = "svi")]
     pub backend: String,
@@ -153,15 +134,6 @@ pub struct TimeArgs {
     /// Number of GP layers.
     #[arg(long, default_value_t = 2)]
     pub layers: usize,
-    /// Inducing points per layer [default: backend's].
-    #[arg(long)]
-    pub inducing: Option<usize>,
-    /// Hidden-layer width [default: backend's].
-    #[arg(long)]
-    pub hidden: Option<usize>,
-    /// Minibatch size, capped at N_train [default: backend's cap].
-    #[arg(long)]
-    pub batch: Option<usize>,
     /// TRAINING samples of the timed objective (svi: Monte Carlo samples per point; dspp:
     /// quadrature sites) [default: svi 1, dspp 8].
     #[arg(long)]
@@ -178,9 +150,6 @@ pub struct TimeArgs {
     /// Timed predictions of the test split.
     #[arg(long, default_value_t = 3)]
     pub predict_reps: usize,
-    /// Adam learning rate [default: backend's].
-    #[arg(long, allow_negative_numbers = true)]
-    pub lr: Option<f64>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -288,9 +257,39 @@ fn nonzero(name: &str, v: usize) -> Result<usize> {
     }
 }
 
-/// Model-specific flags shared by `run` and `time`.
+/// The data flags shared by `run` and `time`.
+#[derive(Debug, Clone, Args)]
+pub struct DataFlags {
+    /// Data: a UCI folder (published splits), a CSV file with a header (random 90/10
+    /// splits), builtin:concrete or builtin:step.
+    #[arg(long)]
+    pub data: String,
+    /// Target column of a CSV file (default: the last column).
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+impl DataFlags {
+    fn load(&self, seed: u64) -> Result<BenchData> {
+        BenchData::load(&self.data, self.target.as_deref(), seed)
+    }
+}
+
+/// Model and optimiser flags shared by `run` and `time`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelFlags {
+    /// Inducing points per layer [default: backend's; svi: 100].
+    #[arg(long)]
+    pub inducing: Option<usize>,
+    /// Hidden-layer width [default: backend's; svi: min(30, D)].
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Adam learning rate [default: backend's; svi: 0.01].
+    #[arg(long, allow_negative_numbers = true)]
+    pub lr: Option<f64>,
     /// Quadrature rule of dspp: qr1, qr2 or qr3 [default: qr3]; other backends ignore it.
     #[arg(long)]
     pub rule: Option<String>,
@@ -300,11 +299,28 @@ pub struct ModelFlags {
     pub beta: Option<f64>,
 }
 
+impl ModelFlags {
+    /// `--lr`, or the backend's default; a finite positive number.
+    fn learning_rate(&self, b: &BackendEntry) -> Result<f64> {
+        let lr = self.lr.unwrap_or(b.defaults.learning_rate);
+        if lr > 0.0 && lr.is_finite() {
+            Ok(lr)
+        } else {
+            Err(BenchError::Usage(format!(
+                "--lr must be a finite number > 0, got {lr}"
+            )))
+        }
+    }
+
+    /// `--batch`, or the backend's cap; at least 1.
+    fn batch_size(&self, b: &BackendEntry) -> Result<usize> {
+        nonzero("--batch", self.batch.unwrap_or(b.defaults.batch_cap))
+    }
+}
+
 /// What the command line says about one model.
 struct ArchArgs<'a> {
     layers: usize,
-    inducing: Option<usize>,
-    hidden: Option<usize>,
     /// Training samples (svi: Monte Carlo samples of the ELBO).
     train_samples: usize,
     /// Predictive mixture components.
@@ -332,8 +348,11 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     };
     Ok(ArchSpec {
         layers: nonzero("--layers", a.layers)?,
-        num_inducing: nonzero("--inducing", a.inducing.unwrap_or(b.defaults.num_inducing))?,
-        hidden_width: a.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
+        num_inducing: nonzero(
+            "--inducing",
+            a.flags.inducing.unwrap_or(b.defaults.num_inducing),
+        )?,
+        hidden_width: a.flags.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
         train_samples: nonzero("--samples", train_samples)?,
         predict_samples: nonzero("--samples", predict_samples)?,
         seed: a.seed,
@@ -416,7 +435,7 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
 fn cmd_run(a: &RunArgs) -> Result<()> {
     let backends_wanted = parse_backends(&a.backend)?;
     let layer_list = parse_layers(&a.layers)?;
-    let data = BenchData::load(&a.data, a.target.as_deref(), a.seed)?;
+    let data = a.source.load(a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     // The published splits of a data set all have the same size.
     let n_train = match splits.first() {
@@ -427,19 +446,12 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
     let mut specs = Vec::new();
     for &b in &backends_wanted {
         let d = b.defaults;
-        let lr = a.lr.unwrap_or(d.learning_rate);
-        if !(lr > 0.0 && lr.is_finite()) {
-            return Err(BenchError::Usage(format!(
-                "--lr must be a finite number > 0, got {lr}"
-            )));
-        }
+        let lr = a.model.learning_rate(b)?;
         for &layers in &layer_list {
             let arch = arch_from(
                 b,
                 &ArchArgs {
                     layers,
-                    inducing: a.inducing,
-                    hidden: a.hidden,
                     train_samples: a.train_samples.unwrap_or(d.train_samples),
                     predict_samples: a.samples.unwrap_or(d.predict_samples),
                     samples: a.samples,
@@ -448,7 +460,7 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
                     seed: a.seed,
                 },
             )?;
-            let batch_size = nonzero("--batch", a.batch.unwrap_or(d.batch_cap))?;
+            let batch_size = a.model.batch_size(b)?;
             let spec = ExperimentSpec {
                 data: &data,
                 backend: b,
@@ -587,7 +599,7 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
             .iter()
             .map(|spec| RunSettings {
                 kind: "run",
-                data: &a.data,
+                data: &a.source.data,
                 split_protocol: data.split_protocol(),
                 backend: spec.backend.name,
                 arch: &spec.arch,
@@ -660,7 +672,7 @@ fn cmd_table(a: &TableArgs) -> Result<()> {
 fn cmd_time(a: &TimeArgs) -> Result<()> {
     let b = find_backend(&a.backend)?;
     let d = b.defaults;
-    let data = BenchData::load(&a.data, a.target.as_deref(), a.seed)?;
+    let data = a.source.load(a.seed)?;
     if a.split >= data.n_splits() {
         return Err(BenchError::Usage(format!(
             "--split {} does not exist ({} has {} splits)",
@@ -669,12 +681,7 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
             data.n_splits()
         )));
     }
-    let lr = a.lr.unwrap_or(d.learning_rate);
-    if !(lr > 0.0 && lr.is_finite()) {
-        return Err(BenchError::Usage(format!(
-            "--lr must be a finite number > 0, got {lr}"
-        )));
-    }
+    let lr = a.model.learning_rate(b)?;
     let spec = TimingSpec {
         data: &data,
         split: a.split,
@@ -683,8 +690,6 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
             b,
             &ArchArgs {
                 layers: a.layers,
-                inducing: a.inducing,
-                hidden: a.hidden,
                 train_samples: a.samples.unwrap_or(d.train_samples),
                 predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
                 samples: a.samples,
@@ -693,7 +698,7 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
                 seed: a.seed,
             },
         )?,
-        batch_size: nonzero("--batch", a.batch.unwrap_or(d.batch_cap))?,
+        batch_size: a.model.batch_size(b)?,
         warmup: a.warmup,
         steps: nonzero("--steps", a.steps)?,
         predict_reps: nonzero("--predict-reps", a.predict_reps)?,

@@ -134,16 +134,13 @@ impl Dspp {
     /// example's start exactly.
     ///
     /// # Errors
-    /// [`Error::Config`] for an invalid configuration or labels the likelihood rejects,
-    /// [`Error::Empty`] for no data.
+    /// [`Error::Config`] for an invalid configuration or labels the likelihood rejects. (A
+    /// [`Dataset`] is never empty and holds only finite values.)
     pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         let x = data.x();
-        let (n, d_in) = (x.nrows(), x.ncols());
-        let p = data.output_dim();
-        if n == 0 {
-            return Err(Error::Empty("dspp: no training data".into()));
-        }
+        // A Dataset is never empty and has only finite entries (Dataset::new checks).
+        let (d_in, p) = (data.input_dim(), data.output_dim());
         config.likelihood.check_targets(data.y())?;
         if !config.likelihood.has_noise_variance() && config.lmc_latent.is_some() {
             return Err(Error::Config(

@@ -17,32 +17,16 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::tape::{Tape, Var};
+use dgp_traits::testing::{
+    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
+    toy_regression,
+};
 use dgp_traits::transforms::softplus;
 use faer::{Mat, MatRef};
 use proptest::prelude::*;
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
-    let mut rng = seeded(seed);
-    let x = standard_normal(&mut rng, n, d);
-    let noise = standard_normal(&mut rng, n, 1);
-    let y = Mat::from_fn(n, 1, |i, _| {
-        let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
-        s.sin() + 0.1 * noise[(i, 0)]
-    });
-    Dataset::new(x, y).unwrap()
-}
-
-/// Adds `scale`·N(0, 1) to every parameter block (so no path of the model is degenerate).
-fn perturb<M: Model>(model: &mut M, scale: f64, seed: u64) {
-    let mut rng = seeded(seed);
-    let flat = model.params().flat();
-    let noise = standard_normal(&mut rng, flat.len(), 1);
-    let new: Vec<f64> = flat
-        .iter()
-        .enumerate()
-        .map(|(i, v)| v + scale * noise[(i, 0)])
-        .collect();
-    model.params_mut().set_flat(&new).unwrap();
+    toy_regression(n, d, 1.0, seed)
 }
 
 fn objective<O: Objective>(model: &O, data: &Dataset, num_data: usize) -> f64 {
@@ -888,32 +872,25 @@ fn lmc_joint_density_and_marginals() {
 #[test]
 fn same_seed_same_result_with_one_and_two_threads() {
     let data = toy_data(1200, 3, 1);
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let cfg = DsppConfig {
-                num_inducing: 8,
-                sites: 3,
-                ..Default::default()
-            };
-            let mut m = Dspp::new(cfg, &data).unwrap();
-            let fit = FitConfig {
-                steps: 5,
-                batch_size: 1100,
-                ..Default::default()
-            };
-            m.fit(&data, &fit, &mut Silent).unwrap();
-            let p = m.predict(data.x(), &PredictConfig::default()).unwrap();
-            (m.params().flat(), p)
-        })
+    let cfg = DsppConfig {
+        num_inducing: 8,
+        sites: 3,
+        ..Default::default()
     };
-    let (a, pa) = run(1);
-    let (b, pb) = run(2);
-    assert_eq!(a, b);
-    assert_eq!(pa, pb);
+    let fit = FitConfig {
+        steps: 5,
+        batch_size: 1100,
+        ..Default::default()
+    };
+    assert_same_on_one_and_two_threads(|| {
+        fit_and_predict(
+            || Dspp::new(cfg.clone(), &data),
+            &data,
+            &fit,
+            &PredictConfig::default(),
+        )
+        .unwrap()
+    });
 }
 
 #[test]
@@ -926,12 +903,7 @@ fn checkpoint_round_trip_predicts_identically() {
         ..Default::default()
     };
     let m = model_with(cfg, &data, 0.1, 1);
-    let back = Dspp::from_json(&m.to_json().unwrap()).unwrap();
-    let cfg = PredictConfig::default();
-    assert_eq!(
-        m.predict(data.x(), &cfg).unwrap(),
-        back.predict(data.x(), &cfg).unwrap()
-    );
+    assert_checkpoint_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
 }
 
 #[test]

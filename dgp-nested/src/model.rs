@@ -83,17 +83,13 @@ impl NestedDgp {
     /// m = 0 and S = K_ℓ (the prior); noise variances from the config (0.01).
     ///
     /// # Errors
-    /// Invalid configuration, empty data, non-finite data, a Kuu that is not positive
-    /// definite after jitter.
+    /// Invalid configuration, a Kuu that is not positive definite after jitter. (A
+    /// [`Dataset`] is never empty and holds only finite values.)
     pub fn new(config: NestedConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         let x = data.x();
-        let (n, d_in) = (x.nrows(), x.ncols());
-        let p = data.output_dim();
-        if n == 0 {
-            return Err(Error::Empty("nested: no training data".into()));
-        }
-        dgp_traits::error::check_finite("nested training targets", data.y())?;
+        // A Dataset is never empty and has only finite entries (Dataset::new checks).
+        let (d_in, p) = (data.input_dim(), data.output_dim());
         let widths = config.widths(d_in, p);
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);

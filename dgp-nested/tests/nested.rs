@@ -14,27 +14,15 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
+use dgp_traits::testing::{
+    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
+    toy_regression,
+};
 use faer::linalg::solvers::{DenseSolveCore, Solve};
 use faer::{MatRef, Side};
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
-    let mut rng = seeded(seed);
-    let x = standard_normal(&mut rng, n, d);
-    let e = standard_normal(&mut rng, n, 1);
-    let y = Mat::from_fn(n, 1, |i, _| {
-        let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
-        (1.5 * s).sin() + 0.1 * e[(i, 0)]
-    });
-    Dataset::new(x, y).unwrap()
-}
-
-fn perturb(model: &mut NestedDgp, scale: f64, seed: u64) {
-    let mut flat = model.params().flat();
-    let noise = standard_normal(&mut seeded(seed), flat.len(), 1);
-    for (k, v) in flat.iter_mut().enumerate() {
-        *v += scale * noise[(k, 0)];
-    }
-    model.params_mut().set_flat(&flat).unwrap();
+    toy_regression(n, d, 1.5, seed)
 }
 
 fn objective<O: Objective>(model: &O, x: MatRef<'_, f64>, y: MatRef<'_, f64>, n: usize) -> f64 {
@@ -434,46 +422,24 @@ fn moment_identity_of_the_propagated_layer() {
 #[test]
 fn same_result_with_one_and_two_threads() {
     let data = toy_data(90, 2, 1);
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let cfg = NestedConfig {
-                layers: 2,
-                num_inducing: 10,
-                predict: PredictMode::Sampled,
-                ..Default::default()
-            };
-            let mut model = NestedDgp::new(cfg, &data).unwrap();
-            let fit = FitConfig {
-                steps: 10,
-                batch_size: 70,
-                ..Default::default()
-            };
-            model.fit(&data, &fit, &mut Silent).unwrap();
-            let pred = model
-                .predict(
-                    data.x(),
-                    &PredictConfig {
-                        samples: 4,
-                        seed: 3,
-                    },
-                )
-                .unwrap();
-            (
-                model.params().flat(),
-                pred.mean(),
-                pred.variances()[0].clone(),
-            )
-        })
+    let cfg = NestedConfig {
+        layers: 2,
+        num_inducing: 10,
+        predict: PredictMode::Sampled,
+        ..Default::default()
     };
-    let (p1, m1, v1) = run(1);
-    let (p2, m2, v2) = run(2);
-    assert_eq!(p1, p2, "parameters differ between 1 and 2 threads");
-    assert_eq!(m1, m2);
-    assert_eq!(v1, v2);
+    let fit = FitConfig {
+        steps: 10,
+        batch_size: 70,
+        ..Default::default()
+    };
+    let predict = PredictConfig {
+        samples: 4,
+        seed: 3,
+    };
+    assert_same_on_one_and_two_threads(|| {
+        fit_and_predict(|| NestedDgp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
+    });
 }
 
 #[test]
@@ -525,14 +491,12 @@ fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
     let mut model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
     perturb(&mut model, 0.1, 1);
-    let back = NestedDgp::from_json(&model.to_json().unwrap()).unwrap();
-    let cfg = PredictConfig::default();
-    let (a, b) = (
-        model.predict(data.x(), &cfg).unwrap(),
-        back.predict(data.x(), &cfg).unwrap(),
+    assert_checkpoint_round_trip(
+        &model,
+        NestedDgp::from_json,
+        data.x(),
+        &PredictConfig::default(),
     );
-    assert_eq!(a, b);
-    assert_eq!(model.params().flat(), back.params().flat());
     assert_eq!(model.backend(), "nested");
 }
 

@@ -62,11 +62,8 @@ impl DeepGp {
     pub fn new(config: SviConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         let x = data.x();
-        let (n, d_in) = (x.nrows(), x.ncols());
-        let p = data.output_dim();
-        if n == 0 {
-            return Err(Error::Empty("svi: no training data".into()));
-        }
+        // A Dataset is never empty and has only finite entries (Dataset::new checks).
+        let (d_in, p) = (data.input_dim(), data.output_dim());
         config.likelihood.check_targets(data.y())?;
         let widths = config.widths(d_in, p);
         let m = config.num_inducing;

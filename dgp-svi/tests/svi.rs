@@ -12,31 +12,17 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
+use dgp_traits::testing::{
+    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
+    toy_regression,
+};
 use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::{DenseSolveCore, Solve};
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
-    let mut rng = seeded(seed);
-    let x = standard_normal(&mut rng, n, d);
-    let e = standard_normal(&mut rng, n, 1);
-    let y = Mat::from_fn(n, 1, |i, _| {
-        let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
-        (1.5 * s).sin() + 0.1 * e[(i, 0)]
-    });
-    Dataset::new(x, y).unwrap()
-}
-
-/// Perturbs every trainable parameter so that tests do not sit at the special
-/// initial values (zero means, identity factors).
-fn perturb(model: &mut DeepGp, scale: f64, seed: u64) {
-    let mut flat = model.params().flat();
-    let noise = standard_normal(&mut seeded(seed), flat.len(), 1);
-    for (k, v) in flat.iter_mut().enumerate() {
-        *v += scale * noise[(k, 0)];
-    }
-    model.params_mut().set_flat(&flat).unwrap();
+    toy_regression(n, d, 1.5, seed)
 }
 
 fn elbo(model: &DeepGp, data: &Dataset, seed: u64) -> f64 {
@@ -330,46 +316,24 @@ fn grad_svi_objective_probit() {
 #[test]
 fn same_seed_same_result_with_one_and_two_threads() {
     let data = toy_data(120, 3, 1);
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let cfg = SviConfig {
-                layers: 2,
-                num_inducing: 12,
-                train_samples: 2,
-                ..Default::default()
-            };
-            let mut model = DeepGp::new(cfg, &data).unwrap();
-            let fit = FitConfig {
-                steps: 15,
-                batch_size: 50,
-                ..Default::default()
-            };
-            model.fit(&data, &fit, &mut Silent).unwrap();
-            let pred = model
-                .predict(
-                    data.x(),
-                    &PredictConfig {
-                        samples: 7,
-                        seed: 3,
-                    },
-                )
-                .unwrap();
-            (
-                model.params().flat(),
-                pred.mean(),
-                pred.variances()[0].clone(),
-            )
-        })
+    let cfg = SviConfig {
+        layers: 2,
+        num_inducing: 12,
+        train_samples: 2,
+        ..Default::default()
     };
-    let (p1, m1, v1) = run(1);
-    let (p2, m2, v2) = run(2);
-    assert_eq!(p1, p2, "parameters differ between 1 and 2 threads");
-    assert_eq!(m1, m2);
-    assert_eq!(v1, v2);
+    let fit = FitConfig {
+        steps: 15,
+        batch_size: 50,
+        ..Default::default()
+    };
+    let predict = PredictConfig {
+        samples: 7,
+        seed: 3,
+    };
+    assert_same_on_one_and_two_threads(|| {
+        fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
+    });
 }
 
 #[test]
@@ -439,18 +403,11 @@ fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
     let mut model = DeepGp::new(SviConfig::default(), &data).unwrap();
     perturb(&mut model, 0.1, 1);
-    let json = model.to_json().unwrap();
-    let back = DeepGp::from_json(&json).unwrap();
     let cfg = PredictConfig {
         samples: 5,
         seed: 9,
     };
-    let (a, b) = (
-        model.predict(data.x(), &cfg).unwrap(),
-        back.predict(data.x(), &cfg).unwrap(),
-    );
-    assert_eq!(a.mean(), b.mean());
-    assert_eq!(model.params().flat(), back.params().flat());
+    assert_checkpoint_round_trip(&model, DeepGp::from_json, data.x(), &cfg);
 }
 
 #[test]

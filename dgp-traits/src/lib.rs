@@ -70,6 +70,7 @@ pub mod rng;
 pub mod special;
 pub mod svgp_reference;
 pub mod tape;
+pub mod testing;
 pub mod train;
 pub mod transforms;
 
