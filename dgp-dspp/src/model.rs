@@ -612,8 +612,14 @@ impl Dspp {
     }
 
     /// Restores a model written by [`Model::to_json`].
+    ///
+    /// # Errors
+    /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
+    /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
-        serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))
+        let m: Dspp = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
+        m.config.validate()?;
+        Ok(m)
     }
 
     /// The Adam settings of the training loop for `steps` steps at base rate `lr`.

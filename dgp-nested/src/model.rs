@@ -854,7 +854,8 @@ impl NestedDgp {
     /// Restores a model written by [`Model::to_json`].
     ///
     /// # Errors
-    /// [`Error::Serde`] for malformed JSON.
+    /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
+    /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
         let m: NestedDgp = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
         m.config.validate()?;

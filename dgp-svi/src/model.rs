@@ -492,7 +492,13 @@ impl Model for DeepGp {
 
 impl DeepGp {
     /// Restores a model written by [`Model::to_json`].
+    ///
+    /// # Errors
+    /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
+    /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
-        serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))
+        let m: DeepGp = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
+        m.config.validate()?;
+        Ok(m)
     }
 }

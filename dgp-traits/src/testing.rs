@@ -91,21 +91,33 @@ pub fn fit_and_predict<M: Model>(
 }
 
 /// Writes `model` to JSON, reads it back with `restore` and asserts the copy has the same
-/// parameters, backend name and predictive at `x`.
+/// parameters, backend name and predictive at `x`; then sets the checkpoint's
+/// `"num_inducing"` to 0 and asserts `restore` rejects it with an error (an edited or
+/// corrupted checkpoint must not come back as a model that panics later).
 ///
 /// # Panics
-/// When anything differs or fails (that is the check).
+/// When anything differs or fails (that is the check), or the JSON has no
+/// `"num_inducing":` field.
 pub fn assert_checkpoint_round_trip<M: Model>(
     model: &M,
     restore: impl Fn(&str) -> Result<M>,
     x: MatRef<'_, f64>,
     cfg: &PredictConfig,
 ) {
-    let back = restore(&model.to_json().expect("to_json")).expect("restore from JSON");
+    let json = model.to_json().expect("to_json");
+    let back = restore(&json).expect("restore from JSON");
     assert_eq!(model.params().flat(), back.params().flat());
     assert_eq!(model.backend(), back.backend());
     assert_eq!(
         model.predict(x, cfg).expect("predict"),
         back.predict(x, cfg).expect("predict (restored)")
+    );
+    let key = "\"num_inducing\":";
+    let at = json.find(key).expect("a num_inducing field") + key.len();
+    let end = at + json[at..].find(|c: char| !c.is_ascii_digit()).unwrap_or(0);
+    let edited = format!("{}0{}", &json[..at], &json[end..]);
+    assert!(
+        restore(&edited).is_err(),
+        "a checkpoint with num_inducing = 0 was accepted"
     );
 }
