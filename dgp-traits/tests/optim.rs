@@ -281,6 +281,30 @@ fn lbfgs_reaches_the_rosenbrock_optimum() {
 }
 
 #[test]
+fn lbfgs_first_trial_step_has_at_most_unit_length() {
+    // f = 500 (x − 1)² from x0 = (0, 0): ‖∇f(x0)‖ = 1000. An unscaled first steepest-descent
+    // trial would land 1000 away; as in L-BFGS-B the first trial has length ≤ 1.
+    let mut seen: Vec<Vec<f64>> = Vec::new();
+    let r = lbfgs_minimise(
+        |x: &[f64]| {
+            seen.push(x.to_vec());
+            let f = 500.0 * ((x[0] - 1.0).powi(2) + (x[1] - 1.0).powi(2));
+            Ok((f, vec![1000.0 * (x[0] - 1.0), 1000.0 * (x[1] - 1.0)]))
+        },
+        &[0.0, 0.0],
+        &LbfgsConfig::default(),
+    )
+    .unwrap();
+    assert!(r.converged && (r.x[0] - 1.0).abs() < 1e-8, "{r:?}");
+    let first = seen.iter().find(|x| x[0] != 0.0 || x[1] != 0.0).unwrap();
+    let len = first[0].hypot(first[1]);
+    assert!(
+        len <= 1.0 + 1e-12,
+        "first trial point {first:?} at distance {len}"
+    );
+}
+
+#[test]
 fn lbfgs_minimises_an_ill_conditioned_quadratic() {
     let n = 10;
     // The optimum value is 0, so disable the absolute cost-change test (machine epsilon
@@ -313,19 +337,19 @@ fn lbfgs_maximise_flips_the_sign() {
 
 #[test]
 fn lbfgs_recovers_from_non_finite_trial_points() {
-    // Σ x_i² − ln x_i is NaN for x_i < 0; the first unit step from x = 5 (gradient 9.8)
-    // lands there. The minimum is at x_i = 1/√2.
+    // x² − ln(x − 4.5) is NaN for x < 4.5; the first trial step (unit length, gradient 8 at
+    // x = 5) lands at x = 4. The minimum is at x = (4.5 + √22.25) / 2.
     let f = |x: &[f64]| {
-        let v: f64 = x.iter().map(|&xi| xi * xi - xi.ln()).sum();
-        let g = x.iter().map(|&xi| 2.0 * xi - 1.0 / xi).collect();
-        Ok((v, g))
+        Ok((
+            x[0] * x[0] - (x[0] - 4.5).ln(),
+            vec![2.0 * x[0] - 1.0 / (x[0] - 4.5)],
+        ))
     };
-    let r = lbfgs_minimise(f, &[5.0, 3.0, 8.0], &LbfgsConfig::default()).unwrap();
+    let r = lbfgs_minimise(f, &[5.0], &LbfgsConfig::default()).unwrap();
     assert!(r.converged, "{r:?}");
     assert!(r.restarts >= 1, "{r:?}");
-    for xi in &r.x {
-        assert!((xi - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6, "{r:?}");
-    }
+    let opt = (4.5 + 22.25f64.sqrt()) / 2.0;
+    assert!((r.x[0] - opt).abs() < 1e-6, "{r:?}");
 }
 
 #[test]

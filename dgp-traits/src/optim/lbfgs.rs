@@ -1,7 +1,7 @@
 //! L-BFGS (Nocedal 1980; Liu & Nocedal 1989) with the Moré–Thuente line search, through
 //! `argmin` on `Vec<f64>` parameters.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use argmin::core::{
     CostFunction, Error as ArgminError, Executor, Gradient, State, TerminationReason,
@@ -109,8 +109,16 @@ struct Inner<F> {
 /// The objective as argmin sees it: one cached evaluation serves both `cost` and
 /// `gradient` at the same point; failures are recorded for the driver and turned into
 /// argmin errors, which end the current line search.
+///
+/// argmin sees the objective multiplied by `scale` = 1 / max(1, ‖∇f‖) at the start of each
+/// run. L-BFGS is invariant to that factor after its first iteration (the initial inverse
+/// Hessian γI, γ = sᵀy / yᵀy, absorbs it), but the first iteration is a steepest-descent
+/// step whose trial length is ‖∇f‖: on a bound summed over hundreds of points that is a
+/// jump of thousands in the raw parameters. Scaled, the first trial step has length at
+/// most 1, as in L-BFGS-B's first iteration (step 1/‖d‖).
 struct Objective<F> {
     inner: RefCell<Inner<F>>,
+    scale: Cell<f64>,
 }
 
 impl<F> Objective<F>
@@ -175,7 +183,8 @@ where
     type Param = Vec<f64>;
     type Output = f64;
     fn cost(&self, x: &Vec<f64>) -> std::result::Result<f64, ArgminError> {
-        self.eval(x).map(|e| e.f).map_err(|()| argmin_failure())
+        let c = self.scale.get();
+        self.eval(x).map(|e| c * e.f).map_err(|()| argmin_failure())
     }
 }
 
@@ -186,7 +195,10 @@ where
     type Param = Vec<f64>;
     type Gradient = Vec<f64>;
     fn gradient(&self, x: &Vec<f64>) -> std::result::Result<Vec<f64>, ArgminError> {
-        self.eval(x).map(|e| e.g).map_err(|()| argmin_failure())
+        let c = self.scale.get();
+        self.eval(x)
+            .map(|e| e.g.iter().map(|g| c * g).collect())
+            .map_err(|()| argmin_failure())
     }
 }
 
@@ -245,6 +257,7 @@ where
             evals: 0,
             failure: None,
         }),
+        scale: Cell::new(1.0),
     };
     let mut start = match obj.eval(x0) {
         Ok(e) => e,
@@ -268,9 +281,11 @@ where
             break (false, "maximum number of iterations reached".to_string());
         }
         let best_before = start.f;
+        let scale = 1.0 / norm(&start.g).max(1.0);
+        obj.scale.set(scale);
         let solver: Solver = LBFGS::new(MoreThuenteLineSearch::new(), cfg.memory)
-            .with_tolerance_grad(cfg.tol_grad)
-            .and_then(|s| s.with_tolerance_cost(cfg.tol_cost))
+            .with_tolerance_grad(scale * cfg.tol_grad)
+            .and_then(|s| s.with_tolerance_cost(scale * cfg.tol_cost))
             .map_err(|e| Error::Config(format!("L-BFGS: {e}")))?;
         // Only the point is passed: a preset cost would make argmin's cost-change test
         // fire at once (init copies it into `prev_cost`); the cached evaluation makes the
