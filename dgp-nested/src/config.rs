@@ -84,6 +84,12 @@ pub struct NestedConfig {
     /// is still 7 nats short after 300 and creeping after 3000). `false` is the paper's form.
     pub whiten: bool,
     /// Whether the hidden noise variances are trained (the likelihood variance always is).
+    ///
+    /// Measured (dgp-bench, boston splits 0–2, DGP2, 5000 Adam steps): holding σ₁² at its
+    /// initial 0.01 reached a *higher* bound (split 0: −374 against −403 with σ₁² trained
+    /// to 0.042) and a test NLL lower by 0.05–0.07 on every split. The default still trains
+    /// it, as the paper does; both remain below the one-layer model on these sets (see the
+    /// crate docs).
     pub train_hidden_noise: bool,
     /// The optimiser `fit` runs (default Adam; the paper used L-BFGS).
     pub optimiser: Optimiser,
