@@ -37,6 +37,10 @@ pub struct ArchSpec {
     pub seed: u64,
     /// Quadrature rule (dspp: `qr1`, `qr2`, `qr3`); `None` = the backend's default.
     pub rule: Option<String>,
+    /// Mean function of the hidden layers (nested: `zero`, the paper's, or `linear`,
+    /// `shared/specs/nested.md` §5); `None` = the backend's default.
+    #[serde(default)]
+    pub hidden_mean: Option<String>,
     /// Regularisation constant β of the KL term (dspp, ppgpr: β_reg of eq. 21); `None` =
     /// chosen on validation data when [`ArchSpec::tune`] is set, else the backend's default.
     pub beta: Option<f64>,
@@ -59,6 +63,7 @@ impl ArchSpec {
             predict_samples: d.predict_samples,
             seed: 0,
             rule: None,
+            hidden_mean: None,
             beta: None,
             tune: true,
         }
@@ -209,12 +214,24 @@ fn build_nested(
     _fit: &FitConfig,
     train: &Dataset,
 ) -> dgp_traits::Result<Box<dyn Model>> {
+    let d = NestedConfig::default();
+    let linear_mean = match a.hidden_mean.as_deref() {
+        None => d.linear_mean,
+        Some("zero") => false,
+        Some("linear") => true,
+        Some(other) => {
+            return Err(dgp_traits::Error::Config(format!(
+                "nested: unknown hidden-layer mean '{other}' (zero or linear)"
+            )));
+        }
+    };
     let cfg = NestedConfig {
         layers: a.layers,
         num_inducing: a.num_inducing,
         hidden_width: a.hidden_width,
         init_seed: a.seed,
-        ..NestedConfig::default()
+        linear_mean,
+        ..d
     };
     Ok(Box::new(NestedDgp::new(cfg, train)?))
 }

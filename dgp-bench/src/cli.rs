@@ -293,6 +293,10 @@ pub struct ModelFlags {
     /// Quadrature rule of dspp: qr1, qr2 or qr3 [default: qr3]; other backends ignore it.
     #[arg(long)]
     pub rule: Option<String>,
+    /// Mean function of nested's hidden layers: zero (the paper) or linear (spec §5)
+    /// [default: zero]; other backends ignore it (svi's inner layers are always linear).
+    #[arg(long)]
+    pub mean: Option<String>,
     /// β_reg of dspp / ppgpr (eq. 21) [default: run: chosen on a validation part of the
     /// training split from 0.01, 0.05, 0.2, 1; time: 0.05]; other backends ignore it.
     #[arg(long, allow_negative_numbers = true)]
@@ -340,6 +344,13 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
             "--beta must be a finite number >= 0, got {beta}"
         )));
     }
+    if let Some(m) = a.flags.mean.as_deref()
+        && !matches!(m, "zero" | "linear")
+    {
+        return Err(BenchError::Usage(format!(
+            "--mean must be zero or linear, got '{m}'"
+        )));
+    }
     let (train_samples, predict_samples) = if b.samples_are_components {
         let s = a.samples.unwrap_or(b.defaults.predict_samples);
         (s, s)
@@ -357,6 +368,7 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
         predict_samples: nonzero("--samples", predict_samples)?,
         seed: a.seed,
         rule: a.flags.rule.clone(),
+        hidden_mean: a.flags.mean.clone(),
         beta: a.flags.beta,
         tune: a.tune,
     })
@@ -414,6 +426,9 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
     }
     if let Some(beta) = a.beta {
         extra.push_str(&format!(", beta {beta}"));
+    }
+    if let Some(m) = &a.hidden_mean {
+        extra.push_str(&format!(", hidden mean {m}"));
     }
     format!(
         "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",

@@ -333,6 +333,30 @@ fn run_with_backend_and_layer_lists_then_table() {
     assert!(table.contains("| tiny | dspp | DGP2 | 1 |"), "{table}");
 }
 
+/// `--mean linear` reaches nested (its settings line says so) and gives a finite result.
+#[test]
+fn nested_runs_with_a_linear_hidden_mean() {
+    let s = Scratch::new("mean");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("records.jsonl");
+    let args = tiny(&[
+        "--data",
+        uci.to_str().unwrap(),
+        "--backend",
+        "nested",
+        "--mean",
+        "linear",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let o = run_ok(&args);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("hidden mean linear"), "{stdout}");
+    let recs = read_json_lines(&json).unwrap();
+    assert!(!recs.is_empty() && recs.iter().all(|r| r.nll.is_finite()));
+}
+
 #[test]
 fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     let s = Scratch::new("bad");
@@ -351,6 +375,7 @@ fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     assert_usage_error(&["run", "--data", u, "--layers", "0"], "--layers");
     assert_usage_error(&["run", "--data", u, "--lr", "-1"], "--lr");
     assert_usage_error(&["run", "--data", u, "--beta", "-1"], "--beta");
+    assert_usage_error(&["run", "--data", u, "--mean", "cubic"], "--mean");
     assert_usage_error(&["run", "--data", u, "--layers", "1,x"], "--layers");
     assert_usage_error(&["run", "--data", u, "--backend", "svi,nope"], "'nope'");
     assert_usage_error(&["table", "/no/such.jsonl"], "/no/such.jsonl");

@@ -91,6 +91,14 @@ pub struct NestedConfig {
     /// it, as the paper does; both remain below the one-layer model on these sets (see the
     /// crate docs).
     pub train_hidden_noise: bool,
+    /// Hidden layers get the fixed linear mean function `m(h) = h W` of
+    /// `shared/specs/nested.md` §5 (not in the paper; W the identity when the widths match,
+    /// the PCA projection of the layer's initial inputs otherwise, as in dgp-svi), and
+    /// their q(u) starts at m = 0, so each hidden layer starts as exactly that linear map
+    /// plus a GP residual. The last layer keeps a zero mean. `false` (the default) is the
+    /// paper's zero mean everywhere.
+    #[serde(default)]
+    pub linear_mean: bool,
     /// The optimiser `fit` runs (default Adam; the paper used L-BFGS).
     pub optimiser: Optimiser,
     /// L-BFGS settings other than the iteration budget (`FitConfig::steps`).
@@ -125,6 +133,7 @@ impl Default for NestedConfig {
             hidden_q_scale: 1e-5,
             whiten: true,
             train_hidden_noise: true,
+            linear_mean: false,
             optimiser: Optimiser::Adam,
             lbfgs: LbfgsConfig::default(),
             lbfgs_warmup: 200,

@@ -47,6 +47,11 @@ pub struct NestedLayer {
     /// Unconstrained noise variance σ_i² (1×1): `layer{i}.noise` for hidden layers,
     /// `likelihood.variance` for the last.
     pub noise: ParamId,
+    /// The fixed weights W (D_{i−1}×D_i, not trained) of the linear mean function
+    /// `m(h) = h W` of `shared/specs/nested.md` §5 (hidden layers with
+    /// [`crate::NestedConfig::linear_mean`]); `None` for the paper's zero mean.
+    #[serde(default)]
+    pub mean_weights: Option<ParamId>,
 }
 
 /// Inputs of a layer on the tape.
@@ -79,7 +84,7 @@ pub struct LayerStats {
     pub chol: Var,
     /// `A = L⁻¹Ψ1ᵀ` (M×B).
     pub a: Var,
-    /// Propagated means `ψ1 K⁻¹ m_d` (B×D_out).
+    /// Propagated means `ψ1 K⁻¹ m_d` (B×D_out), plus `μ W` with a linear mean (spec §5).
     pub mean: Var,
     /// `ψ1 K⁻¹ S_d K⁻¹ ψ1ᵀ` (B×D_out), the propagated variance without σ².
     pub fvar: Var,
@@ -88,7 +93,8 @@ pub struct LayerStats {
     /// Σ_n [ψ0_n − tr(K⁻¹Φ_n)] (1×1) — the TCV term before the factor D/(2σ²).
     pub tcv: Option<Var>,
     /// Σ_n Σ_d tr(K⁻¹(Φ_n − ψ1_nᵀψ1_n)K⁻¹(m_d m_dᵀ + S_d)) (1×1) — the propagation term before
-    /// 1/(2σ²); `None` for point inputs (where it is exactly 0).
+    /// 1/(2σ²); `None` for point inputs (where it is exactly 0). With a linear mean
+    /// (spec §5) it also holds Σ_n Σ_d [W_dᵀ diag(v_n) W_d + 2 Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹m_d].
     pub prop: Option<Var>,
     /// Σ_d KL(q(u_d) ‖ N(0, K)) (1×1).
     pub kl: Option<Var>,
@@ -157,7 +163,7 @@ impl NestedLayer {
         let q_mean = self.q_mean.var(params);
         let q_factors = self.q_factors(tape, params);
         let bound = need == Need::Bound;
-        let (a, psi0, tcv, prop) = match input {
+        let (a, psi0, tcv, prop, psi1) = match input {
             LayerInput::Points(x) => {
                 // Layer 1 (or a sampled input): Ψ1 = K_fu, Φ = Ψ1ᵀΨ1, so the TCV is
                 // tr(K_ff − K_fu K⁻¹ K_uf) and the propagation term vanishes.
@@ -171,7 +177,7 @@ impl NestedLayer {
                 } else {
                     None
                 };
-                (a, psi0, tcv, None)
+                (a, psi0, tcv, None, None)
             }
             LayerInput::Gaussian { mean, var } => {
                 if bound {
@@ -202,12 +208,12 @@ impl NestedLayer {
                     let drt = tape.matmul(dm, rt);
                     let prod = tape.mul(rt, drt);
                     let prop = tape.sum(prod);
-                    (a, p.psi0, Some(tcv), Some(prop))
+                    (a, p.psi0, Some(tcv), Some(prop), Some(p.psi1))
                 } else {
                     let (psi0, psi1) = self.psi01(tape, mean, var, z, hyp, fallback)?;
                     let psi1t = tape.transpose(psi1);
                     let a = tape.tri_solve(chol, psi1t, true, false);
-                    (a, psi0, None, None)
+                    (a, psi0, None, None, None)
                 }
             }
         };
@@ -221,7 +227,24 @@ impl NestedLayer {
                 tape.tri_solve(chol, q_mean, true, false),
             )
         };
-        let mean = tape.matmul_tn(a, mt);
+        let mut mean = tape.matmul_tn(a, mt);
+        let mut prop = prop;
+        if let Some(wid) = self.mean_weights {
+            let w = wid.var(params);
+            let input_mean = match input {
+                LayerInput::Points(x) => x,
+                LayerInput::Gaussian { mean, .. } => mean,
+            };
+            let lin = tape.matmul(input_mean, w);
+            mean = tape.add(mean, lin);
+            if let (Some(pv), Some(psi1), LayerInput::Gaussian { mean: mu, var }) =
+                (prop, psi1, input)
+            {
+                let extra = self
+                    .linear_mean_penalty(tape, params, mu, var, psi1, chol, mt, w, hyp, fallback)?;
+                prop = Some(tape.add(pv, extra));
+            }
+        }
         let cols: Vec<Var> = q_factors
             .iter()
             .map(|&ld| {
@@ -256,6 +279,39 @@ impl NestedLayer {
             kl,
             q_factors,
         })
+    }
+
+    /// The propagation penalty a linear mean `m(h) = h W` adds for Gaussian inputs
+    /// N(μ, diag v) (spec §5), summed over points and outputs:
+    /// `Σ_n Σ_d W_dᵀ diag(v_n) W_d + 2 Σ_n Σ_d Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹ m_d`, i.e.
+    /// `Σ_q (Σ_n v_nq)(Σ_d W_qd²)` plus twice [`psi::input_cov_contract`] with
+    /// `P = K⁻¹ M Wᵀ` (M×Q). Since h and u are independent under q, S does not enter.
+    /// `mt` is `L⁻¹m` (whitened: `m̃`), so `K⁻¹m = L⁻ᵀ mt`.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_mean_penalty(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        mu: Var,
+        var: Var,
+        psi1: Var,
+        chol: Var,
+        mt: Var,
+        w: Var,
+        hyp: KernelVars,
+        fallback: &ExpectationRule,
+    ) -> Result<Var> {
+        let vs = tape.col_sums(var);
+        let w2 = tape.square(w);
+        let w2r = tape.row_sums(w2);
+        let var_term = tape.matmul(vs, w2r);
+        let alpha = tape.tri_solve(chol, mt, true, true);
+        let p = tape.matmul_nt(alpha, w);
+        let z = self.z.var(params);
+        let cross =
+            psi::input_cov_contract(tape, &self.kernel, mu, var, z, hyp, psi1, p, fallback)?;
+        let cross = tape.scale(cross, 2.0);
+        Ok(tape.add(var_term, cross))
     }
 
     /// ψ0 and Ψ1 only (no Ψ2), for the propagated moments.
@@ -307,11 +363,15 @@ impl Layer for NestedLayer {
         let kuf = self.kernel.record(tape, z, x, hyp);
         let a = tape.tri_solve(chol, kuf, true, false);
         let kff_diag = self.kernel.record_diag(tape, x, hyp);
+        let mean = self.mean_weights.map(|wid| {
+            let w = wid.var(params);
+            tape.matmul(x, w)
+        });
         Ok(Projection {
             chol,
             a,
             kff_diag,
-            mean: None,
+            mean,
         })
     }
 }

@@ -37,6 +37,13 @@
 //!   "everything is noise" optimum from these initial values.
 //! * Kernels without closed-form psi-statistics (Matérn) use a Gauss–Hermite or Monte
 //!   Carlo fallback ([`psi::quadrature`]).
+//! * Mean functions: the paper's are zero. [`NestedConfig::linear_mean`] gives every
+//!   hidden layer the fixed linear mean `m(h) = h W` of `shared/specs/nested.md` §5 (W the
+//!   identity / PCA projection, as dgp-svi's inner layers). Its propagated mean gains μW,
+//!   and for Gaussian inputs the propagation penalty gains
+//!   `W_dᵀ diag(v_n) W_d + 2 Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹ m_d`
+//!   ([`psi::input_cov_contract`]; tested against Gauss–Hermite quadrature of the whole
+//!   penalty).
 //! * Prediction: the paper gives none; [`PredictMode`] offers the propagated Gaussian, the
 //!   moment-matched Gaussian (default; for one layer the SVGP predictive) and a sampled
 //!   mixture.

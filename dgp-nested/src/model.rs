@@ -79,7 +79,9 @@ impl NestedDgp {
     /// Z_1 by k-means on X, Z_i (i > 1) by k-means on the propagated means of q(h_{i−1});
     /// kernel lengthscales and variance from the config (1, 1); hidden layers with
     /// m_i = Z_i W_i (W the identity / PCA projection of the layer's inputs, so each hidden
-    /// layer starts near a linear map) and S_i = `hidden_q_scale`²·K_i; the last layer with
+    /// layer starts near a linear map) and S_i = `hidden_q_scale`²·K_i — or, with
+    /// [`NestedConfig::linear_mean`], the fixed mean function h W_i and m_i = 0, so the
+    /// layer starts as exactly that map; the last layer with
     /// m = 0 and S = K_ℓ (the prior); noise variances from the config (0.01).
     ///
     /// # Errors
@@ -132,10 +134,22 @@ impl NestedDgp {
                 cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {name}"), jitter)?;
             // Hidden: m = Z W, S = scale²·K; last: m = 0, S = K. Whitened: m̃ = L⁻¹m,
             // S̃ = L⁻¹ S L⁻ᵀ, i.e. L̃ = scale·I or I.
-            let (q_mean, factor) = if hidden {
-                let w = pca_projection(run_mean.as_ref(), dout)?;
+            // Hidden layers: W is the identity / PCA projection of the layer's inputs.
+            let w = if hidden {
+                Some(pca_projection(run_mean.as_ref(), dout)?)
+            } else {
+                None
+            };
+            let linear_mean = hidden && config.linear_mean;
+            let (q_mean, factor) = if let Some(w) = &w {
                 let s = config.hidden_q_scale;
-                let mut mean = &z * &w;
+                // Zero mean: m = Z W, so the GP itself starts as the linear map. Linear
+                // mean (spec §5): W carries the inputs and the GP residual starts at 0.
+                let mut mean = if linear_mean {
+                    Mat::zeros(m, dout)
+                } else {
+                    &z * w
+                };
                 let f = if config.whiten {
                     dgp_traits::linalg::tri_solve_in_place(
                         lk.as_ref(),
@@ -177,6 +191,12 @@ impl NestedDgp {
                 Mat::from_fn(1, 1, |_, _| inv_softplus(noise0 - NOISE_FLOOR)),
                 train_noise,
             )?;
+            let mean_weights = match w {
+                Some(w) if linear_mean => {
+                    Some(params.add(format!("{name}.mean.weights"), w, false)?)
+                }
+                _ => None,
+            };
             layers.push(NestedLayer {
                 name,
                 kernel,
@@ -190,6 +210,7 @@ impl NestedDgp {
                 q_mean: qmid,
                 q_sqrt,
                 noise: nid,
+                mean_weights,
             });
             if hidden {
                 let (mn, vr) = layer_moments(

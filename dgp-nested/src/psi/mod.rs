@@ -19,6 +19,11 @@
 //! | RBF-ARD ([`rbf`]) | [`psi0_rbf`] | [`psi1_rbf`] | [`psi2_rbf`] |
 //! | linear ARD ([`linear`]) | [`psi0_linear`] | [`psi1_linear`] | [`psi2_linear`] |
 //!
+//! The linear mean function of `shared/specs/nested.md` §5 also needs the input–kernel
+//! covariance `C_nmq = Cov(h_nq, k(h_n, z_m)) = E[h_q k(h, z_m)] − μ_q ψ1_m`, only ever
+//! contracted with an M×Q matrix P: [`input_cov_contract`] records `Σ_nmq C_nmq P_mq`
+//! (closed forms for RBF and linear kernels, the same quadrature rule otherwise).
+//!
 //! Kernels without closed forms (Matérn) use the documented quadrature fallback of
 //! [`quadrature`] (tensor Gauss–Hermite or Monte Carlo with fixed draws), composed from
 //! the shared kernel operations; [`psi_stats`] dispatches on the kernel.
@@ -32,7 +37,7 @@ pub mod quadrature;
 pub mod rbf;
 
 pub use linear::{psi0_linear, psi1_linear, psi2_linear};
-pub use quadrature::ExpectationRule;
+pub use quadrature::{ExpectationRule, input_cov_by_quadrature};
 pub use rbf::{psi0_rbf, psi1_rbf, psi2_rbf, psi2_rbf_contract};
 
 use dgp_traits::error::{Error, Result};
@@ -98,6 +103,67 @@ pub fn psi_stats(
             psi2: psi2_linear(tape, mean, var, z, hyp.lengthscales),
         },
         _ => quadrature::psi_by_quadrature(tape, kernel, mean, var, z, hyp, fallback)?,
+    })
+}
+
+/// Records `Σ_n Σ_m Σ_q Cov(h_nq, k(h_n, z_m)) P_mq` (1×1) for inputs N(`mean`, diag `var`)
+/// (B×Q), inducing inputs `z` and a weight matrix `p` (both M×Q); `psi1` is Ψ1 of the same
+/// inputs (B×M). Differentiable in every argument.
+///
+/// * RBF: `Cov(h_q, k(h, z_m)) = ψ1_m v_q (z_mq − μ_q)/(ℓ_q² + v_q)` (the Gaussian factor
+///   of the kernel shifts the mean of h_q to `(μ_q ℓ_q² + z_mq v_q)/(ℓ_q² + v_q)`), so the
+///   sum is `Σ Ψ1 ⊙ [c (Z ⊙ P)ᵀ − (c ⊙ μ) Pᵀ]` with `c = v/(ℓ² + v)`;
+/// * linear (`k = Σ_q g_q h_q z_q`): `Cov = g_q v_q z_mq`, so the sum is
+///   `Σ_q g_q (Σ_n v_nq)(Σ_m z_mq P_mq)` (`psi1` unused);
+/// * otherwise the nodes of `fallback`: with `h_j = μ + √v ⊙ ξ_j`,
+///   `Σ_j w_j Σ k(h_j, Z) ⊙ ((√v ⊙ ξ_j) Pᵀ)` (`psi1` unused).
+///
+/// # Errors
+/// Only from the fallback (an invalid rule).
+#[allow(clippy::too_many_arguments)]
+pub fn input_cov_contract(
+    tape: &mut Tape,
+    kernel: &Kernel,
+    mean: Var,
+    var: Var,
+    z: Var,
+    hyp: KernelVars,
+    psi1: Var,
+    p: Var,
+    fallback: &ExpectationRule,
+) -> Result<Var> {
+    Ok(match kernel.kind {
+        KernelKind::Rbf => {
+            let l2 = tape.square(hyp.lengthscales);
+            let den = if tape.shape(l2).1 == 1 {
+                tape.add_scalar_var(var, l2)
+            } else {
+                tape.add_row(var, l2)
+            };
+            let c = tape.div(var, den);
+            let zp = tape.mul(z, p);
+            let t1 = tape.matmul_nt(c, zp);
+            let cm = tape.mul(c, mean);
+            let t2 = tape.matmul_nt(cm, p);
+            let d = tape.sub(t1, t2);
+            let g = tape.mul(psi1, d);
+            tape.sum(g)
+        }
+        KernelKind::Linear => {
+            let vs = tape.col_sums(var);
+            let zp = tape.mul(z, p);
+            let zs = tape.col_sums(zp);
+            let prod = tape.mul(vs, zs);
+            let g = hyp.lengthscales;
+            if tape.shape(g).1 == 1 {
+                let s = tape.sum(prod);
+                tape.mul(s, g)
+            } else {
+                let w = tape.mul(prod, g);
+                tape.sum(w)
+            }
+        }
+        _ => quadrature::input_cov_by_quadrature(tape, kernel, mean, var, z, hyp, p, fallback)?,
     })
 }
 

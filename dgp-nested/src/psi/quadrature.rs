@@ -142,3 +142,41 @@ pub fn psi_by_quadrature(
     let psi0 = block_sum(tape, kdw);
     Ok(PsiVars { psi0, psi1, psi2 })
 }
+
+/// Records `Σ_n Σ_m Σ_q Cov(h_nq, k(h_n, z_m)) P_mq` (1×1; see
+/// [`super::input_cov_contract`]) by `rule`: with `h_j = μ + √v ⊙ ξ_j`,
+/// `Cov(h_q, k(h, z_m)) = E[(h_q − μ_q) k(h, z_m)] ≈ Σ_j w_j √v_q ξ_jq k(h_j, z_m)`.
+///
+/// # Errors
+/// As [`ExpectationRule::nodes`].
+#[allow(clippy::too_many_arguments)]
+pub fn input_cov_by_quadrature(
+    tape: &mut Tape,
+    kernel: &Kernel,
+    mean: Var,
+    var: Var,
+    z: Var,
+    hyp: KernelVars,
+    p: Var,
+    rule: &ExpectationRule,
+) -> Result<Var> {
+    let q = tape.shape(mean).1;
+    let (xi, w) = rule.nodes(q)?;
+    let sd = tape.sqrt(var);
+    let mut total = None;
+    for (j, &wj) in w.iter().enumerate() {
+        let row = tape.constant(Mat::from_fn(1, q, |_, k| xi[(j, k)]));
+        let shift = tape.mul_row(sd, row);
+        let h = tape.add(mean, shift);
+        let k = kernel.record(tape, h, z, hyp);
+        let sp = tape.matmul_nt(shift, p);
+        let kp = tape.mul(k, sp);
+        let s = tape.sum(kp);
+        let s = tape.scale(s, wj);
+        total = Some(match total {
+            None => s,
+            Some(t) => tape.add(t, s),
+        });
+    }
+    Ok(total.expect("a rule has at least one node"))
+}
