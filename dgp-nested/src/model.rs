@@ -783,12 +783,17 @@ impl Model for NestedDgp {
             .map(|w| w.to_string())
             .collect();
         format!(
-            "nested L={} widths {} M={} {:?} {:?}",
+            "nested L={} widths {} M={} {:?} {:?}{}",
             self.layers.len(),
             widths.join("→"),
             self.config.num_inducing,
             self.config.kernel,
             self.config.optimiser,
+            if self.config.linear_mean {
+                " linear-mean"
+            } else {
+                ""
+            },
         )
     }
 

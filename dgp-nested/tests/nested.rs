@@ -559,6 +559,11 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         assert!(model.params().get(l.q_mean).norm_max() == 0.0);
     }
     assert!(model.layers()[2].mean_weights.is_none());
+    assert!(
+        model.describe().ends_with("linear-mean"),
+        "{}",
+        model.describe()
+    );
     let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
     let before = model.bound_terms(&batch).unwrap().total;
     let fit = FitConfig {
