@@ -17,6 +17,26 @@
 //! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
 //! split. Algorithm notes: `shared/specs/dspp.md`.
 //!
+//! ## What to expect on real data
+//! Measured with `dgp-bench run --backend dspp --layers 2` (QR3, S = 8, M = 128, β_reg and
+//! the hidden width chosen on 10 % of the training rows; on kin8nm and power the width was
+//! fixed at 5 with `--hidden 5`) on the published splits (10 of boston, concrete, energy
+//! and wine-red, 5 of kin8nm and power), test NLL in original units, next to dgp-svi's
+//! DGP2 on the same splits:
+//!
+//! | | boston | concrete | energy | wine-red | kin8nm | power |
+//! |---|---|---|---|---|---|---|
+//! | DSPP2 | 2.69 ± 0.10 | **3.038 ± 0.048** | 0.929 ± 0.086 | 0.976 ± 0.025 | −1.186 ± 0.017 | **2.618 ± 0.026** |
+//! | svi DGP2 | 2.353 ± 0.074 | 3.115 ± 0.021 | 0.708 ± 0.020 | 0.964 ± 0.021 | −1.345 ± 0.006 | 2.805 ± 0.020 |
+//!
+//! So the DSPP beats the DGP clearly on concrete and power (where its RMSE is lower too),
+//! ties on wine-red and is worse on boston, energy and kin8nm — not "on most sets" as the
+//! paper found, but always within 0.35 nats and never over-confident in the way
+//! GPyTorch's DSPP is on small data (noise collapse, NLL 13–26): held-out early stopping
+//! and the validation choice of β_reg prevent it. Its 95 % intervals are a little narrow on
+//! the large sets (coverage 0.92 on kin8nm, 0.90 on power). β_reg = 1, the top of
+//! [`PAPER_BETAS`], was chosen on 26 of the 50 splits, so a grid reaching above 1 may help.
+//!
 //! ```
 //! use dgp_dspp::prelude::*;
 //!
