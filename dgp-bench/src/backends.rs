@@ -12,6 +12,7 @@ use dgp_nested::{NestedConfig, NestedDgp};
 use dgp_svi::{DeepGp, SviConfig};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::optim::NatGradConfig;
 
 use crate::error::{BenchError, Result};
 
@@ -49,6 +50,11 @@ pub struct ArchSpec {
     /// TRAINING split, never the test split (DSPP paper App. A.2). Backends without such
     /// hyper-parameters ignore it.
     pub tune: bool,
+    /// Step size γ of natural-gradient steps on the last layer's q(u), alternated with
+    /// Adam (svi: [`SviConfig::natgrad`]); `None` = Adam on everything. Backends without
+    /// natural-gradient steps ignore it.
+    #[serde(default)]
+    pub natgrad: Option<f64>,
 }
 
 impl ArchSpec {
@@ -66,6 +72,7 @@ impl ArchSpec {
             hidden_mean: None,
             beta: None,
             tune: true,
+            natgrad: None,
         }
     }
 }
@@ -204,6 +211,10 @@ fn build_svi(
         hidden_width: a.hidden_width,
         train_samples: a.train_samples,
         init_seed: a.seed,
+        natgrad: a.natgrad.map(|gamma| NatGradConfig {
+            gamma,
+            ..NatGradConfig::default()
+        }),
         ..SviConfig::default()
     };
     Ok(Box::new(DeepGp::new(cfg, train)?))

@@ -109,6 +109,11 @@ pub struct RunArgs {
     /// the hidden width); use the backend's defaults for those not given.
     #[arg(long)]
     pub no_tune: bool,
+    /// svi only: natural-gradient steps of size GAMMA in (0, 1] on the last layer's q(u),
+    /// alternated with Adam on the rest (shared/specs/dsvi.md §6) [default: off, Adam on
+    /// everything as in the paper]; other backends ignore it.
+    #[arg(long, value_name = "GAMMA", allow_negative_numbers = true)]
+    pub natgrad: Option<f64>,
 }
 
 /// Arguments of `dgp-bench table`.
@@ -334,6 +339,8 @@ struct ArchArgs<'a> {
     flags: &'a ModelFlags,
     tune: bool,
     seed: u64,
+    /// `--natgrad` (run only).
+    natgrad: Option<f64>,
 }
 
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
@@ -349,6 +356,13 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     {
         return Err(BenchError::Usage(format!(
             "--mean must be zero or linear, got '{m}'"
+        )));
+    }
+    if let Some(g) = a.natgrad
+        && !(g > 0.0 && g <= 1.0)
+    {
+        return Err(BenchError::Usage(format!(
+            "--natgrad must be a step size in (0, 1], got {g}"
         )));
     }
     let (train_samples, predict_samples) = if b.samples_are_components {
@@ -371,6 +385,7 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
         hidden_mean: a.flags.mean.clone(),
         beta: a.flags.beta,
         tune: a.tune,
+        natgrad: a.natgrad,
     })
 }
 
@@ -430,6 +445,11 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
     if let Some(m) = &a.hidden_mean {
         extra.push_str(&format!(", hidden mean {m}"));
     }
+    if let Some(g) = a.natgrad {
+        extra.push_str(&format!(
+            ", natural-gradient steps gamma {g} on the last q(u)"
+        ));
+    }
     format!(
         "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",
         spec.backend.name,
@@ -473,6 +493,7 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
                     flags: &a.model,
                     tune: !a.no_tune,
                     seed: a.seed,
+                    natgrad: a.natgrad,
                 },
             )?;
             let batch_size = a.model.batch_size(b)?;
@@ -711,6 +732,7 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
                 flags: &a.model,
                 tune: false,
                 seed: a.seed,
+                natgrad: None,
             },
         )?,
         batch_size: a.model.batch_size(b)?,

@@ -357,6 +357,33 @@ fn nested_runs_with_a_linear_hidden_mean() {
     assert!(!recs.is_empty() && recs.iter().all(|r| r.nll.is_finite()));
 }
 
+/// `--natgrad` reaches svi (its settings line says so) and gives a finite result.
+#[test]
+fn svi_runs_with_natural_gradient_steps() {
+    let s = Scratch::new("natgrad");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("records.jsonl");
+    let args = tiny(&[
+        "--data",
+        uci.to_str().unwrap(),
+        "--backend",
+        "svi",
+        "--natgrad",
+        "0.5",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let o = run_ok(&args);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("natural-gradient steps gamma 0.5"),
+        "{stdout}"
+    );
+    let recs = read_json_lines(&json).unwrap();
+    assert!(!recs.is_empty() && recs.iter().all(|r| r.nll.is_finite()));
+}
+
 #[test]
 fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     let s = Scratch::new("bad");
@@ -376,6 +403,8 @@ fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     assert_usage_error(&["run", "--data", u, "--lr", "-1"], "--lr");
     assert_usage_error(&["run", "--data", u, "--beta", "-1"], "--beta");
     assert_usage_error(&["run", "--data", u, "--mean", "cubic"], "--mean");
+    assert_usage_error(&["run", "--data", u, "--natgrad", "0"], "--natgrad");
+    assert_usage_error(&["run", "--data", u, "--natgrad", "1.5"], "--natgrad");
     assert_usage_error(&["run", "--data", u, "--layers", "1,x"], "--layers");
     assert_usage_error(&["run", "--data", u, "--backend", "svi,nope"], "'nope'");
     assert_usage_error(&["table", "/no/such.jsonl"], "/no/such.jsonl");

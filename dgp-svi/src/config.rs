@@ -4,6 +4,7 @@
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::optim::NatGradConfig;
 use serde::{Deserialize, Serialize};
 
 /// Mean function of the last layer.
@@ -53,6 +54,15 @@ pub struct SviConfig {
     pub kmeans_iters: usize,
     /// Seed of the initialisation (k-means++).
     pub init_seed: u64,
+    /// Natural-gradient steps on the last layer's q(u) (the natural-gradient option of the
+    /// reference's HEAD notebook, `shared/specs/dsvi.md` §6): when set, [`Model::fit`]
+    /// alternates one natural step of size γ on (m, S) of the last layer with one Adam step
+    /// on everything else ([`dgp_traits::train::fit_natgrad_adam`]). `None` (default):
+    /// Adam on everything, as in the paper.
+    ///
+    /// [`Model::fit`]: dgp_traits::model::Model::fit
+    #[serde(default)]
+    pub natgrad: Option<NatGradConfig>,
 }
 
 impl Default for SviConfig {
@@ -71,6 +81,7 @@ impl Default for SviConfig {
             likelihood: Likelihood::gaussian(0.05),
             kmeans_iters: 25,
             init_seed: 0,
+            natgrad: None,
         }
     }
 }
@@ -99,6 +110,9 @@ impl SviConfig {
         }
         if !(self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0) {
             return Err(Error::Config("svi: inner_q_scale must be in (0, 1]".into()));
+        }
+        if let Some(n) = &self.natgrad {
+            n.validate()?;
         }
         self.likelihood.validate()
     }

@@ -9,11 +9,15 @@ use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergenc
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::cholesky_jittered;
 use dgp_traits::mean::{LinearInit, MeanFunction};
-use dgp_traits::model::{Batch, Layer, Model, Objective, PredictConfig};
+use dgp_traits::model::{
+    Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
+};
+use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
+use dgp_traits::train::{NaturalGradientModel, fit_natgrad_adam};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
@@ -316,6 +320,20 @@ impl Objective for DeepGp {
         batch: &Batch<'_>,
         rng: &mut Rng,
     ) -> Result<Var> {
+        self.elbo(tape, params, batch, rng).map(|(elbo, _)| elbo)
+    }
+}
+
+impl DeepGp {
+    /// [`Objective::record`], also returning the last layer's q(u) on the tape (for the
+    /// natural-gradient step).
+    fn elbo(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(Var, QVars)> {
         if batch.x.ncols() != self.input_dim || batch.y.ncols() != self.output_dim {
             return Err(Error::shape(
                 "svi batch columns (x, y)",
@@ -347,7 +365,72 @@ impl Objective for DeepGp {
             let kl = kl_divergence(tape, *chol, q, self.config.whiten);
             elbo = tape.sub(elbo, kl);
         }
-        Ok(elbo)
+        let last_q = prop
+            .kl_parts
+            .last()
+            .map(|(_, q)| q.clone())
+            .expect("a model has at least one layer");
+        Ok((elbo, last_q))
+    }
+}
+
+impl NaturalGradientModel for DeepGp {
+    /// The last layer's q(u): its mean block and its Cholesky-factor blocks.
+    fn natural_blocks(&self) -> Vec<ParamId> {
+        let q = self.q.last().expect("a model has at least one layer");
+        std::iter::once(q.mean)
+            .chain(q.sqrt.iter().copied())
+            .collect()
+    }
+
+    /// One natural-gradient step (Salimbeni et al. 2018) on each output's
+    /// q(u_d) = N(m_d, L_d L_dᵀ) of the last layer, from the gradients of the ELBO of
+    /// eq. (17) on `batch` with respect to m_d and L_d. With a Gaussian likelihood, the
+    /// hidden layers' noise fixed and γ = 1, the new q(u) maximises that ELBO exactly.
+    fn natural_step(
+        &mut self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+        cfg: &NatGradConfig,
+    ) -> Result<f64> {
+        tape.clear();
+        let leaves = self.params.record(tape);
+        let (out, q) = self.elbo(tape, &leaves, batch, rng)?;
+        let value = tape.scalar(out);
+        if !value.is_finite() {
+            return Err(Error::Numerical(format!("objective is {value}")));
+        }
+        let grads = tape.backward(out);
+        let QSqrt::Full(factors) = &q.sqrt else {
+            unreachable!("svi's q(u) has full Cholesky factors")
+        };
+        let ids = self
+            .q
+            .last()
+            .expect("a model has at least one layer")
+            .clone();
+        let mean = self.params.get(ids.mean).to_owned();
+        let m = mean.nrows();
+        let zeros = Mat::<f64>::zeros(m, m);
+        let zero_mean = Mat::<f64>::zeros(m, self.output_dim);
+        let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
+        let mut new_mean = mean.clone();
+        for (d, (&factor, &raw_id)) in factors.iter().zip(&ids.sqrt).enumerate() {
+            let g_factor = grads.get(factor).unwrap_or(zeros.as_ref());
+            let step = natural_gradient_step(
+                mean.subcols(d, 1),
+                tape.value(factor),
+                g_mean.subcols(d, 1),
+                g_factor,
+                cfg,
+            )?;
+            new_mean.subcols_mut(d, 1).copy_from(step.mean.as_ref());
+            self.params
+                .set(raw_id, raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR))?;
+        }
+        self.params.set(ids.mean, new_mean)?;
+        Ok(value)
     }
 }
 
@@ -374,6 +457,21 @@ impl Model for DeepGp {
 
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
+    }
+
+    /// Adam on every parameter ([`dgp_traits::train::fit_adam`]), or, when
+    /// [`SviConfig::natgrad`] is set, natural-gradient steps on the last layer's q(u)
+    /// alternated with Adam on the rest ([`fit_natgrad_adam`]).
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        match self.config.natgrad {
+            Some(nat) => fit_natgrad_adam(self, data, cfg, &nat, observer),
+            None => dgp_traits::train::fit_adam(self, data, cfg, observer),
+        }
     }
 
     /// Eq. (18): S draws of the hidden layers at each test point give an equal-weight

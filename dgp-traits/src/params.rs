@@ -109,6 +109,21 @@ impl ParamStore {
             .sum()
     }
 
+    /// The positions of block `id` in [`Self::flat`] (column-major), or `None` for a
+    /// fixed block.
+    pub fn flat_range(&self, id: ParamId) -> Option<std::ops::Range<usize>> {
+        let b = self.blocks.get(id.0)?;
+        if !b.trainable {
+            return None;
+        }
+        let start: usize = self.blocks[..id.0]
+            .iter()
+            .filter(|b| b.trainable)
+            .map(|b| b.value.nrows() * b.value.ncols())
+            .sum();
+        Some(start..start + b.value.nrows() * b.value.ncols())
+    }
+
     /// Trainable entries, block by block, column-major.
     pub fn flat(&self) -> Vec<f64> {
         let mut out = Vec::with_capacity(self.num_trainable());
@@ -204,6 +219,10 @@ mod tests {
         s.set_flat(&[0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
         assert_eq!(s.get(a)[(1, 0)], 1.0);
         assert_eq!(s.get(c)[(0, 0)], 4.0);
+        assert_eq!(s.flat_range(a), Some(0..4));
+        assert_eq!(s.flat_range(ParamId(1)), None);
+        assert_eq!(s.flat_range(c), Some(4..5));
+        assert_eq!(s.flat_range(ParamId(9)), None);
         assert!(s.set_flat(&[1.0]).is_err());
         assert!(s.set_flat(&[0.0, 1.0, f64::NAN, 3.0, 4.0]).is_err());
         assert!(s.add("a", mat![[0.0]], true).is_err());

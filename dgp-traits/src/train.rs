@@ -1,4 +1,6 @@
-//! The default training loop: Adam over shuffled minibatches of an [`Objective`].
+//! The default training loop: Adam over shuffled minibatches of an [`Objective`]; and
+//! its natural-gradient variant ([`fit_natgrad_adam`]) for models whose variational
+//! factors take natural-gradient steps ([`NaturalGradientModel`]).
 //!
 //! Used by [`Model::fit`]'s default implementation. Minibatch order comes from
 //! `cfg.seed` and Monte Carlo noise from an independent stream of the same seed, so a
@@ -7,10 +9,12 @@
 use crate::data::{Dataset, Minibatches, gather_rows_into};
 use crate::error::{Error, Result};
 use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model};
-use crate::optim::{Adam, AdamConfig};
-use crate::rng::stream;
+use crate::optim::{Adam, AdamConfig, NatGradConfig};
+use crate::params::ParamId;
+use crate::rng::{Rng, stream};
 use crate::tape::Tape;
 use faer::{Mat, Par};
+use std::ops::Range;
 use std::time::Instant;
 
 /// How often (in steps) the objective is kept in [`FitReport::history`].
@@ -40,6 +44,77 @@ pub fn fit_adam_with<M: Model + ?Sized>(
     adam_cfg: AdamConfig,
     observer: &mut dyn FitObserver,
 ) -> Result<FitReport> {
+    train_loop(model, data, cfg, adam_cfg, observer, None)
+}
+
+/// A model some of whose parameter blocks form Gaussian variational factors
+/// q = N(m, LLᵀ) that are updated by natural-gradient steps
+/// ([`crate::optim::natural_gradient_step`]) instead of Adam.
+pub trait NaturalGradientModel: Model {
+    /// The parameter blocks the natural steps own; Adam leaves them unchanged.
+    fn natural_blocks(&self) -> Vec<ParamId>;
+
+    /// One natural-gradient step on the blocks of [`Self::natural_blocks`], using the
+    /// objective on `batch` (noise from `rng`); returns the objective before the step.
+    fn natural_step(
+        &mut self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+        cfg: &NatGradConfig,
+    ) -> Result<f64>;
+}
+
+/// The alternating scheme of Salimbeni et al. (2018) (`shared/specs/dsvi.md` §6): every
+/// step is one natural-gradient step of size `nat.gamma` on the model's
+/// [`NaturalGradientModel::natural_blocks`], then one Adam step (learning rate
+/// `cfg.learning_rate`) on all other parameters, both on the same minibatch with
+/// independent noise draws. Reproducible as [`fit_adam`].
+pub fn fit_natgrad_adam<M: NaturalGradientModel + ?Sized>(
+    model: &mut M,
+    data: &Dataset,
+    cfg: &FitConfig,
+    nat: &NatGradConfig,
+    observer: &mut dyn FitObserver,
+) -> Result<FitReport> {
+    nat.validate()?;
+    let adam_cfg = AdamConfig {
+        lr: cfg.learning_rate,
+        ..AdamConfig::default()
+    };
+    let mut natural = |m: &mut M, tape: &mut Tape, batch: &Batch<'_>, rng: &mut Rng| {
+        m.natural_step(tape, batch, rng, nat).map(|_| ())
+    };
+    let frozen: Vec<Range<usize>> = model
+        .natural_blocks()
+        .into_iter()
+        .filter_map(|id| model.params().flat_range(id))
+        .collect();
+    train_loop(
+        model,
+        data,
+        cfg,
+        adam_cfg,
+        observer,
+        Some((&frozen, &mut natural)),
+    )
+}
+
+/// Parameters the Adam step must not move, and the step that updates them instead.
+type PreStep<'a, M> = (
+    &'a [Range<usize>],
+    &'a mut dyn FnMut(&mut M, &mut Tape, &Batch<'_>, &mut Rng) -> Result<()>,
+);
+
+/// The minibatch loop shared by [`fit_adam_with`] and [`fit_natgrad_adam`].
+fn train_loop<M: Model + ?Sized>(
+    model: &mut M,
+    data: &Dataset,
+    cfg: &FitConfig,
+    adam_cfg: AdamConfig,
+    observer: &mut dyn FitObserver,
+    mut pre_step: Option<PreStep<'_, M>>,
+) -> Result<FitReport> {
     let n = data.n();
     if n == 0 {
         return Err(Error::Empty("training data has no rows".into()));
@@ -63,16 +138,32 @@ pub fn fit_adam_with<M: Model + ?Sized>(
         gather_rows_into(data.x(), idx, xb.as_mut());
         gather_rows_into(data.y(), idx, yb.as_mut());
         let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
-        let (value, grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
-        adam.ascend(&mut flat, &grad)?;
-        model.params_mut().set_flat(&flat)?;
-        if step % HISTORY_EVERY == 0 || step + 1 == cfg.steps {
-            report.history.push((step, value));
+        if let Some((frozen, natural)) = pre_step.as_mut() {
+            natural(model, &mut tape, &batch, &mut noise)?;
+            flat.copy_from_slice(&model.params().flat());
+            let (value, mut grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
+            for r in frozen.iter() {
+                grad[r.clone()].fill(0.0);
+            }
+            adam.ascend(&mut flat, &grad)?;
+            record(&mut report, step, cfg.steps, value);
+        } else {
+            let (value, grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
+            adam.ascend(&mut flat, &grad)?;
+            record(&mut report, step, cfg.steps, value);
         }
-        report.final_objective = value;
-        report.steps = step + 1;
-        observer.on_step(step, cfg.steps, value);
+        model.params_mut().set_flat(&flat)?;
+        observer.on_step(step, cfg.steps, report.final_objective);
     }
     report.seconds = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Keeps the objective of `step` in the report.
+fn record(report: &mut FitReport, step: usize, steps: usize, value: f64) {
+    if step.is_multiple_of(HISTORY_EVERY) || step + 1 == steps {
+        report.history.push((step, value));
+    }
+    report.final_objective = value;
+    report.steps = step + 1;
 }

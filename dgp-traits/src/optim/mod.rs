@@ -6,6 +6,9 @@
 //! * [`lbfgs_minimise`] / [`lbfgs_maximise`]: L-BFGS with the Moré–Thuente line search
 //!   from `argmin`, for deterministic full-batch objectives (e.g. nested variational
 //!   compression on small data sets).
+//! * [`natural_gradient_step`]: one natural-gradient step on a Gaussian factor
+//!   q = N(m, LLᵀ) (Salimbeni et al. 2018), for the variational blocks a model hands to
+//!   [`crate::train::fit_natgrad_adam`].
 //!
 //! # Sign convention
 //! The workspace's models **maximise** their objectives (ELBOs, predictive
@@ -16,6 +19,8 @@
 
 mod adam;
 mod lbfgs;
+mod natgrad;
 
 pub use adam::{Adam, AdamConfig, AdamState, LrSchedule};
 pub use lbfgs::{LbfgsConfig, LbfgsReport, lbfgs_maximise, lbfgs_minimise};
+pub use natgrad::{NatGradConfig, NaturalStep, covariance_adjoint, natural_gradient_step};
