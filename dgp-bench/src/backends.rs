@@ -50,11 +50,11 @@ pub struct ArchSpec {
     /// TRAINING split, never the test split (DSPP paper App. A.2). Backends without such
     /// hyper-parameters ignore it.
     pub tune: bool,
-    /// Step size γ of natural-gradient steps on the last layer's q(u), alternated with
-    /// Adam (svi: [`SviConfig::natgrad`]); `None` = Adam on everything. Backends without
+    /// Natural-gradient steps on the last layer's q(u) next to Adam (svi:
+    /// [`SviConfig::natgrad`]); `None` = Adam on everything. Backends without
     /// natural-gradient steps ignore it.
     #[serde(default)]
-    pub natgrad: Option<f64>,
+    pub natgrad: Option<NatGradConfig>,
 }
 
 impl ArchSpec {
@@ -211,10 +211,7 @@ fn build_svi(
         hidden_width: a.hidden_width,
         train_samples: a.train_samples,
         init_seed: a.seed,
-        natgrad: a.natgrad.map(|gamma| NatGradConfig {
-            gamma,
-            ..NatGradConfig::default()
-        }),
+        natgrad: a.natgrad,
         ..SviConfig::default()
     };
     Ok(Box::new(DeepGp::new(cfg, train)?))

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use dgp_traits::model::PredictConfig;
+use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde::Serialize;
 
 use crate::backends::{ArchSpec, BackendEntry, backend_names, backends, find_backend};
@@ -114,6 +115,11 @@ pub struct RunArgs {
     /// everything as in the paper]; other backends ignore it.
     #[arg(long, value_name = "GAMMA", allow_negative_numbers = true)]
     pub natgrad: Option<f64>,
+    /// With --natgrad: alternate (a natural step, then an Adam step evaluated after it;
+    /// two evaluations per step, the reference scheme) or joint (both from one
+    /// evaluation, half the cost) [default: alternate].
+    #[arg(long, value_name = "SCHEME", requires = "natgrad")]
+    pub natgrad_scheme: Option<String>,
 }
 
 /// Arguments of `dgp-bench table`.
@@ -339,8 +345,8 @@ struct ArchArgs<'a> {
     flags: &'a ModelFlags,
     tune: bool,
     seed: u64,
-    /// `--natgrad` (run only).
-    natgrad: Option<f64>,
+    /// `--natgrad` and `--natgrad-scheme` (run only).
+    natgrad: (Option<f64>, Option<&'a str>),
 }
 
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
@@ -358,13 +364,7 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
             "--mean must be zero or linear, got '{m}'"
         )));
     }
-    if let Some(g) = a.natgrad
-        && !(g > 0.0 && g <= 1.0)
-    {
-        return Err(BenchError::Usage(format!(
-            "--natgrad must be a step size in (0, 1], got {g}"
-        )));
-    }
+    let natgrad = natgrad_config(a.natgrad.0, a.natgrad.1)?;
     let (train_samples, predict_samples) = if b.samples_are_components {
         let s = a.samples.unwrap_or(b.defaults.predict_samples);
         (s, s)
@@ -385,8 +385,34 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
         hidden_mean: a.flags.mean.clone(),
         beta: a.flags.beta,
         tune: a.tune,
-        natgrad: a.natgrad,
+        natgrad,
     })
+}
+
+/// The natural-gradient settings of `--natgrad GAMMA` and `--natgrad-scheme`.
+fn natgrad_config(gamma: Option<f64>, scheme: Option<&str>) -> Result<Option<NatGradConfig>> {
+    let Some(gamma) = gamma else {
+        return Ok(None);
+    };
+    if !(gamma > 0.0 && gamma <= 1.0) {
+        return Err(BenchError::Usage(format!(
+            "--natgrad must be a step size in (0, 1], got {gamma}"
+        )));
+    }
+    let scheme = match scheme {
+        None | Some("alternate") => NatGradScheme::Alternate,
+        Some("joint") => NatGradScheme::Joint,
+        Some(other) => {
+            return Err(BenchError::Usage(format!(
+                "--natgrad-scheme must be alternate or joint, got '{other}'"
+            )));
+        }
+    };
+    Ok(Some(NatGradConfig {
+        gamma,
+        scheme,
+        ..NatGradConfig::default()
+    }))
 }
 
 /// Parses a comma-separated list of layer counts such as `1,2`.
@@ -445,9 +471,14 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
     if let Some(m) = &a.hidden_mean {
         extra.push_str(&format!(", hidden mean {m}"));
     }
-    if let Some(g) = a.natgrad {
+    if let Some(n) = &a.natgrad {
+        let scheme = match n.scheme {
+            NatGradScheme::Alternate => "alternating with",
+            NatGradScheme::Joint => "joint with",
+        };
         extra.push_str(&format!(
-            ", natural-gradient steps gamma {g} on the last q(u)"
+            ", natural-gradient steps gamma {} on the last q(u) {scheme} Adam",
+            n.gamma
         ));
     }
     format!(
@@ -493,7 +524,7 @@ fn cmd_run(a: &RunArgs) -> Result<()> {
                     flags: &a.model,
                     tune: !a.no_tune,
                     seed: a.seed,
-                    natgrad: a.natgrad,
+                    natgrad: (a.natgrad, a.natgrad_scheme.as_deref()),
                 },
             )?;
             let batch_size = a.model.batch_size(b)?;
@@ -732,7 +763,7 @@ fn cmd_time(a: &TimeArgs) -> Result<()> {
                 flags: &a.model,
                 tune: false,
                 seed: a.seed,
-                natgrad: None,
+                natgrad: (None, None),
             },
         )?,
         batch_size: a.model.batch_size(b)?,

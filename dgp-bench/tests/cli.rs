@@ -371,13 +371,15 @@ fn svi_runs_with_natural_gradient_steps() {
         "svi",
         "--natgrad",
         "0.5",
+        "--natgrad-scheme",
+        "joint",
         "--json",
         json.to_str().unwrap(),
     ]);
     let o = run_ok(&args);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout.contains("natural-gradient steps gamma 0.5"),
+        stdout.contains("natural-gradient steps gamma 0.5 on the last q(u) joint with Adam"),
         "{stdout}"
     );
     let recs = read_json_lines(&json).unwrap();
@@ -405,6 +407,22 @@ fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
     assert_usage_error(&["run", "--data", u, "--mean", "cubic"], "--mean");
     assert_usage_error(&["run", "--data", u, "--natgrad", "0"], "--natgrad");
     assert_usage_error(&["run", "--data", u, "--natgrad", "1.5"], "--natgrad");
+    assert_usage_error(
+        &[
+            "run",
+            "--data",
+            u,
+            "--natgrad",
+            "1",
+            "--natgrad-scheme",
+            "both",
+        ],
+        "--natgrad-scheme",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--natgrad-scheme", "joint"],
+        "--natgrad",
+    );
     assert_usage_error(&["run", "--data", u, "--layers", "1,x"], "--layers");
     assert_usage_error(&["run", "--data", u, "--backend", "svi,nope"], "'nope'");
     assert_usage_error(&["table", "/no/such.jsonl"], "/no/such.jsonl");

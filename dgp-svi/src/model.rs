@@ -393,7 +393,7 @@ impl NaturalGradientModel for DeepGp {
         batch: &Batch<'_>,
         rng: &mut Rng,
         cfg: &NatGradConfig,
-    ) -> Result<f64> {
+    ) -> Result<(f64, Vec<f64>)> {
         tape.clear();
         let leaves = self.params.record(tape);
         let (out, q) = self.elbo(tape, &leaves, batch, rng)?;
@@ -402,6 +402,13 @@ impl NaturalGradientModel for DeepGp {
             return Err(Error::Numerical(format!("objective is {value}")));
         }
         let grads = tape.backward(out);
+        let flat_grad = self.params.flat_grad(&grads, &leaves);
+        if let Some(k) = flat_grad.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "gradient entry {k} is {}",
+                flat_grad[k]
+            )));
+        }
         let QSqrt::Full(factors) = &q.sqrt else {
             unreachable!("svi's q(u) has full Cholesky factors")
         };
@@ -430,7 +437,7 @@ impl NaturalGradientModel for DeepGp {
                 .set(raw_id, raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR))?;
         }
         self.params.set(ids.mean, new_mean)?;
-        Ok(value)
+        Ok((value, flat_grad))
     }
 }
 

@@ -8,7 +8,7 @@ use dgp_svi::prelude::*;
 use dgp_traits::data::Dataset;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, Silent};
-use dgp_traits::optim::NatGradConfig;
+use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
@@ -52,10 +52,11 @@ fn unit_step_is_the_exact_maximiser(layers: usize, whiten: bool) {
         gamma: 1.0,
         ..NatGradConfig::default()
     };
-    let value = model
+    let (value, step_grad) = model
         .natural_step(&mut Tape::new(), &batch, &mut seeded(5), &unit)
         .unwrap();
     assert_eq!(value, before, "the step reports the objective before it");
+    assert_eq!(step_grad, grad, "and its gradient there");
     let (after, grad) = elbo_and_grad(&model, &data, 5);
     let g1 = natural_block_grad(&model, &grad);
     assert!(after > before, "ELBO {before} → {after}");
@@ -147,12 +148,6 @@ fn natural_gradient_training_beats_adam_alone_in_the_same_steps() {
 #[test]
 fn natural_gradient_training_is_the_same_on_one_and_two_threads() {
     let data = toy_regression(120, 3, 1.5, 1);
-    let cfg = SviConfig {
-        layers: 2,
-        num_inducing: 12,
-        natgrad: Some(NatGradConfig::default()),
-        ..Default::default()
-    };
     let fit = FitConfig {
         steps: 12,
         batch_size: 50,
@@ -162,9 +157,20 @@ fn natural_gradient_training_is_the_same_on_one_and_two_threads() {
         samples: 5,
         seed: 3,
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-    });
+    for scheme in [NatGradScheme::Alternate, NatGradScheme::Joint] {
+        let cfg = SviConfig {
+            layers: 2,
+            num_inducing: 12,
+            natgrad: Some(NatGradConfig {
+                scheme,
+                ..NatGradConfig::default()
+            }),
+            ..Default::default()
+        };
+        assert_same_on_one_and_two_threads(|| {
+            fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
+        });
+    }
 }
 
 #[test]

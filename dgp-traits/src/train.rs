@@ -9,7 +9,7 @@
 use crate::data::{Dataset, Minibatches, gather_rows_into};
 use crate::error::{Error, Result};
 use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model};
-use crate::optim::{Adam, AdamConfig, NatGradConfig};
+use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
 use crate::params::ParamId;
 use crate::rng::{Rng, stream};
 use crate::tape::Tape;
@@ -55,21 +55,26 @@ pub trait NaturalGradientModel: Model {
     fn natural_blocks(&self) -> Vec<ParamId>;
 
     /// One natural-gradient step on the blocks of [`Self::natural_blocks`], using the
-    /// objective on `batch` (noise from `rng`); returns the objective before the step.
+    /// objective on `batch` (noise from `rng`). Returns the objective before the step and
+    /// its gradient there in the layout of [`crate::params::ParamStore::flat`] (what
+    /// [`Objective::value_and_grad`](crate::model::Objective::value_and_grad) would have
+    /// returned), which the joint scheme hands to Adam.
     fn natural_step(
         &mut self,
         tape: &mut Tape,
         batch: &Batch<'_>,
         rng: &mut Rng,
         cfg: &NatGradConfig,
-    ) -> Result<f64>;
+    ) -> Result<(f64, Vec<f64>)>;
 }
 
-/// The alternating scheme of Salimbeni et al. (2018) (`shared/specs/dsvi.md` §6): every
-/// step is one natural-gradient step of size `nat.gamma` on the model's
-/// [`NaturalGradientModel::natural_blocks`], then one Adam step (learning rate
-/// `cfg.learning_rate`) on all other parameters, both on the same minibatch with
-/// independent noise draws. Reproducible as [`fit_adam`].
+/// Natural-gradient steps of size `nat.gamma` on the model's
+/// [`NaturalGradientModel::natural_blocks`] and Adam (learning rate `cfg.learning_rate`)
+/// on all other parameters, on the same minibatch. With [`NatGradScheme::Alternate`] (the
+/// scheme of Salimbeni et al. 2018, `shared/specs/dsvi.md` §6) the Adam gradient is
+/// evaluated after the natural step, with independent noise; with
+/// [`NatGradScheme::Joint`] both steps use the one evaluation before it. Reproducible as
+/// [`fit_adam`].
 pub fn fit_natgrad_adam<M: NaturalGradientModel + ?Sized>(
     model: &mut M,
     data: &Dataset,
@@ -83,7 +88,11 @@ pub fn fit_natgrad_adam<M: NaturalGradientModel + ?Sized>(
         ..AdamConfig::default()
     };
     let mut natural = |m: &mut M, tape: &mut Tape, batch: &Batch<'_>, rng: &mut Rng| {
-        m.natural_step(tape, batch, rng, nat).map(|_| ())
+        let (value, grad) = m.natural_step(tape, batch, rng, nat)?;
+        Ok(match nat.scheme {
+            NatGradScheme::Alternate => None,
+            NatGradScheme::Joint => Some((value, grad)),
+        })
     };
     let frozen: Vec<Range<usize>> = model
         .natural_blocks()
@@ -100,10 +109,12 @@ pub fn fit_natgrad_adam<M: NaturalGradientModel + ?Sized>(
     )
 }
 
-/// Parameters the Adam step must not move, and the step that updates them instead.
+/// Parameters the Adam step must not move, and the step that updates them instead; the
+/// step may return the objective and gradient Adam is to use (else Adam evaluates them
+/// afresh).
 type PreStep<'a, M> = (
     &'a [Range<usize>],
-    &'a mut dyn FnMut(&mut M, &mut Tape, &Batch<'_>, &mut Rng) -> Result<()>,
+    &'a mut dyn FnMut(&mut M, &mut Tape, &Batch<'_>, &mut Rng) -> Result<Option<(f64, Vec<f64>)>>,
 );
 
 /// The minibatch loop shared by [`fit_adam_with`] and [`fit_natgrad_adam`].
@@ -139,9 +150,12 @@ fn train_loop<M: Model + ?Sized>(
         gather_rows_into(data.y(), idx, yb.as_mut());
         let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
         if let Some((frozen, natural)) = pre_step.as_mut() {
-            natural(model, &mut tape, &batch, &mut noise)?;
+            let given = natural(model, &mut tape, &batch, &mut noise)?;
             flat.copy_from_slice(&model.params().flat());
-            let (value, mut grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
+            let (value, mut grad) = match given {
+                Some(vg) => vg,
+                None => model.value_and_grad(&mut tape, &batch, &mut noise)?,
+            };
             for r in frozen.iter() {
                 grad[r.clone()].fill(0.0);
             }

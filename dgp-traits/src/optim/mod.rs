@@ -23,4 +23,6 @@ mod natgrad;
 
 pub use adam::{Adam, AdamConfig, AdamState, LrSchedule};
 pub use lbfgs::{LbfgsConfig, LbfgsReport, lbfgs_maximise, lbfgs_minimise};
-pub use natgrad::{NatGradConfig, NaturalStep, covariance_adjoint, natural_gradient_step};
+pub use natgrad::{
+    NatGradConfig, NatGradScheme, NaturalStep, covariance_adjoint, natural_gradient_step,
+};
