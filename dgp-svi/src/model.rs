@@ -11,6 +11,7 @@ use dgp_traits::linalg::cholesky_jittered;
 use dgp_traits::mean::{LinearInit, MeanFunction};
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
+    checked_backward,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
@@ -397,18 +398,7 @@ impl NaturalGradientModel for DeepGp {
         tape.clear();
         let leaves = self.params.record(tape);
         let (out, q) = self.elbo(tape, &leaves, batch, rng)?;
-        let value = tape.scalar(out);
-        if !value.is_finite() {
-            return Err(Error::Numerical(format!("objective is {value}")));
-        }
-        let grads = tape.backward(out);
-        let flat_grad = self.params.flat_grad(&grads, &leaves);
-        if let Some(k) = flat_grad.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!(
-                "gradient entry {k} is {}",
-                flat_grad[k]
-            )));
-        }
+        let (value, grads, flat_grad) = checked_backward(tape, out, &self.params, &leaves)?;
         let QSqrt::Full(factors) = &q.sqrt else {
             unreachable!("svi's q(u) has full Cholesky factors")
         };

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::Rng;
-use crate::tape::{Tape, Var};
+use crate::tape::{Gradients, Tape, Var};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
@@ -117,17 +117,30 @@ pub trait Objective {
         tape.clear();
         let leaves = self.params().record(tape);
         let out = self.record(tape, &leaves, batch, rng)?;
-        let value = tape.scalar(out);
-        if !value.is_finite() {
-            return Err(Error::Numerical(format!("objective is {value}")));
-        }
-        let grads = tape.backward(out);
-        let g = self.params().flat_grad(&grads, &leaves);
-        if let Some(k) = g.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!("gradient entry {k} is {}", g[k])));
-        }
+        let (value, _, g) = checked_backward(tape, out, self.params(), &leaves)?;
         Ok((value, g))
     }
+}
+
+/// The reverse pass from the recorded objective `out`: its value, the adjoints of every
+/// node and the gradient in [`ParamStore::flat`] layout (`leaves` are `params` on
+/// `tape`). Fails on a non-finite value or gradient entry, so no NaN reaches an optimiser.
+pub fn checked_backward(
+    tape: &Tape,
+    out: Var,
+    params: &ParamStore,
+    leaves: &[Var],
+) -> Result<(f64, Gradients, Vec<f64>)> {
+    let value = tape.scalar(out);
+    if !value.is_finite() {
+        return Err(Error::Numerical(format!("objective is {value}")));
+    }
+    let grads = tape.backward(out);
+    let g = params.flat_grad(&grads, leaves);
+    if let Some(k) = g.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Numerical(format!("gradient entry {k} is {}", g[k])));
+    }
+    Ok((value, grads, g))
 }
 
 /// Settings shared by every backend's training loop. Backend-specific settings (numbers
