@@ -333,57 +333,43 @@ fn run_with_backend_and_layer_lists_then_table() {
     assert!(table.contains("| tiny | dspp | DGP2 | 1 |"), "{table}");
 }
 
-/// `--mean linear` reaches nested (its settings line says so) and gives a finite result.
-#[test]
-fn nested_runs_with_a_linear_hidden_mean() {
-    let s = Scratch::new("mean");
+/// Runs `backend` on the tiny UCI folder with the extra `flags` and checks that the
+/// settings line contains `settings` and that every record has a finite NLL.
+fn tiny_run_with_flags(name: &str, backend: &str, flags: &[&str], settings: &str) {
+    let s = Scratch::new(name);
     let uci = s.path("tiny");
     write_uci(&uci);
     let json = s.path("records.jsonl");
-    let args = tiny(&[
-        "--data",
-        uci.to_str().unwrap(),
-        "--backend",
-        "nested",
-        "--mean",
-        "linear",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let o = run_ok(&args);
+    let mut args = vec!["--data", uci.to_str().unwrap(), "--backend", backend];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let o = run_ok(&tiny(&args));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("hidden mean linear"), "{stdout}");
+    assert!(stdout.contains(settings), "{stdout}");
     let recs = read_json_lines(&json).unwrap();
     assert!(!recs.is_empty() && recs.iter().all(|r| r.nll.is_finite()));
+}
+
+/// `--mean linear` reaches nested (its settings line says so) and gives a finite result.
+#[test]
+fn nested_runs_with_a_linear_hidden_mean() {
+    tiny_run_with_flags(
+        "mean",
+        "nested",
+        &["--mean", "linear"],
+        "hidden mean linear",
+    );
 }
 
 /// `--natgrad` reaches svi (its settings line says so) and gives a finite result.
 #[test]
 fn svi_runs_with_natural_gradient_steps() {
-    let s = Scratch::new("natgrad");
-    let uci = s.path("tiny");
-    write_uci(&uci);
-    let json = s.path("records.jsonl");
-    let args = tiny(&[
-        "--data",
-        uci.to_str().unwrap(),
-        "--backend",
+    tiny_run_with_flags(
+        "natgrad",
         "svi",
-        "--natgrad",
-        "0.5",
-        "--natgrad-scheme",
-        "joint",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let o = run_ok(&args);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        stdout.contains("natural-gradient steps gamma 0.5 on the last q(u) joint with Adam"),
-        "{stdout}"
+        &["--natgrad", "0.5", "--natgrad-scheme", "joint"],
+        "natural-gradient steps gamma 0.5 on the last q(u) joint with Adam",
     );
-    let recs = read_json_lines(&json).unwrap();
-    assert!(!recs.is_empty() && recs.iter().all(|r| r.nll.is_finite()));
 }
 
 #[test]
