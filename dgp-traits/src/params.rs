@@ -126,15 +126,26 @@ impl ParamStore {
 
     /// Trainable entries, block by block, column-major.
     pub fn flat(&self) -> Vec<f64> {
-        let mut out = Vec::with_capacity(self.num_trainable());
+        let mut out = vec![0.0; self.num_trainable()];
+        self.flat_into(&mut out);
+        out
+    }
+
+    /// [`Self::flat`] written into `out` (no allocation, for training loops).
+    ///
+    /// # Panics
+    /// When `out.len()` is not [`Self::num_trainable`].
+    pub fn flat_into(&self, out: &mut [f64]) {
+        assert_eq!(out.len(), self.num_trainable(), "flat_into length");
+        let mut k = 0;
         for b in self.blocks.iter().filter(|b| b.trainable) {
             for j in 0..b.value.ncols() {
                 for i in 0..b.value.nrows() {
-                    out.push(b.value[(i, j)]);
+                    out[k] = b.value[(i, j)];
+                    k += 1;
                 }
             }
         }
-        out
     }
 
     /// Writes a flat vector (as produced by [`Self::flat`]) back into the trainable blocks.

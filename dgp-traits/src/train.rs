@@ -151,7 +151,7 @@ fn train_loop<M: Model + ?Sized>(
         let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
         if let Some((frozen, natural)) = pre_step.as_mut() {
             let given = natural(model, &mut tape, &batch, &mut noise)?;
-            flat.copy_from_slice(&model.params().flat());
+            model.params().flat_into(&mut flat);
             let (value, mut grad) = match given {
                 Some(vg) => vg,
                 None => model.value_and_grad(&mut tape, &batch, &mut noise)?,
