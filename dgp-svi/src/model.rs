@@ -412,8 +412,10 @@ impl NaturalGradientModel for DeepGp {
         let zeros = Mat::<f64>::zeros(m, m);
         let zero_mean = Mat::<f64>::zeros(m, self.output_dim);
         let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
+        // All outputs' steps first, then the parameters: a failed step leaves q(u) as it was.
         let mut new_mean = mean.clone();
-        for (d, (&factor, &raw_id)) in factors.iter().zip(&ids.sqrt).enumerate() {
+        let mut new_factors = Vec::with_capacity(factors.len());
+        for (d, &factor) in factors.iter().enumerate() {
             let g_factor = grads.get(factor).unwrap_or(zeros.as_ref());
             let step = natural_gradient_step(
                 mean.subcols(d, 1),
@@ -423,8 +425,10 @@ impl NaturalGradientModel for DeepGp {
                 cfg,
             )?;
             new_mean.subcols_mut(d, 1).copy_from(step.mean.as_ref());
-            self.params
-                .set(raw_id, raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR))?;
+            new_factors.push(raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR));
+        }
+        for (&raw_id, raw) in ids.sqrt.iter().zip(new_factors) {
+            self.params.set(raw_id, raw)?;
         }
         self.params.set(ids.mean, new_mean)?;
         Ok((value, flat_grad))
@@ -458,7 +462,7 @@ impl Model for DeepGp {
 
     /// Adam on every parameter ([`dgp_traits::train::fit_adam`]), or, when
     /// [`SviConfig::natgrad`] is set, natural-gradient steps on the last layer's q(u)
-    /// alternated with Adam on the rest ([`fit_natgrad_adam`]).
+    /// next to Adam on the rest ([`fit_natgrad_adam`], alternate or joint scheme).
     fn fit(
         &mut self,
         data: &Dataset,
