@@ -149,23 +149,23 @@ fn train_loop<M: Model + ?Sized>(
         gather_rows_into(data.x(), idx, xb.as_mut());
         gather_rows_into(data.y(), idx, yb.as_mut());
         let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
-        if let Some((frozen, natural)) = pre_step.as_mut() {
-            let given = natural(model, &mut tape, &batch, &mut noise)?;
-            model.params().flat_into(&mut flat);
-            let (value, mut grad) = match given {
-                Some(vg) => vg,
-                None => model.value_and_grad(&mut tape, &batch, &mut noise)?,
-            };
-            for r in frozen.iter() {
-                grad[r.clone()].fill(0.0);
+        let (value, grad) = match pre_step.as_mut() {
+            Some((frozen, natural)) => {
+                let given = natural(model, &mut tape, &batch, &mut noise)?;
+                model.params().flat_into(&mut flat);
+                let (value, mut grad) = match given {
+                    Some(vg) => vg,
+                    None => model.value_and_grad(&mut tape, &batch, &mut noise)?,
+                };
+                for r in frozen.iter() {
+                    grad[r.clone()].fill(0.0);
+                }
+                (value, grad)
             }
-            adam.ascend(&mut flat, &grad)?;
-            record(&mut report, step, cfg.steps, value);
-        } else {
-            let (value, grad) = model.value_and_grad(&mut tape, &batch, &mut noise)?;
-            adam.ascend(&mut flat, &grad)?;
-            record(&mut report, step, cfg.steps, value);
-        }
+            None => model.value_and_grad(&mut tape, &batch, &mut noise)?,
+        };
+        adam.ascend(&mut flat, &grad)?;
+        keep_objective(&mut report, step, cfg.steps, value);
         model.params_mut().set_flat(&flat)?;
         observer.on_step(step, cfg.steps, report.final_objective);
     }
@@ -174,7 +174,7 @@ fn train_loop<M: Model + ?Sized>(
 }
 
 /// Keeps the objective of `step` in the report.
-fn record(report: &mut FitReport, step: usize, steps: usize, value: f64) {
+fn keep_objective(report: &mut FitReport, step: usize, steps: usize, value: f64) {
     if step.is_multiple_of(HISTORY_EVERY) || step + 1 == steps {
         report.history.push((step, value));
     }
