@@ -46,8 +46,9 @@
 //!
 //! All 20 splits of the four small sets; 5 of kin8nm; 20 (SGP) and 10 (DGP2) of power.
 //! ᵃ With natural gradients (below; `--natgrad 1 --natgrad-scheme joint`): on these two
-//! large sets 5000 Adam steps are not converged (power SGP split 0: NLL 2.862 after 5000 Adam steps,
-//! 2.824 after 20 000, 2.828 after 5000 natural-gradient steps at the same cost per step).
+//! large sets 5000 Adam steps are not converged (power SGP split 0: NLL 2.862 after 5000
+//! Adam steps, 2.829 after `dgp-bench run`'s default 10 000, 2.824 after 20 000, and 2.828
+//! after 5000 natural-gradient steps at the same cost per step as Adam).
 //! On the small sets natural gradients change the NLL by less than 0.01 (concrete and
 //! wine-red SGP, splits 0–4). The two-layer model clearly beats the SGP on boston,
 //! concrete, kin8nm and power (on power by 0.024 ± 0.003 nats, on all of the 10 splits
