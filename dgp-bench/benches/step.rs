@@ -49,8 +49,7 @@ fn gradient_step(c: &mut Criterion) {
     group.sample_size(20);
     for s in [1usize, 10] {
         let mut m = model(s, &data);
-        let mut adam =
-            Adam::new(AdamConfig::with_lr(0.01), m.params().num_trainable()).expect("adam");
+        let mut adam = Adam::new(AdamConfig::with_lr(0.01), m.params().num_free()).expect("adam");
         let mut flat = m.params().flat();
         let mut tape = Tape::with_par(Par::rayon(0));
         let mut noise = stream(0, 1);

@@ -153,7 +153,7 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let mut batches =
         Minibatches::new(n, bsz, spec.seed).map_err(|e| BenchError::run(ctx("batches"), e))?;
     let mut noise = stream(spec.seed, 1);
-    let n_params = model.params().num_trainable();
+    let n_params = model.params().num_free();
     let mut adam = Adam::new(AdamConfig::with_lr(spec.learning_rate), n_params)
         .map_err(|e| BenchError::run(ctx("Adam"), e))?;
     let mut xb = Mat::<f64>::zeros(bsz, train.input_dim());

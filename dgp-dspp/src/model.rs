@@ -16,7 +16,7 @@ use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
 };
 use dgp_traits::optim::{AdamConfig, LrSchedule};
-use dgp_traits::params::{ParamId, ParamStore};
+use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::tape::{Tape, Var};
@@ -173,7 +173,9 @@ impl Dspp {
             let layer_mean = if last {
                 MeanFunction::constant(din, dout)
             } else {
-                MeanFunction::linear(din, dout, config.hidden_mean_init.clone(), true, true)
+                MeanFunction::linear(din, dout, config.hidden_mean_init.clone())
+                    .learned()
+                    .with_bias()
             };
             let mean_init = layer_mean.init_params(Some(z_run.as_ref()), &mut rng)?;
             let z_base = if l == 0 {
@@ -205,7 +207,9 @@ impl Dspp {
                 let mean = if last {
                     MeanFunction::constant(din, width)
                 } else {
-                    MeanFunction::linear(din, width, config.hidden_mean_init.clone(), true, true)
+                    MeanFunction::linear(din, width, config.hidden_mean_init.clone())
+                        .learned()
+                        .with_bias()
                 };
                 let init = MeanParams {
                     weights: mean_init
@@ -238,14 +242,14 @@ impl Dspp {
                 let q_mean = params.add(
                     format!("{bname}.q.mean"),
                     Mat::from_fn(m, width, |i, j| Q_MEAN_INIT_SD * qm0[(i, j)]),
-                    true,
+                    Role::Optimised,
                 )?;
                 let raw_one = inv_softplus(1.0 - Q_SD_FLOOR);
                 let q_sqrt = match config.q_cov {
                     QCov::Diag => QSqrtParams::Diag(params.add(
                         format!("{bname}.q.sd"),
                         Mat::from_fn(m, width, |_, _| raw_one),
-                        true,
+                        Role::Optimised,
                     )?),
                     QCov::Full => QSqrtParams::Full(
                         (0..width)
@@ -253,7 +257,7 @@ impl Dspp {
                                 params.add(
                                     format!("{bname}.q.sqrt{d}"),
                                     Mat::from_fn(m, m, |i, j| if i == j { raw_one } else { 0.0 }),
-                                    true,
+                                    Role::Optimised,
                                 )
                             })
                             .collect::<Result<Vec<_>>>()?,
@@ -269,10 +273,10 @@ impl Dspp {
                 Some(r) if l > 0 => {
                     let (free, lg) = r.init(config.init, &mut rng)?;
                     if logits.is_none() {
-                        logits = Some(params.add("quadrature.logits", lg, true)?);
+                        logits = Some(params.add("quadrature.logits", lg, Role::Optimised)?);
                     }
                     if r.free_rows() > 0 {
-                        Some(params.add(format!("{lname}.sites"), free, true)?)
+                        Some(params.add(format!("{lname}.sites"), free, Role::Optimised)?)
                     } else {
                         None
                     }
@@ -298,7 +302,7 @@ impl Dspp {
             Some(v) => Some(params.add(
                 "likelihood.variance",
                 Mat::from_fn(1, p, |_, _| inv_softplus(v - config.noise_floor)),
-                true,
+                Role::Optimised,
             )?),
             None => None,
         };
@@ -310,7 +314,7 @@ impl Dspp {
                     let g = standard_normal(&mut rng, wl, p);
                     Mat::from_fn(wl, p, |i, j| g[(i, j)] / (wl as f64).sqrt())
                 };
-                Some(params.add("lmc.mixing", a, true)?)
+                Some(params.add("lmc.mixing", a, Role::Optimised)?)
             }
             None => None,
         };
@@ -725,7 +729,7 @@ impl Objective for Dspp {
                 })
                 .collect();
             let mut value = 0.0;
-            let mut grad = vec![0.0; self.params.num_trainable()];
+            let mut grad = vec![0.0; self.params.num_free()];
             for part in parts {
                 let (v, g) = part?;
                 value += v;

@@ -119,7 +119,7 @@ fn adam_loop(
     };
     let mut batches = Minibatches::new(n, b, cfg.seed)?;
     let mut noise = stream(cfg.seed, 1);
-    let mut adam = Adam::new(adam_cfg, model.params().num_trainable())?;
+    let mut adam = Adam::new(adam_cfg, model.params().num_free())?;
     let mut xb = Mat::<f64>::zeros(b, train.input_dim());
     let mut yb = Mat::<f64>::zeros(b, train.output_dim());
     let mut tape = Tape::with_par(Par::rayon(0));

@@ -459,8 +459,12 @@ fn one_layer_dspp_is_ppgpr_and_matches_eq16() {
         let mut ll = 0.0;
         for i in 0..data.n() {
             let kf = Mat::from_fn(m, 1, |j, _| k(z, j, x, i));
-            let a =
-                dgp_traits::linalg::tri_solve(l.as_ref(), kf.as_ref(), true, false, faer::Par::Seq);
+            let a = dgp_traits::linalg::tri_solve(
+                l.as_ref(),
+                kf.as_ref(),
+                dgp_traits::linalg::Tri::Lower,
+                faer::Par::Seq,
+            );
             let mu = bias + (0..m).map(|j| a[(j, 0)] * qm[(j, 0)]).sum::<f64>();
             let sa = &s_cov * &a;
             let v = var - (0..m).map(|j| a[(j, 0)].powi(2)).sum::<f64>()

@@ -160,7 +160,7 @@ fn bench_kin8nm<M: Measurement + 'static>(c: &mut Criterion<M>) {
     let mut yb = Mat::zeros(1000, 1);
     gather_rows_into(data.x(), &idx, xb.as_mut());
     gather_rows_into(data.y(), &idx, yb.as_mut());
-    let mut adam = Adam::new(AdamConfig::with_lr(0.01), model.params().num_trainable()).unwrap();
+    let mut adam = Adam::new(AdamConfig::with_lr(0.01), model.params().num_free()).unwrap();
     let mut flat = model.params().flat();
     let mut tape = Tape::with_par(faer::Par::rayon(0));
     let mut rng = seeded(0);

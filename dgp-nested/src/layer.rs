@@ -7,6 +7,7 @@ use dgp_traits::error::Result;
 use dgp_traits::kernels::{Kernel, KernelVars};
 use dgp_traits::layer::{HYPER_FLOOR, QSqrt, QVars, kl_divergence};
 use dgp_traits::linalg::JitterConfig;
+use dgp_traits::linalg::Tri;
 use dgp_traits::model::{Layer, Projection};
 use dgp_traits::params::ParamId;
 use dgp_traits::tape::{Tape, Var};
@@ -168,7 +169,7 @@ impl NestedLayer {
                 // Layer 1 (or a sampled input): Ψ1 = K_fu, Φ = Ψ1ᵀΨ1, so the TCV is
                 // tr(K_ff − K_fu K⁻¹ K_uf) and the propagation term vanishes.
                 let kuf = self.kernel.record(tape, z, x, hyp);
-                let a = tape.tri_solve(chol, kuf, true, false);
+                let a = tape.tri_solve(chol, kuf, Tri::Lower);
                 let psi0 = self.kernel.record_diag(tape, x, hyp);
                 let tcv = if bound {
                     let s0 = tape.sum(psi0);
@@ -183,11 +184,11 @@ impl NestedLayer {
                 if bound {
                     let p = psi::psi_stats(tape, &self.kernel, mean, var, z, hyp, fallback)?;
                     let psi1t = tape.transpose(p.psi1);
-                    let a = tape.tri_solve(chol, psi1t, true, false);
+                    let a = tape.tri_solve(chol, psi1t, Tri::Lower);
                     // Y = L⁻¹ Φ L⁻ᵀ; tr(K⁻¹Φ) = tr(Y).
-                    let x1 = tape.tri_solve(chol, p.psi2, true, false);
+                    let x1 = tape.tri_solve(chol, p.psi2, Tri::Lower);
                     let x1t = tape.transpose(x1);
-                    let y = tape.tri_solve(chol, x1t, true, false);
+                    let y = tape.tri_solve(chol, x1t, Tri::Lower);
                     let dy = tape.diag(y);
                     let tr = tape.sum(dy);
                     let s0 = tape.sum(p.psi0);
@@ -203,7 +204,7 @@ impl NestedLayer {
                     let rt = if self.whiten {
                         r
                     } else {
-                        tape.tri_solve(chol, r, true, false)
+                        tape.tri_solve(chol, r, Tri::Lower)
                     };
                     let drt = tape.matmul(dm, rt);
                     let prod = tape.mul(rt, drt);
@@ -212,7 +213,7 @@ impl NestedLayer {
                 } else {
                     let (psi0, psi1) = self.psi01(tape, mean, var, z, hyp, fallback)?;
                     let psi1t = tape.transpose(psi1);
-                    let a = tape.tri_solve(chol, psi1t, true, false);
+                    let a = tape.tri_solve(chol, psi1t, Tri::Lower);
                     (a, psi0, None, None, None)
                 }
             }
@@ -223,8 +224,8 @@ impl NestedLayer {
             (a, q_mean)
         } else {
             (
-                tape.tri_solve(chol, a, true, true),
-                tape.tri_solve(chol, q_mean, true, false),
+                tape.tri_solve(chol, a, Tri::LowerT),
+                tape.tri_solve(chol, q_mean, Tri::Lower),
             )
         };
         let mut mean = tape.matmul_tn(a, mt);
@@ -305,7 +306,7 @@ impl NestedLayer {
         let w2 = tape.square(w);
         let w2r = tape.row_sums(w2);
         let var_term = tape.matmul(vs, w2r);
-        let alpha = tape.tri_solve(chol, mt, true, true);
+        let alpha = tape.tri_solve(chol, mt, Tri::LowerT);
         let p = tape.matmul_nt(alpha, w);
         let z = self.z.var(params);
         let cross =
@@ -361,7 +362,7 @@ impl Layer for NestedLayer {
         let chol = self.chol_kuu(tape, params, hyp)?;
         let z = self.z.var(params);
         let kuf = self.kernel.record(tape, z, x, hyp);
-        let a = tape.tri_solve(chol, kuf, true, false);
+        let a = tape.tri_solve(chol, kuf, Tri::Lower);
         let kff_diag = self.kernel.record_diag(tape, x, hyp);
         let mean = self.mean_weights.map(|wid| {
             let w = wid.var(params);

@@ -14,7 +14,7 @@ use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
 };
 use dgp_traits::optim::{LbfgsConfig, lbfgs_maximise};
-use dgp_traits::params::ParamStore;
+use dgp_traits::params::{ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
@@ -106,12 +106,12 @@ impl NestedDgp {
             let z = kmeans(run_mean.as_ref(), m, config.kmeans_iters, &mut rng)?;
             let kernel = Kernel::new(config.kernel, din, config.ard)?;
             let n_ls = kernel.lengthscale_shape().1;
-            let zid = params.add(format!("{name}.z"), z.clone(), true)?;
+            let zid = params.add(format!("{name}.z"), z.clone(), Role::Optimised)?;
             let ls0 = inv_softplus(config.init_lengthscale - HYPER_FLOOR);
             let lsid = params.add(
                 format!("{name}.kernel.lengthscales"),
                 Mat::from_fn(1, n_ls, |_, _| ls0),
-                true,
+                Role::Optimised,
             )?;
             let varid = if kernel.has_variance() {
                 Some(params.add(
@@ -119,7 +119,7 @@ impl NestedDgp {
                     Mat::from_fn(1, 1, |_, _| {
                         inv_softplus(config.init_variance - HYPER_FLOOR)
                     }),
-                    true,
+                    Role::Optimised,
                 )?)
             } else {
                 None
@@ -154,8 +154,7 @@ impl NestedDgp {
                     dgp_traits::linalg::tri_solve_in_place(
                         lk.as_ref(),
                         mean.as_mut(),
-                        true,
-                        false,
+                        dgp_traits::linalg::Tri::Lower,
                         Par::Seq,
                     );
                     Mat::from_fn(m, m, |i, j| if i == j { s } else { 0.0 })
@@ -168,10 +167,10 @@ impl NestedDgp {
             } else {
                 (Mat::zeros(m, dout), lk)
             };
-            let qmid = params.add(format!("{name}.q.mean"), q_mean, true)?;
+            let qmid = params.add(format!("{name}.q.mean"), q_mean, Role::Optimised)?;
             let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
             let q_sqrt = (0..dout)
-                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
+                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), Role::Optimised))
                 .collect::<Result<Vec<_>>>()?;
             let (noise_name, noise0, train_noise) = if hidden {
                 (
@@ -189,11 +188,11 @@ impl NestedDgp {
             let nid = params.add(
                 noise_name,
                 Mat::from_fn(1, 1, |_, _| inv_softplus(noise0 - NOISE_FLOOR)),
-                train_noise,
+                Role::optimised_if(train_noise),
             )?;
             let mean_weights = match w {
                 Some(w) if linear_mean => {
-                    Some(params.add(format!("{name}.mean.weights"), w, false)?)
+                    Some(params.add(format!("{name}.mean.weights"), w, Role::Fixed)?)
                 }
                 _ => None,
             };
@@ -649,9 +648,19 @@ impl NestedDgp {
             let w = if layer.whiten {
                 // L⁻ᵀ C L⁻¹ = (L⁻ᵀ (L⁻ᵀ C)ᵀ) since C is symmetric.
                 let mut t = c;
-                dgp_traits::linalg::tri_solve_in_place(chol, t.as_mut(), true, true, Par::Seq);
+                dgp_traits::linalg::tri_solve_in_place(
+                    chol,
+                    t.as_mut(),
+                    dgp_traits::linalg::Tri::LowerT,
+                    Par::Seq,
+                );
                 let mut t2 = t.transpose().to_owned();
-                dgp_traits::linalg::tri_solve_in_place(chol, t2.as_mut(), true, true, Par::Seq);
+                dgp_traits::linalg::tri_solve_in_place(
+                    chol,
+                    t2.as_mut(),
+                    dgp_traits::linalg::Tri::LowerT,
+                    Par::Seq,
+                );
                 t2
             } else {
                 &kinv * &c * &kinv

@@ -59,7 +59,7 @@ fn main() -> dgp_traits::Result<()> {
     let b = 1000.min(n);
     let mut batches = Minibatches::new(n, b, 0)?;
     let mut rng = stream(0, 1);
-    let mut adam = Adam::new(AdamConfig::with_lr(0.01), model.params().num_trainable())?;
+    let mut adam = Adam::new(AdamConfig::with_lr(0.01), model.params().num_free())?;
     let mut flat = model.params().flat();
     let (mut xb, mut yb) = (Mat::zeros(b, train.input_dim()), Mat::zeros(b, 1));
     let mut tape = Tape::with_par(Par::rayon(0));

@@ -14,7 +14,7 @@ use dgp_traits::model::{
     checked_backward,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
-use dgp_traits::params::{ParamId, ParamStore};
+use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
@@ -83,7 +83,7 @@ impl DeepGp {
             let inner = l + 1 < config.layers;
             let name = format!("layer{}", l + 1);
             let mean = if inner {
-                MeanFunction::linear(din, dout, LinearInit::Pca, false, false)
+                MeanFunction::linear(din, dout, LinearInit::Pca)
             } else {
                 match config.last_mean {
                     LastMean::Zero => MeanFunction::zero(din, dout),
@@ -128,9 +128,13 @@ impl DeepGp {
             };
             let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
             let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
-            let qm = params.add(format!("{name}.q.mean"), Mat::zeros(m, dout), true)?;
+            let qm = params.add(
+                format!("{name}.q.mean"),
+                Mat::zeros(m, dout),
+                Role::Optimised,
+            )?;
             let qs = (0..dout)
-                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), true))
+                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), Role::Optimised))
                 .collect::<Result<Vec<_>>>()?;
             q.push(QParams { mean: qm, sqrt: qs });
             layers.push(layer);
@@ -143,7 +147,7 @@ impl DeepGp {
             Some(v) => Some(params.add(
                 "likelihood.variance",
                 Mat::from_fn(1, 1, |_, _| inv_softplus(v - NOISE_FLOOR)),
-                true,
+                Role::Optimised,
             )?),
             None => None,
         };

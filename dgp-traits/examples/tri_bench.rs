@@ -4,6 +4,7 @@
 //! `cargo run --release -p dgp-traits --example tri_bench -- [N]` (default N = 10000;
 //! minimum of 15 runs, single-threaded unless stated).
 
+use dgp_traits::linalg::Tri;
 use dgp_traits::rng::{seeded, standard_normal};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure as BS, matmul as tmm};
@@ -74,7 +75,7 @@ fn main() {
     });
     time("chunked::tri_solve_in_place", tri, || {
         x.copy_from(&b);
-        chunked::tri_solve_in_place(l.as_ref(), x.as_mut(), true, false, Par::Seq);
+        chunked::tri_solve_in_place(l.as_ref(), x.as_mut(), Tri::Lower, Par::Seq);
     });
     time("chunked::lower_times 2thr", tri, || {
         chunked::lower_times(
@@ -88,7 +89,7 @@ fn main() {
     });
     time("chunked::tri_solve_in_place 2thr", tri, || {
         x.copy_from(&b);
-        chunked::tri_solve_in_place(l.as_ref(), x.as_mut(), true, false, Par::rayon(2));
+        chunked::tri_solve_in_place(l.as_ref(), x.as_mut(), Tri::Lower, Par::rayon(2));
     });
     time("faer tri solve whole", tri, || {
         x.copy_from(&b);

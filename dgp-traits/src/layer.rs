@@ -16,9 +16,10 @@
 use crate::error::{Error, Result};
 use crate::kernels::{Kernel, KernelVars};
 use crate::linalg::JitterConfig;
+use crate::linalg::Tri;
 use crate::mean::{MeanFunction, MeanParams, MeanVars};
 use crate::model::{Layer, Projection};
-use crate::params::{ParamId, ParamStore};
+use crate::params::{ParamId, ParamStore, Role};
 use crate::tape::{Tape, Var};
 use crate::transforms::inv_softplus;
 use faer::Mat;
@@ -105,18 +106,22 @@ impl SparseLayer {
             )));
         }
         let num_inducing = init.z.nrows();
-        let z = store.add(format!("{name}.z"), init.z, init.train_z)?;
+        let z = store.add(
+            format!("{name}.z"),
+            init.z,
+            Role::optimised_if(init.train_z),
+        )?;
         let n_ls = kernel.lengthscale_shape().1;
         let ls0 = inv_softplus(init.lengthscale - HYPER_FLOOR);
         let lengthscales = store.add(
             format!("{name}.kernel.lengthscales"),
             Mat::from_fn(1, n_ls, |_, _| ls0),
-            true,
+            Role::Optimised,
         )?;
         let variance = store.add(
             format!("{name}.kernel.variance"),
             Mat::from_fn(1, 1, |_, _| inv_softplus(init.variance - HYPER_FLOOR)),
-            init.train_variance,
+            Role::optimised_if(init.train_variance),
         )?;
         mean.validate()?;
         if mean.input_dim != kernel.input_dim || mean.output_dim != output_dim {
@@ -128,11 +133,17 @@ impl SparseLayer {
         }
         let learned = mean.is_trainable();
         let mean_weights = match init.mean.weights {
-            Some(w) => Some(store.add(format!("{name}.mean.weights"), w, learned)?),
+            Some(w) => Some(store.add(
+                format!("{name}.mean.weights"),
+                w,
+                Role::optimised_if(learned),
+            )?),
             None => None,
         };
         let mean_bias = match init.mean.bias {
-            Some(b) => Some(store.add(format!("{name}.mean.bias"), b, learned)?),
+            Some(b) => {
+                Some(store.add(format!("{name}.mean.bias"), b, Role::optimised_if(learned))?)
+            }
             None => None,
         };
         Ok(SparseLayer {
@@ -192,7 +203,7 @@ impl Layer for SparseLayer {
         let chol = self.chol_kuu(tape, params, hyp)?;
         let z = self.z.var(params);
         let kuf = self.kernel.record(tape, z, x, hyp);
-        let a = tape.tri_solve(chol, kuf, true, false);
+        let a = tape.tri_solve(chol, kuf, Tri::Lower);
         let mut kff_diag = self.kernel.record_diag(tape, x, hyp);
         if self.white_noise > 0.0 {
             kff_diag = tape.add_scalar(kff_diag, self.white_noise);
@@ -235,7 +246,7 @@ pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) ->
     let at = if whiten {
         proj.a
     } else {
-        tape.tri_solve(proj.chol, proj.a, true, true)
+        tape.tri_solve(proj.chol, proj.a, Tri::LowerT)
     };
     // means: m(x) + Ãᵀ m   (B×D)
     let proj_mean = tape.matmul_tn(at, q.mean);
@@ -276,7 +287,7 @@ pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var
     let mean_term = if whiten {
         tape.sum_squares(q.mean)
     } else {
-        let lm = tape.tri_solve(chol, q.mean, true, false);
+        let lm = tape.tri_solve(chol, q.mean, Tri::Lower);
         tape.sum_squares(lm)
     };
     // Trace term ‖L_S‖² or ‖L⁻¹L_S‖², and Σ log diag(L_S)².
@@ -288,7 +299,7 @@ pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var
                 let t = if whiten {
                     tape.sum_squares(ls)
                 } else {
-                    let x = tape.tri_solve(chol, ls, true, false);
+                    let x = tape.tri_solve(chol, ls, Tri::Lower);
                     tape.sum_squares(x)
                 };
                 let l = tape.logdet_chol(ls);
@@ -314,7 +325,7 @@ pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var
                 for d in 0..d_out {
                     let c = tape.slice_cols(*sd, d, 1);
                     let dm = tape.diag_matrix(c);
-                    let x = tape.tri_solve(chol, dm, true, false);
+                    let x = tape.tri_solve(chol, dm, Tri::Lower);
                     cols.push(tape.sum_squares(x));
                 }
                 let mut acc = cols[0];

@@ -237,36 +237,70 @@ pub fn cholesky_jittered_with(
     })
 }
 
-/// Solves `op(T) X = B` in place (`B` is overwritten by `X`), where `T` is lower
-/// triangular when `lower` (else upper triangular) and `op(T) = Tᵀ` when `transpose`.
-/// Only the relevant triangle of `t` is read.
+/// Which triangular system a solve addresses: `op(T) X = B` with `T` lower or upper
+/// triangular and `op(T)` either `T` or `Tᵀ`. Only the named triangle of `T` is read.
+///
+/// ```
+/// use dgp_traits::linalg::{Tri, tri_solve};
+/// use faer::{Par, mat};
+/// let l = mat![[2.0, 0.0], [1.0, 1.0]];
+/// let b = mat![[2.0], [2.0]];
+/// let x = tri_solve(l.as_ref(), b.as_ref(), Tri::Lower, Par::Seq); // L x = b
+/// assert_eq!((x[(0, 0)], x[(1, 0)]), (1.0, 1.0));
+/// let y = tri_solve(l.as_ref(), b.as_ref(), Tri::LowerT, Par::Seq); // Lᵀ y = b
+/// assert_eq!((y[(0, 0)], y[(1, 0)]), (0.0, 2.0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tri {
+    /// `L X = B`, `L` lower triangular (`X = L⁻¹B`).
+    Lower,
+    /// `Lᵀ X = B`, `L` lower triangular (`X = L⁻ᵀB`).
+    LowerT,
+    /// `U X = B`, `U` upper triangular.
+    Upper,
+    /// `Uᵀ X = B`, `U` upper triangular.
+    UpperT,
+}
+
+impl Tri {
+    /// Whether `T` is lower triangular.
+    pub fn is_lower(self) -> bool {
+        matches!(self, Tri::Lower | Tri::LowerT)
+    }
+
+    /// Whether the system is solved with `Tᵀ`.
+    pub fn is_transposed(self) -> bool {
+        matches!(self, Tri::LowerT | Tri::UpperT)
+    }
+
+    /// The same triangle with the transpose flag flipped (`Lower` ↔ `LowerT`).
+    pub fn flip_transpose(self) -> Tri {
+        match self {
+            Tri::Lower => Tri::LowerT,
+            Tri::LowerT => Tri::Lower,
+            Tri::Upper => Tri::UpperT,
+            Tri::UpperT => Tri::Upper,
+        }
+    }
+}
+
+/// Solves `op(T) X = B` in place (`B` is overwritten by `X`) for the system `sys`
+/// ([`Tri`]). Only the relevant triangle of `t` is read.
 ///
 /// Panics when the shapes do not match.
-pub fn tri_solve_in_place(
-    t: MatRef<'_, f64>,
-    b: MatMut<'_, f64>,
-    lower: bool,
-    transpose: bool,
-    par: Par,
-) {
-    match (lower, transpose) {
-        (true, false) => solve_lower_triangular_in_place(t, b, par),
-        (true, true) => solve_upper_triangular_in_place(t.transpose(), b, par),
-        (false, false) => solve_upper_triangular_in_place(t, b, par),
-        (false, true) => solve_lower_triangular_in_place(t.transpose(), b, par),
+pub fn tri_solve_in_place(t: MatRef<'_, f64>, b: MatMut<'_, f64>, sys: Tri, par: Par) {
+    match sys {
+        Tri::Lower => solve_lower_triangular_in_place(t, b, par),
+        Tri::LowerT => solve_upper_triangular_in_place(t.transpose(), b, par),
+        Tri::Upper => solve_upper_triangular_in_place(t, b, par),
+        Tri::UpperT => solve_lower_triangular_in_place(t.transpose(), b, par),
     }
 }
 
 /// `op(T)⁻¹ B` as a new matrix; see [`tri_solve_in_place`].
-pub fn tri_solve(
-    t: MatRef<'_, f64>,
-    b: MatRef<'_, f64>,
-    lower: bool,
-    transpose: bool,
-    par: Par,
-) -> Mat<f64> {
+pub fn tri_solve(t: MatRef<'_, f64>, b: MatRef<'_, f64>, sys: Tri, par: Par) -> Mat<f64> {
     let mut x = b.to_owned();
-    tri_solve_in_place(t, x.as_mut(), lower, transpose, par);
+    tri_solve_in_place(t, x.as_mut(), sys, par);
     x
 }
 
@@ -397,8 +431,9 @@ mod tests {
     fn triangular_solves_all_variants() {
         let t = mat![[2.0, 7.0, -1.0], [0.5, 1.5, 3.0], [-1.0, 0.25, 3.0]];
         let b = mat![[1.0, -2.0], [0.5, 4.0], [3.0, 1.0]];
-        for lower in [true, false] {
-            for transpose in [false, true] {
+        for sys in [Tri::Lower, Tri::LowerT, Tri::Upper, Tri::UpperT] {
+            let (lower, transpose) = (sys.is_lower(), sys.is_transposed());
+            {
                 let tri = Mat::from_fn(3, 3, |i, j| {
                     if (lower && i >= j) || (!lower && i <= j) {
                         t[(i, j)]
@@ -406,7 +441,7 @@ mod tests {
                         0.0
                     }
                 });
-                let x = tri_solve(t.as_ref(), b.as_ref(), lower, transpose, Par::Seq);
+                let x = tri_solve(t.as_ref(), b.as_ref(), sys, Par::Seq);
                 let op = if transpose {
                     tri.transpose().to_owned()
                 } else {

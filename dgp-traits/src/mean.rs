@@ -132,29 +132,49 @@ impl MeanFunction {
         }
     }
 
-    /// Linear `x W (+ b)`.
-    pub fn linear(
-        input_dim: usize,
-        output_dim: usize,
-        init: LinearInit,
-        learned: bool,
-        bias: bool,
-    ) -> Self {
+    /// Linear `x W` with W started (and kept) as `init` says; [`Self::learned`] makes W
+    /// trained, [`Self::with_bias`] adds a bias row b.
+    ///
+    /// ```
+    /// use dgp_traits::mean::{LinearInit, MeanFunction};
+    /// let fixed = MeanFunction::linear(5, 2, LinearInit::Pca); // the DSVI inner mean
+    /// let learned = MeanFunction::linear(5, 2, LinearInit::RandomNormal).learned().with_bias();
+    /// assert!(!fixed.is_trainable() && learned.is_trainable());
+    /// assert_eq!(learned.bias_shape(), Some((1, 2)));
+    /// ```
+    pub fn linear(input_dim: usize, output_dim: usize, init: LinearInit) -> Self {
         MeanFunction {
             kind: MeanKind::Linear {
                 init,
-                learned,
-                bias,
+                learned: false,
+                bias: false,
             },
             input_dim,
             output_dim,
         }
     }
 
+    /// A linear mean whose W (and b) are trained; other kinds are returned unchanged.
+    pub fn learned(mut self) -> Self {
+        if let MeanKind::Linear { learned, .. } = &mut self.kind {
+            *learned = true;
+        }
+        self
+    }
+
+    /// A linear mean with a bias row b (1×P, initialised as [`LinearInit`] says); other
+    /// kinds are returned unchanged.
+    pub fn with_bias(mut self) -> Self {
+        if let MeanKind::Linear { bias, .. } = &mut self.kind {
+            *bias = true;
+        }
+        self
+    }
+
     /// The DSVI inner-layer mean (dsvi.md §5): fixed W from [`pca_projection`] of the layer's
     /// running inputs (identity or `[I, 0]` when `D_in ≤ D_out`), no bias.
     pub fn dsvi_inner(input_dim: usize, output_dim: usize) -> Self {
-        Self::linear(input_dim, output_dim, LinearInit::Pca, false, false)
+        Self::linear(input_dim, output_dim, LinearInit::Pca)
     }
 
     /// Checks dimensions (≥ 1) and a given W's size.
@@ -602,7 +622,7 @@ mod tests {
         let s = t.sum(out);
         assert_eq!(t.backward(s).get(b).unwrap().to_owned(), mat![[2.0, 2.0]]);
         // linear, identity (truncation 3 → 2), with bias
-        let m = MeanFunction::linear(3, 2, LinearInit::Identity, false, true);
+        let m = MeanFunction::linear(3, 2, LinearInit::Identity).with_bias();
         let p = m.init_params(None, &mut rng).unwrap();
         assert_eq!(p.weights, Some(mat![[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]));
         assert_eq!(p.bias, Some(Mat::zeros(1, 2)));
@@ -620,9 +640,8 @@ mod tests {
                 cols: 1,
                 data: vec![1.0, 0.0, -1.0],
             },
-            true,
-            false,
-        );
+        )
+        .learned();
         let p = m.init_params(None, &mut rng).unwrap();
         assert_eq!(m.eval(x.as_ref(), p.as_ref()), mat![[-2.0], [-1.0]]);
         let mut t = Tape::new();
@@ -647,9 +666,8 @@ mod tests {
                 cols: 1,
                 data: vec![1.0, 0.0],
             },
-            true,
-            false,
-        );
+        )
+        .learned();
         assert!(bad.init_params(None, &mut rng).is_err());
         // linear, PCA needs data
         let m = MeanFunction::dsvi_inner(3, 2);
@@ -661,7 +679,9 @@ mod tests {
         );
         assert!(p.bias.is_none());
         // linear, random normal with bias: deterministic given the seed
-        let m = MeanFunction::linear(3, 2, LinearInit::RandomNormal, true, true);
+        let m = MeanFunction::linear(3, 2, LinearInit::RandomNormal)
+            .learned()
+            .with_bias();
         let p1 = m.init_params(None, &mut seeded(9)).unwrap();
         let p2 = m.init_params(None, &mut seeded(9)).unwrap();
         assert_eq!(p1, p2);
@@ -683,10 +703,12 @@ mod tests {
                     cols: 2,
                     data: vec![1.0, 2.0, 3.0, 4.0],
                 },
-                true,
-                true,
-            ),
-            MeanFunction::linear(4, 2, LinearInit::RandomNormal, true, true),
+            )
+            .learned()
+            .with_bias(),
+            MeanFunction::linear(4, 2, LinearInit::RandomNormal)
+                .learned()
+                .with_bias(),
         ];
         for m in cases {
             let s = serde_json::to_string(&m).unwrap();

@@ -1,9 +1,14 @@
-//! Named parameter blocks with a flat view.
+//! Named parameter blocks with a flat view and a [`Role`] per block.
 //!
 //! A model keeps all of its parameters, in unconstrained space, in one [`ParamStore`]:
-//! named matrix blocks for humans and checkpoints, and a flat `Vec<f64>` view (trainable
-//! blocks only, column-major, in insertion order) for optimisers and samplers. Recording a
-//! store on a [`Tape`] gives one leaf per block, indexed by [`ParamId`].
+//! named matrix blocks for humans and checkpoints, and a flat `Vec<f64>` view (the *free*
+//! blocks, i.e. every block whose role is not [`Role::Fixed`], column-major, in insertion
+//! order) for optimisers and samplers. Each block's [`Role`] says who moves it: nobody
+//! (fixed), a gradient optimiser (optimised), a natural-gradient step (natural) or a
+//! sampler (sampled); [`ParamStore::ranges`] tells a stepper which positions of the flat
+//! view are its own. Recording a store on a [`Tape`] gives one leaf per block, indexed by
+//! [`ParamId`]; every free block is a leaf, so one reverse pass gives the gradient for all
+//! roles at once.
 
 use crate::error::{Error, Result};
 use crate::tape::{Gradients, Tape, Var};
@@ -21,16 +26,83 @@ impl ParamId {
     }
 }
 
+/// Who moves a parameter block during training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A constant: recorded on the tape without a gradient and moved by nothing.
+    Fixed,
+    /// Moved by a gradient optimiser (Adam, L-BFGS).
+    Optimised,
+    /// Part of a Gaussian variational factor that natural-gradient steps move
+    /// ([`crate::optim::natural_gradient_step`]); gradient optimisers leave it alone.
+    Natural,
+    /// Drawn by a sampler (SGHMC's inducing outputs); gradient optimisers leave it alone.
+    Sampled,
+}
+
+impl Role {
+    /// Whether the block is in the flat view and receives a gradient (every role but
+    /// [`Role::Fixed`]).
+    pub fn is_free(self) -> bool {
+        self != Role::Fixed
+    }
+
+    /// [`Role::Optimised`] when `optimised`, else [`Role::Fixed`].
+    pub fn optimised_if(optimised: bool) -> Role {
+        if optimised {
+            Role::Optimised
+        } else {
+            Role::Fixed
+        }
+    }
+}
+
 /// One named parameter block.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(try_from = "ParamBlockRepr")]
 pub struct ParamBlock {
     /// Human-readable name, e.g. `"layer1.kernel.lengthscales"`.
     pub name: String,
     /// Value in unconstrained space.
     #[serde(with = "crate::data::serde_mat")]
     pub value: Mat<f64>,
-    /// Whether optimisers and samplers change it.
-    pub trainable: bool,
+    /// Who moves it.
+    pub role: Role,
+}
+
+/// The serialised form of a [`ParamBlock`]: `role`, or the `trainable` flag of
+/// checkpoints written before roles existed (`true` = optimised, `false` = fixed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamBlockRepr {
+    name: String,
+    #[serde(with = "crate::data::serde_mat")]
+    value: Mat<f64>,
+    #[serde(default)]
+    role: Option<Role>,
+    #[serde(default)]
+    trainable: Option<bool>,
+}
+
+impl TryFrom<ParamBlockRepr> for ParamBlock {
+    type Error = String;
+
+    fn try_from(r: ParamBlockRepr) -> std::result::Result<Self, String> {
+        let role = match (r.role, r.trainable) {
+            (Some(role), None) => role,
+            (None, Some(t)) => Role::optimised_if(t),
+            (Some(_), Some(_)) => {
+                return Err(format!("parameter {}: both `role` and `trainable`", r.name));
+            }
+            (None, None) => return Err(format!("parameter {}: missing `role`", r.name)),
+        };
+        Ok(ParamBlock {
+            name: r.name,
+            value: r.value,
+            role,
+        })
+    }
 }
 
 /// All parameters of a model; see the module docs.
@@ -45,23 +117,14 @@ impl ParamStore {
         Self::default()
     }
 
-    /// Adds a block; names must be unique.
-    pub fn add(
-        &mut self,
-        name: impl Into<String>,
-        value: Mat<f64>,
-        trainable: bool,
-    ) -> Result<ParamId> {
+    /// Adds a block with the given role; names must be unique and values finite.
+    pub fn add(&mut self, name: impl Into<String>, value: Mat<f64>, role: Role) -> Result<ParamId> {
         let name = name.into();
         if self.id(&name).is_some() {
             return Err(Error::Config(format!("duplicate parameter name {name}")));
         }
         crate::error::check_finite(&name, value.as_ref())?;
-        self.blocks.push(ParamBlock {
-            name,
-            value,
-            trainable,
-        });
+        self.blocks.push(ParamBlock { name, value, role });
         Ok(ParamId(self.blocks.len() - 1))
     }
 
@@ -95,38 +158,66 @@ impl ParamStore {
         Ok(())
     }
 
-    /// Marks block `id` trainable or fixed.
-    pub fn set_trainable(&mut self, id: ParamId, trainable: bool) {
-        self.blocks[id.0].trainable = trainable;
+    /// The role of block `id`.
+    pub fn role(&self, id: ParamId) -> Role {
+        self.blocks[id.0].role
     }
 
-    /// Number of scalar entries in trainable blocks (the length of [`Self::flat`]).
-    pub fn num_trainable(&self) -> usize {
-        self.blocks
-            .iter()
-            .filter(|b| b.trainable)
+    /// Gives block `id` a new role. Changing whether a block is free changes the layout of
+    /// [`Self::flat`]; a training loop sets roles before it takes the flat view.
+    pub fn set_role(&mut self, id: ParamId, role: Role) {
+        self.blocks[id.0].role = role;
+    }
+
+    /// Number of scalar entries in free blocks (the length of [`Self::flat`]).
+    pub fn num_free(&self) -> usize {
+        self.free_blocks()
             .map(|b| b.value.nrows() * b.value.ncols())
             .sum()
     }
 
     /// The positions of block `id` in [`Self::flat`] (column-major), or `None` for a
-    /// fixed block.
+    /// fixed block or an unknown id.
     pub fn flat_range(&self, id: ParamId) -> Option<std::ops::Range<usize>> {
         let b = self.blocks.get(id.0)?;
-        if !b.trainable {
+        if !b.role.is_free() {
             return None;
         }
         let start: usize = self.blocks[..id.0]
             .iter()
-            .filter(|b| b.trainable)
+            .filter(|b| b.role.is_free())
             .map(|b| b.value.nrows() * b.value.ncols())
             .sum();
         Some(start..start + b.value.nrows() * b.value.ncols())
     }
 
-    /// Trainable entries, block by block, column-major.
+    /// The positions in [`Self::flat`] of every block with role `role`, in block order
+    /// (empty for [`Role::Fixed`], which has no positions).
+    pub fn ranges(&self, role: Role) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut k = 0;
+        for b in self.free_blocks() {
+            let len = b.value.nrows() * b.value.ncols();
+            if b.role == role {
+                out.push(k..k + len);
+            }
+            k += len;
+        }
+        out
+    }
+
+    /// Whether any block has role `role`.
+    pub fn has_role(&self, role: Role) -> bool {
+        self.blocks.iter().any(|b| b.role == role)
+    }
+
+    fn free_blocks(&self) -> impl Iterator<Item = &ParamBlock> {
+        self.blocks.iter().filter(|b| b.role.is_free())
+    }
+
+    /// Free entries, block by block, column-major.
     pub fn flat(&self) -> Vec<f64> {
-        let mut out = vec![0.0; self.num_trainable()];
+        let mut out = vec![0.0; self.num_free()];
         self.flat_into(&mut out);
         out
     }
@@ -134,11 +225,11 @@ impl ParamStore {
     /// [`Self::flat`] written into `out` (no allocation, for training loops).
     ///
     /// # Panics
-    /// When `out.len()` is not [`Self::num_trainable`].
+    /// When `out.len()` is not [`Self::num_free`].
     pub fn flat_into(&self, out: &mut [f64]) {
-        assert_eq!(out.len(), self.num_trainable(), "flat_into length");
+        assert_eq!(out.len(), self.num_free(), "flat_into length");
         let mut k = 0;
-        for b in self.blocks.iter().filter(|b| b.trainable) {
+        for b in self.free_blocks() {
             for j in 0..b.value.ncols() {
                 for i in 0..b.value.nrows() {
                     out[k] = b.value[(i, j)];
@@ -148,12 +239,12 @@ impl ParamStore {
         }
     }
 
-    /// Writes a flat vector (as produced by [`Self::flat`]) back into the trainable blocks.
+    /// Writes a flat vector (as produced by [`Self::flat`]) back into the free blocks.
     pub fn set_flat(&mut self, flat: &[f64]) -> Result<()> {
-        if flat.len() != self.num_trainable() {
+        if flat.len() != self.num_free() {
             return Err(Error::shape(
                 "ParamStore::set_flat",
-                self.num_trainable(),
+                self.num_free(),
                 flat.len(),
             ));
         }
@@ -165,7 +256,7 @@ impl ParamStore {
             });
         }
         let mut k = 0;
-        for b in self.blocks.iter_mut().filter(|b| b.trainable) {
+        for b in self.blocks.iter_mut().filter(|b| b.role.is_free()) {
             for j in 0..b.value.ncols() {
                 for i in 0..b.value.nrows() {
                     b.value[(i, j)] = flat[k];
@@ -176,14 +267,14 @@ impl ParamStore {
         Ok(())
     }
 
-    /// Records every block on `tape` (trainable blocks as leaves, fixed ones as constants);
+    /// Records every block on `tape` (free blocks as leaves, fixed ones as constants);
     /// the result is indexed by [`ParamId`].
     pub fn record(&self, tape: &mut Tape) -> Vec<Var> {
         self.blocks
             .iter()
             .map(|b| {
                 let value = tape.alloc_copy(b.value.as_ref());
-                if b.trainable {
+                if b.role.is_free() {
                     tape.leaf(value)
                 } else {
                     tape.constant(value)
@@ -192,12 +283,12 @@ impl ParamStore {
             .collect()
     }
 
-    /// The gradient of the trainable blocks in the layout of [`Self::flat`]; blocks the
+    /// The gradient of the free blocks in the layout of [`Self::flat`]; blocks the
     /// output does not depend on get zeros.
     pub fn flat_grad(&self, grads: &Gradients, leaves: &[Var]) -> Vec<f64> {
-        let mut out = Vec::with_capacity(self.num_trainable());
+        let mut out = Vec::with_capacity(self.num_free());
         for (b, v) in self.blocks.iter().zip(leaves) {
-            if !b.trainable {
+            if !b.role.is_free() {
                 continue;
             }
             match grads.get(*v) {
@@ -223,9 +314,11 @@ mod tests {
     #[test]
     fn flat_round_trip_skips_fixed_blocks() {
         let mut s = ParamStore::new();
-        let a = s.add("a", mat![[1.0, 2.0], [3.0, 4.0]], true).unwrap();
-        s.add("w", mat![[9.0]], false).unwrap();
-        let c = s.add("c", mat![[5.0]], true).unwrap();
+        let a = s
+            .add("a", mat![[1.0, 2.0], [3.0, 4.0]], Role::Optimised)
+            .unwrap();
+        s.add("w", mat![[9.0]], Role::Fixed).unwrap();
+        let c = s.add("c", mat![[5.0]], Role::Natural).unwrap();
         assert_eq!(s.flat(), vec![1.0, 3.0, 2.0, 4.0, 5.0]);
         s.set_flat(&[0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
         assert_eq!(s.get(a)[(1, 0)], 1.0);
@@ -236,19 +329,36 @@ mod tests {
         assert_eq!(s.flat_range(ParamId(9)), None);
         assert!(s.set_flat(&[1.0]).is_err());
         assert!(s.set_flat(&[0.0, 1.0, f64::NAN, 3.0, 4.0]).is_err());
-        assert!(s.add("a", mat![[0.0]], true).is_err());
+        assert_eq!(s.ranges(Role::Optimised), vec![0..4]);
+        assert_eq!(s.ranges(Role::Natural), vec![4..5]);
+        assert!(s.ranges(Role::Sampled).is_empty() && s.ranges(Role::Fixed).is_empty());
+        assert!(s.add("a", mat![[0.0]], Role::Optimised).is_err());
         let json = serde_json::to_string(&s).unwrap();
         let back: ParamStore = serde_json::from_str(&json).unwrap();
         assert_eq!(back.flat(), s.flat());
         assert_eq!(back.get(ParamId(1))[(0, 0)], 9.0);
+        assert_eq!(back.role(c), Role::Natural);
+    }
+
+    #[test]
+    fn legacy_trainable_flag_loads_and_conflicts_fail() {
+        let old = r#"{"blocks":[{"name":"a","value":{"nrows":1,"ncols":1,"data":[1.0]},"trainable":true},
+            {"name":"b","value":{"nrows":1,"ncols":1,"data":[2.0]},"trainable":false}]}"#;
+        let s: ParamStore = serde_json::from_str(old).unwrap();
+        assert_eq!(s.role(ParamId(0)), Role::Optimised);
+        assert_eq!(s.role(ParamId(1)), Role::Fixed);
+        let both = r#"{"blocks":[{"name":"a","value":{"nrows":1,"ncols":1,"data":[1.0]},"trainable":true,"role":"fixed"}]}"#;
+        assert!(serde_json::from_str::<ParamStore>(both).is_err());
+        let none = r#"{"blocks":[{"name":"a","value":{"nrows":1,"ncols":1,"data":[1.0]}}]}"#;
+        assert!(serde_json::from_str::<ParamStore>(none).is_err());
     }
 
     #[test]
     fn flat_grad_matches_layout() {
         let mut s = ParamStore::new();
-        s.add("a", mat![[1.0, 2.0]], true).unwrap();
-        s.add("fixed", mat![[3.0]], false).unwrap();
-        s.add("unused", mat![[3.0]], true).unwrap();
+        s.add("a", mat![[1.0, 2.0]], Role::Optimised).unwrap();
+        s.add("fixed", mat![[3.0]], Role::Fixed).unwrap();
+        s.add("unused", mat![[3.0]], Role::Sampled).unwrap();
         let mut t = Tape::new();
         let v = s.record(&mut t);
         let p = t.matmul_nt(v[0], v[0]); // a aᵀ = 5

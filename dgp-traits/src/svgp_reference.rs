@@ -12,6 +12,7 @@
 //! factor of Kuu). The tests check it against the tape, so the benchmark compares equal work.
 
 use crate::kernels::{Kernel, KernelHyperRef, KernelKind};
+use crate::linalg::Tri;
 use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
@@ -255,7 +256,7 @@ pub fn svgp_tape(
         variance: sv,
     };
     let k = kern.record(&mut t, zv, xv, hyp);
-    let a = t.tri_solve(lc, k, true, false);
+    let a = t.tri_solve(lc, k, Tri::Lower);
     let tt = t.matmul_tn(lsv, a);
     let kff = kern.record_diag(&mut t, xv, hyp);
     let s_kff = t.sum(kff);

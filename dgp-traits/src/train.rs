@@ -137,7 +137,7 @@ fn train_loop<M: Model + ?Sized>(
     };
     let mut batches = Minibatches::new(n, b, cfg.seed)?;
     let mut noise = stream(cfg.seed, 1);
-    let mut adam = Adam::new(adam_cfg, model.params().num_trainable())?;
+    let mut adam = Adam::new(adam_cfg, model.params().num_free())?;
     let mut xb = Mat::<f64>::zeros(b, data.input_dim());
     let mut yb = Mat::<f64>::zeros(b, data.output_dim());
     let mut tape = Tape::with_par(Par::rayon(0));

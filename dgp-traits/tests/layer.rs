@@ -6,6 +6,7 @@
 use dgp_traits::kernels::{Kernel, KernelKind, KernelVars};
 use dgp_traits::layer::{QSqrt, QVars, marginals};
 use dgp_traits::linalg::JitterConfig;
+use dgp_traits::linalg::Tri;
 use dgp_traits::model::Projection;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
@@ -41,7 +42,7 @@ fn check(seed: u64, m: usize, d: usize, whiten: bool) -> Result<(), TestCaseErro
         .cholesky_jittered(kuu, "Kuu", JitterConfig::default())
         .unwrap();
     let kuf = kernel.record(&mut t, zv, xv, hyp);
-    let a = t.tri_solve(chol, kuf, true, false);
+    let a = t.tri_solve(chol, kuf, Tri::Lower);
     let kff_diag = kernel.record_diag(&mut t, xv, hyp);
     let proj = Projection {
         chol,

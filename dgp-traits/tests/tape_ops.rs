@@ -7,6 +7,7 @@
 
 use dgp_traits::Error;
 use dgp_traits::linalg::JitterConfig;
+use dgp_traits::linalg::Tri;
 use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::Var;
@@ -425,7 +426,7 @@ proptest! {
         let mut rng = seeded(seed);
         let tri = triangular(&mut rng, n, lower);
         let b = unif(&mut rng, n, k, -1.0, 1.0);
-        assert_grad(&[tri, b], |t, v| t.tri_solve(v[0], v[1], lower, transpose))?;
+        assert_grad(&[tri, b], |t, v| t.tri_solve(v[0], v[1], system(lower, transpose)))?;
     }
 
     #[test]
@@ -528,7 +529,7 @@ proptest! {
             let a = t.matmul_nt(v[0], v[0]);
             let a = t.add_diag(a, 1.0);
             let l = t.cholesky(a).expect("positive definite");
-            let alpha = t.tri_solve(l, v[1], true, false);
+            let alpha = t.tri_solve(l, v[1], Tri::Lower);
             let quad = t.sum_squares(alpha);
             let ld = t.logdet_chol(l);
             let s = t.add(quad, ld);
@@ -616,6 +617,16 @@ fn cholesky_jittered_rescues_a_singular_matrix() {
     assert!(max_abs_diff(rec.as_ref(), shifted.as_ref()) < 1e-12);
 }
 
+/// The triangular system with the given triangle and transpose flag.
+fn system(lower: bool, transpose: bool) -> Tri {
+    match (lower, transpose) {
+        (true, false) => Tri::Lower,
+        (true, true) => Tri::LowerT,
+        (false, false) => Tri::Upper,
+        (false, true) => Tri::UpperT,
+    }
+}
+
 #[test]
 fn tri_solve_residuals() {
     let mut rng = seeded(5);
@@ -625,7 +636,7 @@ fn tri_solve_residuals() {
             let b = unif(&mut rng, 6, 3, -1.0, 1.0);
             let mut t = Tape::new();
             let (vt, vb) = (t.constant(tri.clone()), t.constant(b.clone()));
-            let x = t.tri_solve(vt, vb, lower, transpose);
+            let x = t.tri_solve(vt, vb, system(lower, transpose));
             let masked = Mat::from_fn(6, 6, |i, j| {
                 if (lower && i >= j) || (!lower && i <= j) {
                     tri[(i, j)]

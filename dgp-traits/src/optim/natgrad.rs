@@ -17,7 +17,7 @@
 //! S⁻¹ − 2γ g_S is not positive definite is retried with γ halved.
 
 use crate::error::{Error, Result};
-use crate::linalg::{cholesky, tri_solve};
+use crate::linalg::{Tri, cholesky, tri_solve};
 use faer::{Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
@@ -104,8 +104,8 @@ pub fn covariance_adjoint(l: MatRef<'_, f64>, l_bar: MatRef<'_, f64>) -> Mat<f64
     let c = l.transpose() * &lower_bar;
     let p = Mat::from_fn(m, m, |i, j| if i >= j { c[(i, j)] } else { c[(j, i)] });
     // Y = L⁻ᵀ P, then g_S = ½ (L⁻ᵀ Yᵀ)ᵀ = ½ L⁻ᵀ P L⁻¹.
-    let y = tri_solve(l, p.as_ref(), true, true, Par::Seq);
-    let z = tri_solve(l, y.transpose(), true, true, Par::Seq);
+    let y = tri_solve(l, p.as_ref(), Tri::LowerT, Par::Seq);
+    let z = tri_solve(l, y.transpose(), Tri::LowerT, Par::Seq);
     Mat::from_fn(m, m, |i, j| 0.25 * (z[(j, i)] + z[(i, j)]))
 }
 
@@ -159,7 +159,7 @@ pub fn natural_gradient_step(
     let g_s = covariance_adjoint(factor, grad_factor);
     // Λ = S⁻¹ = L⁻ᵀ L⁻¹ and θ₁ = Λ m.
     let identity = Mat::<f64>::identity(m, m);
-    let l_inv = tri_solve(factor, identity.as_ref(), true, false, Par::Seq);
+    let l_inv = tri_solve(factor, identity.as_ref(), Tri::Lower, Par::Seq);
     let precision = l_inv.transpose() * &l_inv;
     let theta1 = &precision * mean;
     // ∂𝓛/∂η₁ = g_m − 2 g_S m.
@@ -197,10 +197,10 @@ fn updated(
     let m = precision.nrows();
     let r = cholesky(precision.as_ref(), "natural step: new precision")?;
     let theta1_new = theta1 + d_eta1 * faer::Scale(gamma);
-    let half = tri_solve(r.as_ref(), theta1_new.as_ref(), true, false, Par::Seq);
-    let mean = tri_solve(r.as_ref(), half.as_ref(), true, true, Par::Seq);
+    let half = tri_solve(r.as_ref(), theta1_new.as_ref(), Tri::Lower, Par::Seq);
+    let mean = tri_solve(r.as_ref(), half.as_ref(), Tri::LowerT, Par::Seq);
     let identity = Mat::<f64>::identity(m, m);
-    let r_inv = tri_solve(r.as_ref(), identity.as_ref(), true, false, Par::Seq);
+    let r_inv = tri_solve(r.as_ref(), identity.as_ref(), Tri::Lower, Par::Seq);
     let cov = r_inv.transpose() * &r_inv;
     let factor = cholesky(cov.as_ref(), "natural step: new covariance")?;
     crate::error::check_finite("natural step: new mean", mean.as_ref())?;
@@ -295,8 +295,7 @@ mod tests {
                 let li = tri_solve(
                     l.as_ref(),
                     Mat::<f64>::identity(m, m).as_ref(),
-                    true,
-                    false,
+                    Tri::Lower,
                     Par::Seq,
                 );
                 li.transpose() * &li
@@ -319,8 +318,7 @@ mod tests {
             let ri = tri_solve(
                 r.as_ref(),
                 Mat::<f64>::identity(m, m).as_ref(),
-                true,
-                false,
+                Tri::Lower,
                 Par::Seq,
             );
             let cov = ri.transpose() * &ri;
@@ -401,8 +399,7 @@ mod tests {
             let li = tri_solve(
                 f.as_ref(),
                 Mat::<f64>::identity(4, 4).as_ref(),
-                true,
-                false,
+                Tri::Lower,
                 Par::Seq,
             );
             li.transpose() * &li

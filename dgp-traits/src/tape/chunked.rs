@@ -18,6 +18,7 @@
 //! parallelism, so results are bit-identical for any number of threads (and for `Par::Seq`).
 
 use super::pool::SharedPool;
+use crate::linalg::Tri;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
@@ -69,33 +70,32 @@ pub(crate) fn for_chunks(
     map_chunks(dst, par, f);
 }
 
-/// `dst = op(T)⁻¹ B` (`T` triangular, `lower`; `op(T) = Tᵀ` when `transpose`): each chunk
-/// of `B` is copied and solved while in cache.
+/// `dst = op(T)⁻¹ B` for the system `sys`: each chunk of `B` is copied and solved while
+/// in cache.
 pub fn tri_solve_into(
     t: MatRef<'_, f64>,
     b: MatRef<'_, f64>,
     dst: MatMut<'_, f64>,
-    lower: bool,
-    transpose: bool,
+    sys: Tri,
     par: Par,
 ) {
     for_chunks(dst, par, |mut d, s| {
         d.copy_from(b.subcols(s, d.ncols()));
-        crate::linalg::tri_solve_in_place(t, d, lower, transpose, Par::Seq)
+        crate::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
     });
 }
 
 /// Backward of a triangular solve `X = op(T)⁻¹ B` in one pass over column chunks:
 /// `dst = B̄ = op(T)⁻ᵀ X̄` and, when `triangle` is given, `acc += −tril/triu(B̄ Xᵀ)` (or
-/// `−(X B̄ᵀ)` when `transpose`) from per-chunk partial products summed in chunk order.
+/// `−(X B̄ᵀ)` when the system is transposed) from per-chunk partial products summed in
+/// chunk order.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tri_solve_backward(
     t: MatRef<'_, f64>,
     x: MatRef<'_, f64>,
     g: MatRef<'_, f64>,
     dst: MatMut<'_, f64>,
-    lower: bool,
-    transpose: bool,
+    sys: Tri,
     triangle: Option<(BlockStructure, MatMut<'_, f64>)>,
     par: Par,
     pool: &SharedPool,
@@ -105,10 +105,10 @@ pub(crate) fn tri_solve_backward(
     let parts = map_chunks(dst, par, |mut d, s| {
         let w = d.ncols();
         d.copy_from(g.subcols(s, w));
-        crate::linalg::tri_solve_in_place(t, d.as_mut(), lower, !transpose, Par::Seq);
+        crate::linalg::tri_solve_in_place(t, d.as_mut(), sys.flip_transpose(), Par::Seq);
         want_t.map(|structure| {
             let xc = x.subcols(s, w);
-            let (lhs, rhs) = if transpose {
+            let (lhs, rhs) = if sys.is_transposed() {
                 (xc, d.as_ref())
             } else {
                 (d.as_ref(), xc)
@@ -225,17 +225,10 @@ pub fn lower_times(
     });
 }
 
-/// Solves `op(T) X = B` in place (`B` ← `X`) chunk by chunk, `T` triangular (`lower`),
-/// `op(T) = Tᵀ` when `transpose`.
-pub fn tri_solve_in_place(
-    t: MatRef<'_, f64>,
-    b: MatMut<'_, f64>,
-    lower: bool,
-    transpose: bool,
-    par: Par,
-) {
+/// Solves `op(T) X = B` in place (`B` ← `X`) chunk by chunk for the system `sys`.
+pub fn tri_solve_in_place(t: MatRef<'_, f64>, b: MatMut<'_, f64>, sys: Tri, par: Par) {
     for_chunks(b, par, |d, _| {
-        crate::linalg::tri_solve_in_place(t, d, lower, transpose, Par::Seq)
+        crate::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
     });
 }
 
@@ -398,7 +391,12 @@ mod tests {
             for transpose in [false, true] {
                 let solve = |par| {
                     let mut x = b.clone();
-                    tri_solve_in_place(l.as_ref(), x.as_mut(), true, transpose, par);
+                    tri_solve_in_place(
+                        l.as_ref(),
+                        x.as_mut(),
+                        if transpose { Tri::LowerT } else { Tri::Lower },
+                        par,
+                    );
                     x
                 };
                 let (seq, par) = (solve(Par::Seq), solve(Par::rayon(2)));

@@ -13,7 +13,7 @@
 
 use super::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
 use crate::error::Result;
-use crate::linalg::{self as la, JitterConfig};
+use crate::linalg::{self as la, JitterConfig, Tri};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -82,10 +82,10 @@ impl Backward for CholeskyOp {
             p[(i, i)] *= 0.5;
         }
         // Ā = L⁻ᵀ P L⁻¹:  Y = L⁻ᵀ P, then Āᵀ = L⁻ᵀ Yᵀ.
-        la::tri_solve_in_place(l, p.as_mut(), true, true, par);
+        la::tri_solve_in_place(l, p.as_mut(), Tri::LowerT, par);
         let mut at = ctx.alloc_copy(p.transpose());
         ctx.recycle(p);
-        la::tri_solve_in_place(l, at.as_mut(), true, true, par);
+        la::tri_solve_in_place(l, at.as_mut(), Tri::LowerT, par);
         // at = Āᵀ; symmetrise and add the jitter term c·tr(Ā)·I.
         let mut tr = 0.0;
         for i in 0..n {
@@ -145,8 +145,7 @@ impl Tape {
 // ---------------------------------------------------------------------------------------
 
 struct TriSolveOp {
-    lower: bool,
-    transpose: bool,
+    sys: Tri,
 }
 
 impl Backward for TriSolveOp {
@@ -161,41 +160,32 @@ impl Backward for TriSolveOp {
         // B̄ = op(T)⁻ᵀ X̄ and T̄ = −B̄ Xᵀ (no transpose) or −X B̄ᵀ (transpose), on T's
         // triangle only, in one pass over column chunks.
         let mut bbar = ctx.alloc(g.nrows(), g.ncols());
-        let structure = if self.lower {
+        let structure = if self.sys.is_lower() {
             BlockStructure::TriangularLower
         } else {
             BlockStructure::TriangularUpper
         };
         let triangle = sink.wants(0).then(|| (structure, sink.acc(0)));
-        chunked::tri_solve_backward(
-            t,
-            x,
-            g,
-            bbar.as_mut(),
-            self.lower,
-            self.transpose,
-            triangle,
-            par,
-            ctx.pool,
-        );
+        chunked::tri_solve_backward(t, x, g, bbar.as_mut(), self.sys, triangle, par, ctx.pool);
         sink.add_owned(1, bbar);
     }
 }
 
 impl Tape {
-    /// `X = op(T)⁻¹ B` for a triangular `T` (`lower`: lower-triangular, else upper;
-    /// `transpose`: `op(T) = Tᵀ`). Only `T`'s triangle is read and receives a gradient.
+    /// `X = op(T)⁻¹ B` for a triangular `T` and the system `sys` ([`Tri`]: `Tri::Lower`
+    /// solves `L X = B`, `Tri::LowerT` solves `Lᵀ X = B`, ...). Only `T`'s triangle is
+    /// read and receives a gradient.
     ///
     /// Backward: `B̄ = op(T)⁻ᵀ X̄`; `T̄ = −tril(B̄ Xᵀ)` (lower, no transpose) or
     /// `−tril(X B̄ᵀ)` (lower, transposed), `triu` likewise for upper `T`.
     #[track_caller]
-    pub fn tri_solve(&mut self, t: Var, b: Var, lower: bool, transpose: bool) -> Var {
+    pub fn tri_solve(&mut self, t: Var, b: Var, sys: Tri) -> Var {
         let (tv, bv) = (self.value(t), self.value(b));
         assert_square_system(tv, bv, "tri_solve", "triangle");
         let mut x = self.alloc(bv.nrows(), bv.ncols());
         let par = self.par_for(&[t, b]);
-        chunked::tri_solve_into(tv, bv, x.as_mut(), lower, transpose, par);
-        self.push(x, &[t, b], TriSolveOp { lower, transpose })
+        chunked::tri_solve_into(tv, bv, x.as_mut(), sys, par);
+        self.push(x, &[t, b], TriSolveOp { sys })
     }
 }
 
