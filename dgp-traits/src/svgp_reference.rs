@@ -176,6 +176,22 @@ pub fn svgp_forward_backward(
         }
     }
     solve_upper_triangular_in_place(l.transpose(), gk.as_mut(), par);
+    let grads = rbf_backward(gk, k.as_ref(), z, x, lengthscales, variance, par);
+    (loss, SvgpGrads { ls: gls, ..grads })
+}
+
+/// The RBF kernel's share of the backward pass, from `gk` = K̄ (M×N) and K: the gradients
+/// with respect to Z, X, the lengthscales and σ² (`ls` is left empty for the caller).
+fn rbf_backward(
+    gk: Mat<f64>,
+    k: MatRef<'_, f64>,
+    z: MatRef<'_, f64>,
+    x: MatRef<'_, f64>,
+    lengthscales: MatRef<'_, f64>,
+    variance: f64,
+    par: Par,
+) -> SvgpGrads {
+    let (m, n, d) = (z.nrows(), x.nrows(), z.ncols());
     // RBF: W = K̄ ⊙ K; Z̄ = (W X − diag(W 1) Z)/ℓ², X̄ = (Wᵀ Z − diag(Wᵀ 1) X)/ℓ²,
     // ℓ̄_q = Σ W_mn (z_mq − x_nq)²/ℓ_q³, σ̄² = n + Σ W / σ².
     let mut w = gk;
@@ -217,14 +233,13 @@ pub fn svgp_forward_backward(
             gx[(j, q)] = (gx[(j, q)] - col[j] * x[(j, q)]) / l2;
         }
     }
-    let grads = SvgpGrads {
+    SvgpGrads {
         z: gz,
         x: gx,
         lengthscales: gl,
         variance: n as f64 + wsum / variance,
-        ls: gls,
-    };
-    (loss, grads)
+        ls: Mat::zeros(0, 0),
+    }
 }
 
 /// The same computation recorded on a [`crate::tape::Tape`]; returns the loss and the
