@@ -22,7 +22,7 @@
 //!
 //! A backend's `fit` composes these in a few lines, e.g. Adam with progress:
 //!
-//! ```ignore
+//! ```text
 //! Executor::new(AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)), cfg)
 //!     .observe(&mut Progress::new(observer))
 //!     .run(self, data)
