@@ -185,7 +185,7 @@ pub struct DsppConfig {
     pub lr_drops: LrDrops,
     /// Early stopping on held-out training rows (default on; `None` trains on every row for
     /// all steps). See [`crate::train`] for why a DSPP needs it on small data.
-    pub early_stopping: Option<crate::train::EarlyStopping>,
+    pub early_stopping: Option<dgp_traits::train::EarlyStopping>,
     /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
     /// steps, the one with the best full-data objective is trained to completion.
     pub restarts: usize,
@@ -218,7 +218,7 @@ impl Default for DsppConfig {
             noise_floor: 1e-4,
             kmeans_iters: 25,
             lr_drops: LrDrops::default(),
-            early_stopping: Some(crate::train::EarlyStopping::default()),
+            early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
             restarts: 1,
             restart_fraction: 0.1,
             init_seed: 0,

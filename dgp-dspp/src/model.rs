@@ -5,7 +5,6 @@
 use crate::config::{DsppConfig, LaterZInit, QCov};
 use crate::lmc::LmcTape;
 use crate::quadrature::QuadRule;
-use crate::train::FitSummary;
 use dgp_traits::data::{Dataset, kmeans};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
@@ -20,6 +19,7 @@ use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::tape::{Tape, Var};
+use dgp_traits::train::FitSummary;
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Optimiser {
-    /// Adam over minibatches (the shared `dgp_traits::train::fit_adam` loop: `steps`,
+    /// Adam over minibatches (the core executor with `dgp_traits::train::AdamStepper`: `steps`,
     /// `batch_size`, `learning_rate` and `seed` of the `FitConfig`). The bound is a sum over
     /// points, so a minibatch scaled by N/|B| is an unbiased estimate of it (paper §1, §4.1:
     /// "the bound lends itself to stochastic optimisation").

@@ -13,12 +13,12 @@ use dgp_traits::mean::pca_projection;
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
 };
-use dgp_traits::optim::{LbfgsConfig, lbfgs_maximise};
+use dgp_traits::optim::{AdamConfig, LbfgsConfig};
 use dgp_traits::params::{ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{HISTORY_EVERY, fit_adam};
+use dgp_traits::train::{AdamStepper, Executor, FullBatchLbfgs, Progress};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor, softplus};
 use faer::{Mat, MatRef, Par};
 use rayon::prelude::*;
@@ -502,7 +502,8 @@ impl NestedDgp {
         Ok(())
     }
 
-    /// Full-batch L-BFGS on the bound (paper §5.2–5.3), after
+    /// Full-batch L-BFGS on the bound (paper §5.2–5.3; the core's [`FullBatchLbfgs`], which
+    /// backs off from trial points where the bound cannot be evaluated), after
     /// [`NestedDgp::set_optimal_last_q`] and `lbfgs_warmup` full-batch Adam steps (then the
     /// optimal last-layer q again).
     fn fit_lbfgs(
@@ -511,65 +512,48 @@ impl NestedDgp {
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        let n = data.n();
-        if n == 0 {
+        if data.n() == 0 {
             return Err(Error::Empty("training data has no rows".into()));
         }
-        let batch = Batch::new(data.x(), data.y(), n)?;
         let start = Instant::now();
         self.set_optimal_last_q(data)?;
-        let mut history = Vec::new();
         let warmup = self.config.lbfgs_warmup;
+        let mut history = Vec::new();
         if warmup > 0 {
             let wcfg = FitConfig {
                 steps: warmup,
                 batch_size: 0,
                 ..cfg.clone()
             };
-            let r = fit_adam(self, data, &wcfg, observer)?;
-            history = r.history;
+            history = self.fit_adam(data, &wcfg, observer)?.history;
             self.set_optimal_last_q(data)?;
         }
-        let mut tape = Tape::with_par(Par::rayon(0));
-        let mut rng = stream(cfg.seed, 1);
-        let x0 = self.params.flat();
-        let n_params = x0.len();
         let lcfg = LbfgsConfig {
             max_iters: cfg.steps as u64,
             ..self.config.lbfgs.clone()
         };
-        let mut evals = 0usize;
-        let report = lbfgs_maximise(
-            |x: &[f64]| {
-                self.params.set_flat(x)?;
-                match self.value_and_grad(&mut tape, &batch, &mut rng) {
-                    Ok((v, g)) => {
-                        if evals.is_multiple_of(HISTORY_EVERY) {
-                            history.push((warmup + evals, v));
-                        }
-                        observer.on_step(warmup + evals, warmup + cfg.steps, v);
-                        evals += 1;
-                        Ok((v, g))
-                    }
-                    // A trial point where the bound is not finite or Kuu is not positive
-                    // definite: let L-BFGS back off instead of aborting.
-                    Err(Error::Numerical(_)) | Err(Error::NotPositiveDefinite { .. }) => {
-                        Ok((f64::NAN, vec![f64::NAN; n_params]))
-                    }
-                    Err(e) => Err(e),
-                }
-            },
-            &x0,
-            &lcfg,
-        )?;
-        self.params.set_flat(&report.x)?;
-        history.push((warmup + evals, report.value));
-        Ok(FitReport {
-            steps: warmup + report.iterations as usize,
-            final_objective: report.value,
-            seconds: start.elapsed().as_secs_f64(),
-            history,
-        })
+        let mut report = FullBatchLbfgs::new(lcfg, cfg.seed)
+            .offset(warmup)
+            .run(self, data, observer)?;
+        history.append(&mut report.history);
+        report.history = history;
+        report.seconds = start.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Adam over minibatches on the core's [`Executor`].
+    fn fit_adam(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        Executor::new(
+            AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
+            cfg,
+        )
+        .observe(&mut Progress::new(observer))
+        .run(self, data)
     }
 
     /// Mean and variance (N×P, variances including σ_ℓ²) of the single-Gaussian predictive
@@ -819,7 +803,7 @@ impl Model for NestedDgp {
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
         match self.config.optimiser {
-            Optimiser::Adam => fit_adam(self, data, cfg, observer),
+            Optimiser::Adam => self.fit_adam(data, cfg, observer),
             Optimiser::Lbfgs => self.fit_lbfgs(data, cfg, observer),
         }
     }

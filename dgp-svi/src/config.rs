@@ -57,7 +57,7 @@ pub struct SviConfig {
     /// Natural-gradient steps on the last layer's q(u) (the natural-gradient option of the
     /// reference's HEAD notebook, `shared/specs/dsvi.md` §6): when set, [`Model::fit`]
     /// alternates one natural step of size γ on (m, S) of the last layer with one Adam step
-    /// on everything else ([`dgp_traits::train::fit_natgrad_adam`]). `None` (default):
+    /// on everything else ([`dgp_traits::train::NaturalAdamStepper`]). `None` (default):
     /// Adam on everything, as in the paper.
     ///
     /// [`Model::fit`]: dgp_traits::model::Model::fit

@@ -59,7 +59,7 @@
 //! Setting [`SviConfig::natgrad`] trains the last layer's q(u) by natural-gradient steps
 //! (Salimbeni, Eleftheriadis & Hensman 2018; the natural-gradient option of the reference's
 //! HEAD notebook, `shared/specs/dsvi.md` §6) and everything else by Adam
-//! ([`dgp_traits::train::fit_natgrad_adam`]). With a Gaussian likelihood the ELBO is
+//! ([`dgp_traits::train::NaturalAdamStepper`]). With a Gaussian likelihood the ELBO is
 //! quadratic in q(u)'s expectation parameters, so γ = 1 on a full batch puts the last
 //! layer's q(u) at its optimum for the current hyper-parameters and noise draws in every
 //! step: Adam then only has to move the kernel, inducing inputs, noise and inner layers.

@@ -13,12 +13,14 @@ use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
     checked_backward,
 };
-use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
+use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{NaturalGradientModel, fit_natgrad_adam};
+use dgp_traits::train::{
+    AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
+};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
@@ -464,18 +466,25 @@ impl Model for DeepGp {
         &mut self.params
     }
 
-    /// Adam on every parameter ([`dgp_traits::train::fit_adam`]), or, when
-    /// [`SviConfig::natgrad`] is set, natural-gradient steps on the last layer's q(u)
-    /// next to Adam on the rest ([`fit_natgrad_adam`], alternate or joint scheme).
+    /// Adam on every parameter ([`AdamStepper`]), or, when [`SviConfig::natgrad`] is set,
+    /// natural-gradient steps on the last layer's q(u) (its blocks get
+    /// [`Role::Natural`]) next to Adam on the rest ([`NaturalAdamStepper`], alternate or
+    /// joint scheme); both on the core's minibatch [`Executor`].
     fn fit(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
+        let adam = AdamConfig::with_lr(cfg.learning_rate);
+        let mut progress = Progress::new(observer);
         match self.config.natgrad {
-            Some(nat) => fit_natgrad_adam(self, data, cfg, &nat, observer),
-            None => dgp_traits::train::fit_adam(self, data, cfg, observer),
+            Some(nat) => Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg)
+                .observe(&mut progress)
+                .run(self, data),
+            None => Executor::new(AdamStepper::new(adam), cfg)
+                .observe(&mut progress)
+                .run(self, data),
         }
     }
 

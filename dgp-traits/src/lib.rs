@@ -45,8 +45,9 @@
 //!
 //! **hmc** (Havasi et al. 2018; Vafa 2016). Same layers; the whitened inducing outputs are
 //! sampled by SGHMC instead of given a q. The objective is the log joint of data and
-//! inducing outputs (its negative is the sampler's potential); `fit` overrides the default
-//! optimiser with burn-in, moving-window MCEM hyperparameter steps and thinning, and the
+//! inducing outputs (its negative is the sampler's potential); `fit` runs the training executor
+//! ([`train`]) with a sampler as its stepper (burn-in, moving-window MCEM hyperparameter
+//! steps) and a sample collector (thinning) as an observer, and the
 //! predictive is the equal-weight mixture over kept samples. The DGPS point estimate
 //! maximises the same objective with L-BFGS.
 #![warn(missing_docs)]

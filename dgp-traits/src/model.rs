@@ -9,7 +9,9 @@
 //!   [`Tape`] so that its gradient comes for free: the ELBO (svi, structured, nested), the
 //!   regularised predictive log-likelihood (dspp), the log joint of data and inducing
 //!   outputs (hmc, whose negative is the SGHMC potential).
-//! * [`Model`]: the trained thing — a [`ParamStore`], `fit`, and `predict` returning the
+//! * [`Model`]: the trained thing — a [`ParamStore`], `fit` (each backend's own use of the
+//!   training executor in `crate::train`, which imports this module, never the reverse),
+//!   and `predict` returning the
 //!   common [`Predictive`] (a finite Gaussian mixture per test point), so that metrics,
 //!   plots and the benchmark treat every backend alike through `Box<dyn Model>`.
 
@@ -120,6 +122,28 @@ pub trait Objective {
         let (value, _, g) = checked_backward(tape, out, self.params(), &leaves)?;
         Ok((value, g))
     }
+
+    /// [`Objective::value_and_grad`] at the free parameters `flat` (layout of
+    /// [`ParamStore::flat`]) instead of the stored ones, which stay untouched
+    /// ([`ParamStore::record_at`]): what MCEM needs to evaluate the objective at a window
+    /// sample without moving the chain, and what a line search needs at a trial point.
+    ///
+    /// # Errors
+    /// A `flat` of the wrong length or with non-finite entries; else as
+    /// [`Objective::value_and_grad`].
+    fn value_and_grad_at(
+        &self,
+        flat: &[f64],
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        tape.clear();
+        let leaves = self.params().record_at(tape, flat)?;
+        let out = self.record(tape, &leaves, batch, rng)?;
+        let (value, _, g) = checked_backward(tape, out, self.params(), &leaves)?;
+        Ok((value, g))
+    }
 }
 
 /// The reverse pass from the recorded objective `out`: its value, the adjoints of every
@@ -223,17 +247,16 @@ pub trait Model: Objective + Send + Sync {
     /// Mutable access to the parameters (optimisers, checkpoints).
     fn params_mut(&mut self) -> &mut ParamStore;
 
-    /// Trains on `data` (already in model units). The default runs Adam over minibatches
-    /// of the [`Objective`]; backends with another scheme (samplers, natural gradients,
-    /// L-BFGS) override it.
+    /// Trains on `data` (already in model units), reporting progress to `observer`. Each
+    /// backend composes its scheme from the core's training pieces (`crate::train`: an
+    /// executor with a stepper — Adam, natural gradient + Adam, a sampler — and
+    /// observers, or the full-batch L-BFGS driver); there is no default.
     fn fit(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
-    ) -> Result<FitReport> {
-        crate::train::fit_adam(self, data, cfg, observer)
-    }
+    ) -> Result<FitReport>;
 
     /// Predictive distribution at `x` (N×D, model units).
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive>;

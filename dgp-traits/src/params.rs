@@ -241,20 +241,7 @@ impl ParamStore {
 
     /// Writes a flat vector (as produced by [`Self::flat`]) back into the free blocks.
     pub fn set_flat(&mut self, flat: &[f64]) -> Result<()> {
-        if flat.len() != self.num_free() {
-            return Err(Error::shape(
-                "ParamStore::set_flat",
-                self.num_free(),
-                flat.len(),
-            ));
-        }
-        if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
-            return Err(Error::NonFinite {
-                context: "flat parameter vector".into(),
-                row: k,
-                col: 0,
-            });
-        }
+        self.check_flat("ParamStore::set_flat", flat)?;
         let mut k = 0;
         for b in self.blocks.iter_mut().filter(|b| b.role.is_free()) {
             for j in 0..b.value.ncols() {
@@ -281,6 +268,49 @@ impl ParamStore {
                 }
             })
             .collect()
+    }
+
+    /// Records the store on `tape` as [`Self::record`] does, but with the free blocks'
+    /// values taken from `flat` (in the layout of [`Self::flat`]) instead of the store's
+    /// own: an objective evaluated at given parameters (e.g. MCEM at a window sample of a
+    /// chain) without writing them into the model. Fixed blocks keep their values.
+    ///
+    /// # Errors
+    /// As [`Self::set_flat`]: a length other than [`Self::num_free`] or a non-finite entry.
+    pub fn record_at(&self, tape: &mut Tape, flat: &[f64]) -> Result<Vec<Var>> {
+        self.check_flat("ParamStore::record_at", flat)?;
+        let mut k = 0;
+        Ok(self
+            .blocks
+            .iter()
+            .map(|b| {
+                if b.role.is_free() {
+                    let (r, c) = (b.value.nrows(), b.value.ncols());
+                    let src = MatRef::from_column_major_slice(&flat[k..k + r * c], r, c);
+                    k += r * c;
+                    let value = tape.alloc_copy(src);
+                    tape.leaf(value)
+                } else {
+                    let value = tape.alloc_copy(b.value.as_ref());
+                    tape.constant(value)
+                }
+            })
+            .collect())
+    }
+
+    /// Checks that `flat` has the length of [`Self::flat`] and finite entries.
+    fn check_flat(&self, context: &str, flat: &[f64]) -> Result<()> {
+        if flat.len() != self.num_free() {
+            return Err(Error::shape(context, self.num_free(), flat.len()));
+        }
+        if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite {
+                context: "flat parameter vector".into(),
+                row: k,
+                col: 0,
+            });
+        }
+        Ok(())
     }
 
     /// The gradient of the free blocks in the layout of [`Self::flat`]; blocks the
@@ -351,6 +381,22 @@ mod tests {
         assert!(serde_json::from_str::<ParamStore>(both).is_err());
         let none = r#"{"blocks":[{"name":"a","value":{"nrows":1,"ncols":1,"data":[1.0]}}]}"#;
         assert!(serde_json::from_str::<ParamStore>(none).is_err());
+    }
+
+    #[test]
+    fn record_at_uses_the_given_values_for_free_blocks_only() {
+        let mut s = ParamStore::new();
+        s.add("a", mat![[1.0, 2.0]], Role::Optimised).unwrap();
+        s.add("fixed", mat![[3.0]], Role::Fixed).unwrap();
+        s.add("n", mat![[4.0]], Role::Natural).unwrap();
+        let mut t = Tape::new();
+        let v = s.record_at(&mut t, &[5.0, 6.0, 7.0]).unwrap();
+        assert_eq!(t.value(v[0])[(0, 1)], 6.0);
+        assert_eq!(t.value(v[1])[(0, 0)], 3.0);
+        assert_eq!(t.value(v[2])[(0, 0)], 7.0);
+        assert_eq!(s.flat(), vec![1.0, 2.0, 4.0], "the store is untouched");
+        assert!(s.record_at(&mut t, &[1.0]).is_err());
+        assert!(s.record_at(&mut t, &[1.0, f64::INFINITY, 0.0]).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// Multiplicative learning-rate schedule: the step with index `t` (0 for the first
 /// update) uses `lr · factor(t)`.
@@ -252,7 +253,35 @@ impl Adam {
         self.update(params, grad, -1.0)
     }
 
+    /// [`Adam::ascend`] restricted to the positions in `ranges` (e.g. the
+    /// [`crate::params::Role::Optimised`] ranges of a store): the other entries of
+    /// `params` and their moments are left exactly as they are; the step count advances
+    /// once. Each updated entry gets the same arithmetic as in [`Adam::ascend`].
+    ///
+    /// # Errors
+    /// Lengths other than [`Adam::len`], a range past the end, or a non-finite gradient
+    /// entry inside a range.
+    pub fn ascend_ranges(
+        &mut self,
+        params: &mut [f64],
+        grad: &[f64],
+        ranges: &[Range<usize>],
+    ) -> Result<()> {
+        self.update_ranges(params, grad, ranges, 1.0)
+    }
+
     fn update(&mut self, params: &mut [f64], grad: &[f64], sign: f64) -> Result<()> {
+        let n = self.state.m.len();
+        self.update_ranges(params, grad, std::slice::from_ref(&(0..n)), sign)
+    }
+
+    fn update_ranges(
+        &mut self,
+        params: &mut [f64],
+        grad: &[f64],
+        ranges: &[Range<usize>],
+        sign: f64,
+    ) -> Result<()> {
         let n = self.state.m.len();
         if params.len() != n {
             return Err(Error::shape("Adam parameters", n, params.len()));
@@ -260,12 +289,17 @@ impl Adam {
         if grad.len() != n {
             return Err(Error::shape("Adam gradient", n, grad.len()));
         }
-        if let Some(i) = grad.iter().position(|g| !g.is_finite()) {
-            return Err(Error::NonFinite {
-                context: "Adam gradient".into(),
-                row: i,
-                col: 0,
-            });
+        for r in ranges {
+            if r.end > n || r.start > r.end {
+                return Err(Error::shape("Adam range end", n, r.end));
+            }
+            if let Some(i) = grad[r.clone()].iter().position(|g| !g.is_finite()) {
+                return Err(Error::NonFinite {
+                    context: "Adam gradient".into(),
+                    row: r.start + i,
+                    col: 0,
+                });
+            }
         }
         let AdamConfig {
             beta1, beta2, eps, ..
@@ -279,18 +313,20 @@ impl Adam {
         // the compiler vectorises).
         let (step_scale, inv_bc2) = (sign * lr / bc1, 1.0 / bc2);
         let AdamState { m, v, .. } = &mut self.state;
-        for (((p, &g), m), v) in params
-            .iter_mut()
-            .zip(grad)
-            .zip(m.iter_mut())
-            .zip(v.iter_mut())
-        {
-            *m = beta1 * *m + (1.0 - beta1) * g;
-            *v = beta2 * *v + (1.0 - beta2) * g * g;
-            let denom = (*v * inv_bc2).sqrt() + eps;
-            let step = step_scale * *m / denom;
-            // denom = 0 only when v = 0 and ε = 0, where m = 0 too: no step.
-            *p += if denom > 0.0 { step } else { 0.0 };
+        for r in ranges {
+            for (((p, &g), m), v) in params[r.clone()]
+                .iter_mut()
+                .zip(&grad[r.clone()])
+                .zip(m[r.clone()].iter_mut())
+                .zip(v[r.clone()].iter_mut())
+            {
+                *m = beta1 * *m + (1.0 - beta1) * g;
+                *v = beta2 * *v + (1.0 - beta2) * g * g;
+                let denom = (*v * inv_bc2).sqrt() + eps;
+                let step = step_scale * *m / denom;
+                // denom = 0 only when v = 0 and ε = 0, where m = 0 too: no step.
+                *p += if denom > 0.0 { step } else { 0.0 };
+            }
         }
         self.state.step += 1;
         Ok(())

@@ -8,7 +8,7 @@
 //!   compression on small data sets).
 //! * [`natural_gradient_step`]: one natural-gradient step on a Gaussian factor
 //!   q = N(m, LLᵀ) (Salimbeni et al. 2018), for the variational blocks a model hands to
-//!   [`crate::train::fit_natgrad_adam`].
+//!   [`crate::train::NaturalAdamStepper`].
 //!
 //! # Sign convention
 //! The workspace's models **maximise** their objectives (ELBOs, predictive

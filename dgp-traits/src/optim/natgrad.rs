@@ -22,7 +22,7 @@ use faer::{Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
 /// How natural-gradient steps and Adam steps share a training iteration
-/// ([`crate::train::fit_natgrad_adam`]).
+/// ([`crate::train::NaturalAdamStepper`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NatGradScheme {

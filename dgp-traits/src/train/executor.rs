@@ -1,0 +1,143 @@
+//! The minibatch loop: [`Executor`].
+
+use crate::data::{Dataset, Minibatches, gather_rows_into};
+use crate::error::{Error, Result};
+use crate::model::{Batch, FitConfig, FitReport, Model};
+use crate::rng::stream;
+use crate::tape::Tape;
+use crate::train::observer::{Control, Observer, StepInfo};
+use crate::train::stepper::{StepContext, Stepper};
+use faer::{Mat, Par};
+use std::time::Instant;
+
+/// How often (in steps) the objective is kept in [`FitReport::history`] (and the last step
+/// always).
+pub const HISTORY_EVERY: usize = 10;
+
+/// Runs a [`Stepper`] over `steps` shuffled minibatches of a data set and shows every step
+/// to the registered [`Observer`]s (see the module docs of `crate::train`).
+///
+/// Per step: the next minibatch of `batch_size` rows (order from `seed`; `0` or ≥ N means
+/// full batch) is gathered into buffers allocated once; the stepper moves the parameters
+/// (Monte Carlo noise from `stream(seed, 1)`, one tape reused across steps, large products
+/// parallel on the current rayon pool); the objective is kept in the report; each observer
+/// sees the step in registration order, and the run ends after the step in which any of
+/// them asks to stop. A numerical failure of a step ([`Error::Numerical`],
+/// [`Error::NotPositiveDefinite`]) ends the run quietly when an observer can recover from
+/// it ([`Observer::absorbs_failure`]), else it is returned. At the end every observer's
+/// [`Observer::on_finish`] runs (e.g. restoring the best parameters).
+pub struct Executor<'a, M: ?Sized, S> {
+    stepper: S,
+    steps: usize,
+    batch_size: usize,
+    seed: u64,
+    observers: Vec<&'a mut dyn Observer<M>>,
+}
+
+impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
+    /// An executor for `cfg.steps` steps of `stepper` on minibatches of `cfg.batch_size`
+    /// rows, seeded by `cfg.seed` (`cfg.learning_rate` belongs to the stepper).
+    pub fn new(stepper: S, cfg: &FitConfig) -> Self {
+        Executor {
+            stepper,
+            steps: cfg.steps,
+            batch_size: cfg.batch_size,
+            seed: cfg.seed,
+            observers: Vec::new(),
+        }
+    }
+
+    /// Adds an observer; observers see each step in the order they were added.
+    pub fn observe(mut self, observer: &'a mut dyn Observer<M>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// The stepper (e.g. to read its state after [`Executor::run`]).
+    pub fn stepper(&self) -> &S {
+        &self.stepper
+    }
+
+    /// Trains `model` on `data` (model units); see the type docs.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for data without rows; the stepper's and observers' errors.
+    pub fn run(&mut self, model: &mut M, data: &Dataset) -> Result<FitReport> {
+        let n = data.n();
+        if n == 0 {
+            return Err(Error::Empty("training data has no rows".into()));
+        }
+        let b = if self.batch_size == 0 || self.batch_size >= n {
+            n
+        } else {
+            self.batch_size
+        };
+        let mut batches = Minibatches::new(n, b, self.seed)?;
+        let mut noise = stream(self.seed, 1);
+        self.stepper.start(model, self.steps)?;
+        let mut xb = Mat::<f64>::zeros(b, data.input_dim());
+        let mut yb = Mat::<f64>::zeros(b, data.output_dim());
+        let mut tape = Tape::with_par(Par::rayon(0));
+        for o in self.observers.iter_mut() {
+            o.on_start(model, self.steps)?;
+        }
+        let mut report = FitReport::default();
+        let start = Instant::now();
+        for step in 0..self.steps {
+            let idx = batches.next_batch();
+            gather_rows_into(data.x(), idx, xb.as_mut());
+            gather_rows_into(data.y(), idx, yb.as_mut());
+            let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
+            let mut ctx = StepContext {
+                step,
+                steps: self.steps,
+                tape: &mut tape,
+                rng: &mut noise,
+            };
+            let value = match self.stepper.step(model, &batch, &mut ctx) {
+                Ok(v) => v,
+                Err(e) if self.absorbed(model, &e) => break,
+                Err(e) => return Err(e),
+            };
+            keep_objective(&mut report, step, self.steps, value);
+            let info = StepInfo {
+                step,
+                steps: self.steps,
+                value,
+            };
+            let mut stop = false;
+            for o in self.observers.iter_mut() {
+                stop |= o.on_step(model, &info)? == Control::Stop;
+            }
+            if stop {
+                break;
+            }
+        }
+        for o in self.observers.iter_mut() {
+            o.on_finish(model)?;
+        }
+        report.seconds = start.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Whether a numerical failure `e` ends the run quietly (some observer recovers).
+    fn absorbed(&mut self, model: &M, e: &Error) -> bool {
+        if !matches!(e, Error::Numerical(_) | Error::NotPositiveDefinite { .. }) {
+            return false;
+        }
+        let mut any = false;
+        for o in self.observers.iter_mut() {
+            any |= o.absorbs_failure(model, e);
+        }
+        any
+    }
+}
+
+/// Keeps the objective of `step` in the report.
+pub(crate) fn keep_objective(report: &mut FitReport, step: usize, steps: usize, value: f64) {
+    if step.is_multiple_of(HISTORY_EVERY) || step + 1 == steps {
+        report.history.push((step, value));
+    }
+    report.final_objective = value;
+    report.steps = step + 1;
+}

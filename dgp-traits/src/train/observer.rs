@@ -1,0 +1,198 @@
+//! The [`Observer`] trait and the general-purpose observers: [`Progress`], [`Checkpoint`]
+//! and [`SampleCollector`].
+
+use crate::error::{Error, Result};
+use crate::model::{FitObserver, Model};
+use crate::params::Role;
+use std::collections::VecDeque;
+use std::ops::Range;
+
+/// What an observer tells the executor after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Go on.
+    Continue,
+    /// End the run after this step (the remaining observers still see it).
+    Stop,
+}
+
+/// One completed step, as observers see it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepInfo {
+    /// Index of the step (0-based).
+    pub step: usize,
+    /// Number of steps of the run.
+    pub steps: usize,
+    /// The objective value the stepper reported.
+    pub value: f64,
+}
+
+/// Watches a run of the executor: called after each step with the model and the step's
+/// value; may ask to stop; at the end may change the model (restore a checkpoint).
+pub trait Observer<M: ?Sized> {
+    /// Before the first step of a run of `steps` steps.
+    fn on_start(&mut self, _model: &M, _steps: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// After each step (the parameters are those after the step).
+    fn on_step(&mut self, model: &M, info: &StepInfo) -> Result<Control>;
+
+    /// A step failed numerically (`error` is [`Error::Numerical`] or
+    /// [`Error::NotPositiveDefinite`]); return `true` when this observer can finish the run
+    /// from what it has kept (e.g. a good checkpoint), which ends the run without an error.
+    fn absorbs_failure(&mut self, _model: &M, _error: &Error) -> bool {
+        false
+    }
+
+    /// After the last step (also after a stop or an absorbed failure).
+    fn on_finish(&mut self, _model: &mut M) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Forwards every step to a [`FitObserver`] (`on_step(step, steps, value)`), e.g. the
+/// benchmark's progress bar.
+pub struct Progress<'a>(&'a mut dyn FitObserver);
+
+impl<'a> Progress<'a> {
+    /// Progress reported to `inner`.
+    pub fn new(inner: &'a mut dyn FitObserver) -> Self {
+        Progress(inner)
+    }
+}
+
+impl<M: ?Sized> Observer<M> for Progress<'_> {
+    fn on_step(&mut self, _model: &M, info: &StepInfo) -> Result<Control> {
+        self.0.on_step(info.step, info.steps, info.value);
+        Ok(Control::Continue)
+    }
+}
+
+/// Hands the model's JSON ([`Model::to_json`]) to a sink after every `every` steps (and
+/// after the last step of a run): `sink(steps_done, json)`. A sink error ends the run.
+pub struct Checkpoint<F> {
+    every: usize,
+    sink: F,
+    written: usize,
+}
+
+impl<F: FnMut(usize, String) -> Result<()>> Checkpoint<F> {
+    /// A checkpoint every `every` steps (≥ 1) to `sink`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `every == 0`.
+    pub fn new(every: usize, sink: F) -> Result<Self> {
+        if every == 0 {
+            return Err(Error::Config("checkpoint every must be at least 1".into()));
+        }
+        Ok(Checkpoint {
+            every,
+            sink,
+            written: 0,
+        })
+    }
+
+    /// Checkpoints written so far.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+}
+
+impl<M: Model + ?Sized, F: FnMut(usize, String) -> Result<()>> Observer<M> for Checkpoint<F> {
+    fn on_step(&mut self, model: &M, info: &StepInfo) -> Result<Control> {
+        let done = info.step + 1;
+        if done.is_multiple_of(self.every) || done == info.steps {
+            (self.sink)(done, model.to_json()?)?;
+            self.written += 1;
+        }
+        Ok(Control::Continue)
+    }
+}
+
+/// Keeps samples of a sampler's chain: the values of the blocks with one role
+/// ([`Role::Sampled`] unless told otherwise), in [`crate::params::ParamStore::flat`]
+/// order, after step index `burn_in` and then every `thin`-th step; at most `max_kept`
+/// are kept, the oldest dropped first (a moving window, as MCEM uses).
+#[derive(Clone, Debug)]
+pub struct SampleCollector {
+    burn_in: usize,
+    thin: usize,
+    max_kept: usize,
+    role: Role,
+    ranges: Vec<Range<usize>>,
+    samples: VecDeque<Vec<f64>>,
+    seen: usize,
+}
+
+impl SampleCollector {
+    /// A collector that skips steps `0..burn_in`, then keeps steps `burn_in`,
+    /// `burn_in + thin`, ... (`thin ≥ 1`), at most `max_kept ≥ 1` of them.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `thin == 0` or `max_kept == 0`.
+    pub fn new(burn_in: usize, thin: usize, max_kept: usize) -> Result<Self> {
+        if thin == 0 || max_kept == 0 {
+            return Err(Error::Config(format!(
+                "sample collector needs thin >= 1 and max_kept >= 1, got thin={thin}, max_kept={max_kept}"
+            )));
+        }
+        Ok(SampleCollector {
+            burn_in,
+            thin,
+            max_kept,
+            role: Role::Sampled,
+            ranges: Vec::new(),
+            samples: VecDeque::new(),
+            seen: 0,
+        })
+    }
+
+    /// Collects the blocks of `role` instead of [`Role::Sampled`].
+    pub fn role(mut self, role: Role) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// The kept samples, oldest first.
+    pub fn samples(&self) -> &VecDeque<Vec<f64>> {
+        &self.samples
+    }
+
+    /// How many steps were collected, including those dropped from the window since.
+    pub fn collected(&self) -> usize {
+        self.seen
+    }
+
+    /// The kept samples, oldest first, consuming the collector.
+    pub fn into_samples(self) -> Vec<Vec<f64>> {
+        self.samples.into()
+    }
+}
+
+impl<M: Model + ?Sized> Observer<M> for SampleCollector {
+    fn on_start(&mut self, model: &M, _steps: usize) -> Result<()> {
+        self.ranges = model.params().ranges(self.role);
+        Ok(())
+    }
+
+    fn on_step(&mut self, model: &M, info: &StepInfo) -> Result<Control> {
+        if info.step < self.burn_in || !(info.step - self.burn_in).is_multiple_of(self.thin) {
+            return Ok(Control::Continue);
+        }
+        let flat = model.params().flat();
+        let mut sample = if self.samples.len() == self.max_kept {
+            let mut old = self.samples.pop_front().unwrap_or_default();
+            old.clear();
+            old
+        } else {
+            Vec::new()
+        };
+        for r in &self.ranges {
+            sample.extend_from_slice(&flat[r.clone()]);
+        }
+        self.samples.push_back(sample);
+        self.seen += 1;
+        Ok(Control::Continue)
+    }
+}

@@ -1,0 +1,563 @@
+//! Unit tests of the executor pieces on a small synthetic model.
+
+use crate::data::{Dataset, Minibatches, gather_rows_into};
+use crate::error::{Error, Result};
+use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig};
+use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
+use crate::params::{ParamId, ParamStore, Role};
+use crate::predictive::Predictive;
+use crate::rng::{Rng, standard_normal, stream};
+use crate::tape::{Tape, Var};
+use crate::testing::toy_regression;
+use crate::train::{
+    AdamStepper, Checkpoint, Control, EarlyStopping, Executor, HeldOutStopping, NaturalAdamStepper,
+    NaturalGradientModel, Observer, Progress, SampleCollector, StepInfo, best_of,
+};
+use faer::{Mat, MatRef, Par, mat};
+
+/// Blocks: `a` (1×2, optimised), `n` (1×1, natural-capable), `s` (1×1, sampled), `f`
+/// (1×1, fixed). Objective: −Σ(a − ȳ)² − (n − 1)² − s² − f² + 0.01·ε, ε from the noise
+/// stream, so that the stream's use is visible in the values.
+#[derive(Clone)]
+struct Toy {
+    params: ParamStore,
+    n: ParamId,
+}
+
+fn toy(natural_role: Role) -> Toy {
+    toy_with(natural_role, Role::Sampled)
+}
+
+fn toy_with(natural_role: Role, sampled_role: Role) -> Toy {
+    let mut params = ParamStore::new();
+    params.add("a", mat![[0.5, -0.3]], Role::Optimised).unwrap();
+    let n = params.add("n", mat![[0.2]], natural_role).unwrap();
+    params.add("s", mat![[0.7]], sampled_role).unwrap();
+    params.add("f", mat![[0.4]], Role::Fixed).unwrap();
+    Toy { params, n }
+}
+
+impl Objective for Toy {
+    fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    fn record(&self, tape: &mut Tape, p: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var> {
+        let ybar = (0..batch.len()).map(|i| batch.y[(i, 0)]).sum::<f64>() / batch.len() as f64;
+        let eps = standard_normal(rng, 1, 1)[(0, 0)];
+        let a = tape.add_scalar(p[0], -ybar);
+        let n = tape.add_scalar(p[1], -1.0);
+        let mut total = tape.sum_squares(a);
+        for v in [n, p[2], p[3]] {
+            let sq = tape.sum_squares(v);
+            total = tape.add(total, sq);
+        }
+        let neg = tape.neg(total);
+        Ok(tape.add_scalar(neg, 0.01 * eps))
+    }
+}
+
+impl Model for Toy {
+    fn backend(&self) -> &'static str {
+        "toy"
+    }
+    fn describe(&self) -> String {
+        "toy".into()
+    }
+    fn params_mut(&mut self) -> &mut ParamStore {
+        &mut self.params
+    }
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        o: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        Executor::new(
+            AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
+            cfg,
+        )
+        .observe(&mut Progress::new(o))
+        .run(self, data)
+    }
+    fn predict(&self, _x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
+        Err(Error::Config("toy has no predictive".into()))
+    }
+    fn to_json(&self) -> Result<String> {
+        serde_json::to_string(&self.params).map_err(|e| Error::Serde(e.to_string()))
+    }
+}
+
+impl NaturalGradientModel for Toy {
+    fn natural_blocks(&self) -> Vec<ParamId> {
+        vec![self.n]
+    }
+    fn natural_step(
+        &mut self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+        cfg: &NatGradConfig,
+    ) -> Result<(f64, Vec<f64>)> {
+        let (v, g) = self.value_and_grad(tape, batch, rng)?;
+        let k = self.params.flat_range(self.n).unwrap().start;
+        let new = self.params.get(self.n)[(0, 0)] + cfg.gamma * g[k];
+        self.params.set(self.n, mat![[new]])?;
+        Ok((v, g))
+    }
+}
+
+fn cfg(steps: usize) -> FitConfig {
+    FitConfig {
+        steps,
+        batch_size: 7,
+        learning_rate: 0.05,
+        seed: 3,
+    }
+}
+
+/// The training loop as it was before the executor (Adam over the whole flat view, the
+/// natural blocks' gradient zeroed), kept here as the reference for bit-identity.
+fn reference_loop(
+    model: &mut Toy,
+    data: &Dataset,
+    cfg: &FitConfig,
+    nat: Option<NatGradConfig>,
+) -> Vec<(usize, f64)> {
+    let n = data.n();
+    let b = cfg.batch_size.min(n);
+    let mut batches = Minibatches::new(n, b, cfg.seed).unwrap();
+    let mut noise = stream(cfg.seed, 1);
+    let mut adam = Adam::new(
+        AdamConfig::with_lr(cfg.learning_rate),
+        model.params.num_free(),
+    )
+    .unwrap();
+    let (mut xb, mut yb) = (Mat::zeros(b, data.input_dim()), Mat::zeros(b, 1));
+    let mut tape = Tape::with_par(Par::Seq);
+    let mut flat = model.params.flat();
+    let mut history = Vec::new();
+    let frozen = model.params.flat_range(model.n).unwrap();
+    for step in 0..cfg.steps {
+        let idx = batches.next_batch();
+        gather_rows_into(data.x(), idx, xb.as_mut());
+        gather_rows_into(data.y(), idx, yb.as_mut());
+        let batch = Batch::new(xb.as_ref(), yb.as_ref(), n).unwrap();
+        let (value, grad) = match nat {
+            Some(nat) => {
+                let vg = model
+                    .natural_step(&mut tape, &batch, &mut noise, &nat)
+                    .unwrap();
+                model.params.flat_into(&mut flat);
+                let (v, mut g) = match nat.scheme {
+                    NatGradScheme::Joint => vg,
+                    NatGradScheme::Alternate => {
+                        model.value_and_grad(&mut tape, &batch, &mut noise).unwrap()
+                    }
+                };
+                g[frozen.clone()].fill(0.0);
+                (v, g)
+            }
+            None => model.value_and_grad(&mut tape, &batch, &mut noise).unwrap(),
+        };
+        adam.ascend(&mut flat, &grad).unwrap();
+        history.push((step, value));
+        model.params.set_flat(&flat).unwrap();
+    }
+    history
+}
+
+/// Records every step's value.
+#[derive(Default)]
+struct Trace(Vec<(usize, f64)>);
+
+impl FitObserver for Trace {
+    fn on_step(&mut self, step: usize, _total: usize, objective: f64) {
+        self.0.push((step, objective));
+    }
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn adam_stepper_reproduces_the_old_loop_bit_for_bit() {
+    let data = toy_regression(30, 2, 1.0, 1);
+    let mut old = toy_with(Role::Optimised, Role::Optimised);
+    let want = reference_loop(&mut old, &data, &cfg(25), None);
+    let mut new = toy_with(Role::Optimised, Role::Optimised);
+    let mut trace = Trace::default();
+    let report = new.fit(&data, &cfg(25), &mut trace).unwrap();
+    assert_eq!(bits(&new.params.flat()), bits(&old.params.flat()));
+    assert_eq!(trace.0, want);
+    assert_eq!(report.steps, 25);
+    assert_eq!(report.final_objective, want[24].1);
+    let kept: Vec<usize> = report.history.iter().map(|h| h.0).collect();
+    assert_eq!(kept, vec![0, 10, 20, 24]);
+}
+
+#[test]
+fn natural_adam_reproduces_the_old_loop_in_both_schemes() {
+    let data = toy_regression(30, 2, 1.0, 2);
+    for scheme in [NatGradScheme::Alternate, NatGradScheme::Joint] {
+        let nat = NatGradConfig {
+            gamma: 0.3,
+            scheme,
+            ..NatGradConfig::default()
+        };
+        let mut old = toy_with(Role::Optimised, Role::Optimised);
+        let want = reference_loop(&mut old, &data, &cfg(20), Some(nat));
+        let mut new = toy_with(Role::Optimised, Role::Optimised);
+        let stepper = NaturalAdamStepper::new(AdamConfig::with_lr(0.05), nat).unwrap();
+        let mut trace = Trace::default();
+        Executor::new(stepper, &cfg(20))
+            .observe(&mut Progress::new(&mut trace))
+            .run(&mut new, &data)
+            .unwrap();
+        assert_eq!(
+            bits(&new.params.flat()),
+            bits(&old.params.flat()),
+            "{scheme:?}"
+        );
+        assert_eq!(trace.0, want, "{scheme:?}");
+        assert_eq!(
+            new.params.role(new.n),
+            Role::Natural,
+            "natural blocks are marked"
+        );
+    }
+    assert!(
+        NaturalAdamStepper::new(
+            AdamConfig::default(),
+            NatGradConfig {
+                gamma: 0.0,
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn adam_moves_only_optimised_blocks() {
+    let data = toy_regression(20, 1, 1.0, 3);
+    let mut m = toy(Role::Natural);
+    let before = m.params.clone();
+    m.fit(&data, &cfg(30), &mut crate::model::Silent).unwrap();
+    for (id, role) in [(1, Role::Natural), (2, Role::Sampled), (3, Role::Fixed)] {
+        assert_eq!(m.params.role(ParamId(id)), role);
+        assert_eq!(
+            m.params.get(ParamId(id)),
+            before.get(ParamId(id)),
+            "{role:?} moved"
+        );
+    }
+    assert_ne!(m.params.get(ParamId(0)), before.get(ParamId(0)));
+}
+
+#[test]
+fn adam_on_ranges_matches_adam_on_everything_inside_them() {
+    let g = [0.3, -1.0, 2.0, 0.5];
+    let (mut full, mut part) = (vec![1.0, 2.0, 3.0, 4.0], vec![1.0, 2.0, 3.0, 4.0]);
+    let mut a = Adam::new(AdamConfig::default(), 4).unwrap();
+    let mut b = a.clone();
+    for _ in 0..5 {
+        a.ascend(&mut full, &g).unwrap();
+        b.ascend_ranges(&mut part, &g, &[0..1, 2..4]).unwrap();
+    }
+    assert_eq!((part[0], part[2], part[3]), (full[0], full[2], full[3]));
+    assert_eq!(part[1], 2.0);
+    assert!(
+        b.ascend_ranges(&mut part, &g, std::slice::from_ref(&(3..5)))
+            .is_err()
+    );
+    assert!(
+        b.ascend_ranges(
+            &mut part,
+            &[f64::NAN, 0.0, 0.0, 0.0],
+            std::slice::from_ref(&(1..4))
+        )
+        .is_ok()
+    );
+    assert!(
+        b.ascend_ranges(
+            &mut part,
+            &[f64::NAN, 0.0, 0.0, 0.0],
+            std::slice::from_ref(&(0..1))
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn value_and_grad_at_leaves_the_store_alone() {
+    let data = toy_regression(10, 1, 1.0, 4);
+    let m = toy(Role::Optimised);
+    let batch = Batch::new(data.x(), data.y(), 10).unwrap();
+    let mut tape = Tape::new();
+    let here = m
+        .value_and_grad(&mut tape, &batch, &mut stream(1, 1))
+        .unwrap();
+    let at = m
+        .value_and_grad_at(&m.params.flat(), &mut tape, &batch, &mut stream(1, 1))
+        .unwrap();
+    assert_eq!(here, at);
+    let there = m
+        .value_and_grad_at(&[0.0, 0.0, 1.0, 0.0], &mut tape, &batch, &mut stream(1, 1))
+        .unwrap();
+    assert_ne!(there.0, here.0);
+    assert_eq!(m.params.get(ParamId(0))[(0, 0)], 0.5);
+    assert!(
+        m.value_and_grad_at(&[0.0], &mut tape, &batch, &mut stream(1, 1))
+            .is_err()
+    );
+}
+
+/// Scores from a fixed trace, one per call (the first call is the start).
+fn trace_score(trace: Vec<f64>) -> impl FnMut(&Toy) -> f64 {
+    let mut k = 0;
+    move |_| {
+        let s = trace.get(k).copied().unwrap_or(f64::INFINITY);
+        k += 1;
+        s
+    }
+}
+
+#[test]
+fn early_stopping_keeps_the_best_and_stops_after_patience() {
+    let data = toy_regression(20, 1, 1.0, 5);
+    let es = EarlyStopping {
+        fraction: 0.1,
+        every: 2,
+        patience: 3,
+    };
+    // start 5.0; evaluations after steps 2, 4, 6, 8, 10: 4, 3 (best), 3.5, 3 (a tie keeps
+    // the earlier), 9 → three without improvement: stop after step 10.
+    let mut stop =
+        HeldOutStopping::new(&es, 4, trace_score(vec![5.0, 4.0, 3.0, 3.5, 3.0, 9.0, 1.0]));
+    let mut m = toy(Role::Optimised);
+    let mut snapshots = Vec::new();
+    let mut snap = Snap(&mut snapshots);
+    let report = Executor::new(AdamStepper::new(AdamConfig::with_lr(0.05)), &cfg(50))
+        .observe(&mut snap)
+        .observe(&mut stop)
+        .run(&mut m, &data)
+        .unwrap();
+    assert_eq!(report.steps, 10);
+    let s = stop.summary();
+    assert_eq!(
+        (s.steps, s.best_step, s.best_heldout_nll, s.heldout_rows),
+        (10, Some(4), Some(3.0), 4)
+    );
+    assert!(!s.stopped_on_numerical_failure);
+    assert_eq!(
+        bits(&m.params.flat()),
+        bits(&snapshots[3]),
+        "restored to the parameters after step 4"
+    );
+    assert_eq!(es.period(1000), 2);
+    assert_eq!(EarlyStopping::default().period(1000), 10);
+    assert_eq!(EarlyStopping::default().period(50), 1);
+    assert!(
+        EarlyStopping {
+            fraction: 1.0,
+            ..Default::default()
+        }
+        .validate()
+        .is_err()
+    );
+}
+
+#[test]
+fn early_stopping_absorbs_a_failure_only_after_a_finite_score() {
+    let mut stop = HeldOutStopping::new(
+        &EarlyStopping::default(),
+        2,
+        trace_score(vec![f64::INFINITY]),
+    );
+    let mut m = toy(Role::Optimised);
+    stop.on_start(&m, 10).unwrap();
+    assert!(!stop.absorbs_failure(&m, &Error::Numerical("x".into())));
+    let mut stop = HeldOutStopping::new(&EarlyStopping::default(), 2, trace_score(vec![1.0]));
+    stop.on_start(&m, 10).unwrap();
+    let start = m.params.flat();
+    m.params.set_flat(&[9.0, 9.0, 9.0, 9.0]).unwrap();
+    assert!(stop.absorbs_failure(&m, &Error::Numerical("x".into())));
+    stop.on_finish(&mut m).unwrap();
+    assert_eq!(m.params.flat(), start);
+    assert!(stop.summary().stopped_on_numerical_failure);
+    assert_eq!(stop.summary().best_step, Some(0));
+}
+
+/// Keeps the flat parameters after every step.
+struct Snap<'a>(&'a mut Vec<Vec<f64>>);
+
+impl Observer<Toy> for Snap<'_> {
+    fn on_step(&mut self, model: &Toy, _info: &StepInfo) -> Result<Control> {
+        self.0.push(model.params.flat());
+        Ok(Control::Continue)
+    }
+}
+
+/// Fails every step from `from` on with a numerical error.
+struct Failing {
+    inner: AdamStepper,
+    from: usize,
+}
+
+impl crate::train::Stepper<Toy> for Failing {
+    fn start(&mut self, model: &mut Toy, steps: usize) -> Result<()> {
+        self.inner.start(model, steps)
+    }
+    fn step(
+        &mut self,
+        model: &mut Toy,
+        batch: &Batch<'_>,
+        ctx: &mut crate::train::StepContext<'_>,
+    ) -> Result<f64> {
+        if ctx.step >= self.from {
+            return Err(Error::Numerical("boom".into()));
+        }
+        self.inner.step(model, batch, ctx)
+    }
+}
+
+#[test]
+fn a_numerical_failure_ends_the_run_only_when_absorbed() {
+    let data = toy_regression(20, 1, 1.0, 6);
+    let failing = || Failing {
+        inner: AdamStepper::new(AdamConfig::default()),
+        from: 4,
+    };
+    let mut m = toy(Role::Optimised);
+    assert!(
+        Executor::new(failing(), &cfg(10))
+            .run(&mut m, &data)
+            .is_err()
+    );
+    let es = EarlyStopping {
+        every: 1,
+        ..Default::default()
+    };
+    let mut stop = HeldOutStopping::new(&es, 2, trace_score(vec![3.0, 2.0, 1.0, 4.0, 5.0]));
+    let mut m = toy(Role::Optimised);
+    let report = Executor::new(failing(), &cfg(10))
+        .observe(&mut stop)
+        .run(&mut m, &data)
+        .unwrap();
+    assert_eq!(report.steps, 4);
+    let s = stop.summary();
+    assert!(s.stopped_on_numerical_failure);
+    assert_eq!((s.steps, s.best_step), (4, Some(2)));
+}
+
+#[test]
+fn sample_collector_counts_burn_in_thinning_and_window() {
+    let data = toy_regression(20, 1, 1.0, 7);
+    let mut m = toy(Role::Optimised);
+    let mut snapshots = Vec::new();
+    let mut snap = Snap(&mut snapshots);
+    // Steps 5, 8, 11, 14, 17 are collected; the window keeps the last 4.
+    let mut coll = SampleCollector::new(5, 3, 4).unwrap().role(Role::Optimised);
+    Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(20))
+        .observe(&mut snap)
+        .observe(&mut coll)
+        .run(&mut m, &data)
+        .unwrap();
+    assert_eq!(coll.collected(), 5);
+    let kept = coll.into_samples();
+    assert_eq!(kept.len(), 4);
+    for (sample, step) in kept.iter().zip([8, 11, 14, 17]) {
+        assert_eq!(sample, &snapshots[step][0..3].to_vec());
+    }
+    let mut sampled = SampleCollector::new(0, 1, 100).unwrap();
+    Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(6))
+        .observe(&mut sampled)
+        .run(&mut toy(Role::Optimised), &data)
+        .unwrap();
+    assert_eq!(sampled.samples().len(), 6);
+    assert!(
+        sampled.samples().iter().all(|s| s == &vec![0.7]),
+        "Adam never moves sampled blocks"
+    );
+    assert!(SampleCollector::new(0, 0, 1).is_err() && SampleCollector::new(0, 1, 0).is_err());
+}
+
+#[test]
+fn checkpoints_every_n_steps_and_at_the_end() {
+    let data = toy_regression(20, 1, 1.0, 8);
+    let mut written = Vec::new();
+    let mut ck = Checkpoint::new(4, |done, json: String| {
+        let back: ParamStore =
+            serde_json::from_str(&json).map_err(|e| Error::Serde(e.to_string()))?;
+        written.push((done, back.flat()));
+        Ok(())
+    })
+    .unwrap();
+    let mut m = toy(Role::Optimised);
+    Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(10))
+        .observe(&mut ck)
+        .run(&mut m, &data)
+        .unwrap();
+    assert_eq!(ck.written(), 3);
+    assert_eq!(
+        written.iter().map(|w| w.0).collect::<Vec<_>>(),
+        vec![4, 8, 10]
+    );
+    assert_eq!(written[2].1, m.params.flat());
+    assert!(Checkpoint::new(0, |_, _: String| Ok(())).is_err());
+}
+
+#[test]
+fn best_of_keeps_the_first_lowest_finite_score_and_skips_failures() {
+    let scores = [3.0, 1.0, f64::NAN, 1.0, 0.5];
+    let out = best_of(
+        5,
+        Ok,
+        |&mut r, _| {
+            if r == 4 {
+                Err(Error::Numerical("candidate 4 fails".into()))
+            } else {
+                Ok(FitReport {
+                    seconds: 1.0,
+                    ..Default::default()
+                })
+            }
+        },
+        |&r| scores[r],
+    )
+    .unwrap();
+    assert_eq!(out.best, Some((1, 1.0)));
+    assert_eq!(out.seconds, 4.0);
+    assert!(
+        best_of(
+            2,
+            |_| Err::<usize, _>(Error::Config("x".into())),
+            |_, _| Ok(FitReport::default()),
+            |_| 0.0
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn full_batch_lbfgs_finds_the_optimum_and_numbers_after_the_offset() {
+    let data = toy_regression(20, 1, 1.0, 9);
+    let ybar = (0..20).map(|i| data.y()[(i, 0)]).sum::<f64>() / 20.0;
+    let mut m = toy(Role::Optimised);
+    let mut trace = Trace::default();
+    let cfg = crate::optim::LbfgsConfig {
+        max_iters: 50,
+        ..Default::default()
+    };
+    let report = crate::train::FullBatchLbfgs::new(cfg, 0)
+        .offset(7)
+        .run(&mut m, &data, &mut trace)
+        .unwrap();
+    assert!((m.params.get(ParamId(0))[(0, 0)] - ybar).abs() < 1e-5);
+    assert!((m.params.get(ParamId(1))[(0, 0)] - 1.0).abs() < 1e-5);
+    assert_eq!(trace.0[0].0, 7);
+    assert_eq!(report.history[0].0, 7);
+    assert!(report.steps > 7);
+}
