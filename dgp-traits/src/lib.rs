@@ -51,10 +51,13 @@
 //! maximises the same objective with L-BFGS.
 #![warn(missing_docs)]
 
+pub mod conditional;
 pub mod data;
 pub mod error;
 pub mod fastexp;
+pub mod joint_q;
 pub mod kernels;
+pub mod kl;
 mod lanes;
 pub mod layer;
 pub mod likelihoods;
@@ -67,6 +70,7 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod rng;
+pub mod skeleton;
 pub mod special;
 pub mod svgp_reference;
 pub mod tape;
