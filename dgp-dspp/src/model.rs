@@ -342,24 +342,6 @@ impl Model for Dspp {
         "dspp"
     }
 
-    fn describe(&self) -> String {
-        let head = describe_stack(
-            "dspp",
-            self.input_dim,
-            self.layers.iter().map(|l| l.output_dim),
-            self.config.num_inducing,
-        );
-        format!(
-            "{head} {:?} S={} K={} beta={} q={:?}{}",
-            self.config.rule,
-            self.config.sites,
-            self.num_components(),
-            self.config.beta,
-            self.config.q_cov,
-            if self.mixing.is_some() { " LMC" } else { "" }
-        )
-    }
-
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
     }
@@ -447,5 +429,19 @@ impl Model for Dspp {
             }
         }
         Ok(Some(out))
+    }
+
+    fn describe(&self) -> String {
+        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let extra = format!(
+            "{:?} S={} K={} beta={} q={:?}{}",
+            self.config.rule,
+            self.config.sites,
+            self.num_components(),
+            self.config.beta,
+            self.config.q_cov,
+            if self.mixing.is_some() { " LMC" } else { "" }
+        );
+        describe_stack("dspp", &widths, self.config.num_inducing, &extra)
     }
 }

@@ -213,25 +213,6 @@ impl Model for NestedDgp {
         "nested"
     }
 
-    fn describe(&self) -> String {
-        let head = describe_stack(
-            "nested",
-            self.input_dim,
-            self.layers.iter().map(|l| l.output_dim),
-            self.config.num_inducing,
-        );
-        format!(
-            "{head} {:?} {:?}{}",
-            self.config.kernel,
-            self.config.optimiser,
-            if self.config.linear_mean {
-                " linear-mean"
-            } else {
-                ""
-            },
-        )
-    }
-
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
     }
@@ -282,6 +263,21 @@ impl Model for NestedDgp {
         _seed: u64,
     ) -> Result<Option<Mat<f64>>> {
         Ok(None)
+    }
+
+    fn describe(&self) -> String {
+        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let extra = format!(
+            "{:?} {:?}{}",
+            self.config.kernel,
+            self.config.optimiser,
+            if self.config.linear_mean {
+                " linear-mean"
+            } else {
+                ""
+            },
+        );
+        describe_stack("nested", &widths, self.config.num_inducing, &extra)
     }
 }
 

@@ -350,21 +350,6 @@ impl Model for DeepGp {
         "svi"
     }
 
-    fn describe(&self) -> String {
-        let head = describe_stack(
-            "svi",
-            self.input_dim,
-            self.layers.iter().map(|l| l.output_dim),
-            self.config.num_inducing,
-        );
-        format!(
-            "{head} {:?}{} S_train={}",
-            self.config.kernel,
-            if self.config.whiten { " whitened" } else { "" },
-            self.config.train_samples
-        )
-    }
-
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
     }
@@ -445,6 +430,17 @@ impl Model for DeepGp {
         Ok(Some(Mat::from_fn(n, count, |i, s| {
             mu[((s % prop.reps) * n + i, 0)]
         })))
+    }
+
+    fn describe(&self) -> String {
+        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let extra = format!(
+            "{:?}{} S_train={}",
+            self.config.kernel,
+            if self.config.whiten { " whitened" } else { "" },
+            self.config.train_samples
+        );
+        describe_stack("svi", &widths, self.config.num_inducing, &extra)
     }
 }
 

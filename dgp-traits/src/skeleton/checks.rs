@@ -40,21 +40,14 @@ pub fn check_batch(
     Ok(())
 }
 
-/// The common head of [`crate::model::Model::describe`]:
-/// `"{backend} L={layers} widths {d}→{w_1}→…→{w_L} M={m}"`.
-pub fn describe_stack(
-    backend: &str,
-    input_dim: usize,
-    output_dims: impl IntoIterator<Item = usize>,
-    num_inducing: usize,
-) -> String {
-    let widths: Vec<String> = std::iter::once(input_dim)
-        .chain(output_dims)
-        .map(|w| w.to_string())
-        .collect();
+/// The one-line architecture description of [`crate::model::Model::describe`]:
+/// `"{backend} L={L} widths {w_0}→{w_1}→…→{w_L} M={m} {extra}"` for a stack of widths
+/// `w_0` (the input) to `w_L`.
+pub fn describe_stack(backend: &str, widths: &[usize], num_inducing: usize, extra: &str) -> String {
+    let w: Vec<String> = widths.iter().map(|w| w.to_string()).collect();
     format!(
-        "{backend} L={} widths {} M={num_inducing}",
-        widths.len() - 1,
-        widths.join("→")
+        "{backend} L={} widths {} M={num_inducing} {extra}",
+        widths.len().saturating_sub(1),
+        w.join("→")
     )
 }
