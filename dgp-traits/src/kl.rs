@@ -178,8 +178,11 @@ pub fn gauss_kl_block_diag(
             }
         }
     }
+    // n > 0 and the block sizes sum to n, so some block contributed.
+    let Some(kl) = sum else {
+        return Err(Error::Empty("joint Gaussian KL: no prior blocks".into()));
+    };
     let logdet_s = tape.logdet_chol(factor);
-    let kl = sum.unwrap_or(logdet_s);
     let kl = tape.sub(kl, logdet_s);
     let kl = tape.add_scalar(kl, -(n as f64));
     Ok(tape.scale(kl, 0.5))
