@@ -55,20 +55,21 @@
 //! ```
 #![warn(missing_docs)]
 
+mod blocks;
 mod config;
 pub mod lmc;
 mod model;
+mod objective;
 mod ppgpr;
+mod propagation;
 pub mod quadrature;
 mod select;
 pub mod train;
 
+pub use blocks::{DsppLayer, GpBlock, QSqrtParams};
 pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit};
 pub use dgp_traits;
-pub use model::{
-    Dspp, DsppLayer, GRAD_CHUNK_ROWS, GpBlock, Q_MEAN_INIT_SD, Q_SD_FLOOR, QSqrtParams,
-    SITE_VAR_JITTER, Z_NOISE_SD,
-};
+pub use model::{Dspp, GRAD_CHUNK_ROWS, Q_MEAN_INIT_SD, Q_SD_FLOOR, SITE_VAR_JITTER, Z_NOISE_SD};
 pub use ppgpr::Ppgpr;
 pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
 pub use train::{EarlyStopping, FitSummary};

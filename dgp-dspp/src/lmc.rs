@@ -12,6 +12,7 @@
 //! `G = ½ ḡ (ααᵀ − C⁻¹)`: `μ̄_w = ḡ (Aα)_w`, `v̄_w = a_wᵀ G a_w`,
 //! `Ā_wd += ḡ μ_w α_d + 2 v_w (G a_w)_d`, `σ̄²_d += G_dd` (a_w is row w of A).
 
+use dgp_traits::skeleton::ChunkMoments;
 use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef};
@@ -251,6 +252,36 @@ impl LmcTape for Tape {
             &[y, mu, var, a, noise],
             LmcLogDensityOp { alpha, cinv },
         ))
+    }
+}
+
+/// The per-output marginals of the LMC's mixture components: with latent moments μ_kw,
+/// v_kw (per latent output w an n×K matrix), output d has means `Σ_w A_wd μ_kw` and
+/// latent variances `Σ_w A_wd² v_kw` (the noise is added by the likelihood).
+pub(crate) fn lmc_marginals(a: MatRef<'_, f64>, latent: ChunkMoments) -> ChunkMoments {
+    let ChunkMoments { means, vars } = latent;
+    let wl = means.len();
+    let (n, reps) = (means[0].nrows(), means[0].ncols());
+    let p = a.ncols();
+    let mo = (0..p)
+        .map(|d| {
+            Mat::from_fn(n, reps, |i, s| {
+                (0..wl).map(|w| a[(w, d)] * means[w][(i, s)]).sum()
+            })
+        })
+        .collect();
+    let vo = (0..p)
+        .map(|d| {
+            Mat::from_fn(n, reps, |i, s| {
+                (0..wl)
+                    .map(|w| a[(w, d)] * a[(w, d)] * vars[w][(i, s)])
+                    .sum()
+            })
+        })
+        .collect();
+    ChunkMoments {
+        means: mo,
+        vars: vo,
     }
 }
 

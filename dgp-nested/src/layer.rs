@@ -8,7 +8,6 @@ use dgp_traits::kernels::{Kernel, KernelVars};
 use dgp_traits::layer::{HYPER_FLOOR, QSqrt, QVars, kl_divergence};
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::linalg::Tri;
-use dgp_traits::model::{Layer, Projection};
 use dgp_traits::params::ParamId;
 use dgp_traits::tape::{Tape, Var};
 use serde::{Deserialize, Serialize};
@@ -103,6 +102,24 @@ pub struct LayerStats {
     pub q_factors: Vec<Var>,
 }
 
+/// Gaussian layer inputs N(mean, diag var) with the layer's Z and kernel hyperparameters.
+#[derive(Clone, Copy)]
+struct GaussianInput {
+    mean: Var,
+    var: Var,
+    z: Var,
+    hyp: KernelVars,
+}
+
+/// The quantities [`NestedLayer::gaussian_bound`] records.
+struct GaussianBound {
+    a: Var,
+    psi0: Var,
+    tcv: Var,
+    prop: Var,
+    psi1: Var,
+}
+
 impl NestedLayer {
     /// Input width D_{i−1}.
     pub fn input_dim(&self) -> usize {
@@ -182,34 +199,15 @@ impl NestedLayer {
             }
             LayerInput::Gaussian { mean, var } => {
                 if bound {
-                    let p = psi::psi_stats(tape, &self.kernel, mean, var, z, hyp, fallback)?;
-                    let psi1t = tape.transpose(p.psi1);
-                    let a = tape.tri_solve(chol, psi1t, Tri::Lower);
-                    // Y = L⁻¹ Φ L⁻ᵀ; tr(K⁻¹Φ) = tr(Y).
-                    let x1 = tape.tri_solve(chol, p.psi2, Tri::Lower);
-                    let x1t = tape.transpose(x1);
-                    let y = tape.tri_solve(chol, x1t, Tri::Lower);
-                    let dy = tape.diag(y);
-                    let tr = tape.sum(dy);
-                    let s0 = tape.sum(p.psi0);
-                    let tcv = tape.sub(s0, tr);
-                    // tr(K⁻¹(Φ − Ψ1ᵀΨ1)K⁻¹ C) = Σ R̃ ⊙ ((Y − AAᵀ) R̃), R̃ = L⁻¹[m | L_1 | … | L_D]
-                    // (whitened: R̃ = [m̃ | L̃_1 | … | L̃_D]).
-                    let aat = tape.matmul_nt(a, a);
-                    let dm = tape.sub(y, aat);
-                    let mut cols = Vec::with_capacity(1 + q_factors.len());
-                    cols.push(q_mean);
-                    cols.extend(q_factors.iter().copied());
-                    let r = tape.concat_cols(&cols);
-                    let rt = if self.whiten {
-                        r
-                    } else {
-                        tape.tri_solve(chol, r, Tri::Lower)
-                    };
-                    let drt = tape.matmul(dm, rt);
-                    let prod = tape.mul(rt, drt);
-                    let prop = tape.sum(prod);
-                    (a, p.psi0, Some(tcv), Some(prop), Some(p.psi1))
+                    let g = self.gaussian_bound(
+                        tape,
+                        GaussianInput { mean, var, z, hyp },
+                        fallback,
+                        chol,
+                        q_mean,
+                        &q_factors,
+                    )?;
+                    (g.a, g.psi0, Some(g.tcv), Some(g.prop), Some(g.psi1))
                 } else {
                     let (psi0, psi1) = self.psi01(tape, mean, var, z, hyp, fallback)?;
                     let psi1t = tape.transpose(psi1);
@@ -246,20 +244,7 @@ impl NestedLayer {
                 prop = Some(tape.add(pv, extra));
             }
         }
-        let cols: Vec<Var> = q_factors
-            .iter()
-            .map(|&ld| {
-                let t = tape.matmul_tn(ld, at);
-                let t2 = tape.square(t);
-                let s = tape.col_sums(t2);
-                tape.transpose(s)
-            })
-            .collect();
-        let fvar = if cols.len() == 1 {
-            cols[0]
-        } else {
-            tape.concat_cols(&cols)
-        };
+        let fvar = propagated_variance(tape, &q_factors, at);
         let kl = if bound {
             let q = QVars {
                 mean: q_mean,
@@ -279,6 +264,55 @@ impl NestedLayer {
             prop,
             kl,
             q_factors,
+        })
+    }
+
+    /// The bound's quantities for Gaussian inputs N(mean, diag var) (spec §3–4) from the
+    /// psi-statistics: `A = L⁻¹Ψ1ᵀ`, ψ0, the TCV sum Σ_n [ψ0_n − tr(K⁻¹Φ_n)], the
+    /// propagation sum Σ_n Σ_d tr(K⁻¹(Φ_n − ψ1_nᵀψ1_n)K⁻¹(m_d m_dᵀ + S_d)) and Ψ1.
+    fn gaussian_bound(
+        &self,
+        tape: &mut Tape,
+        input: GaussianInput,
+        fallback: &ExpectationRule,
+        chol: Var,
+        q_mean: Var,
+        q_factors: &[Var],
+    ) -> Result<GaussianBound> {
+        let GaussianInput { mean, var, z, hyp } = input;
+        let p = psi::psi_stats(tape, &self.kernel, mean, var, z, hyp, fallback)?;
+        let psi1t = tape.transpose(p.psi1);
+        let a = tape.tri_solve(chol, psi1t, Tri::Lower);
+        // Y = L⁻¹ Φ L⁻ᵀ; tr(K⁻¹Φ) = tr(Y).
+        let x1 = tape.tri_solve(chol, p.psi2, Tri::Lower);
+        let x1t = tape.transpose(x1);
+        let y = tape.tri_solve(chol, x1t, Tri::Lower);
+        let dy = tape.diag(y);
+        let tr = tape.sum(dy);
+        let s0 = tape.sum(p.psi0);
+        let tcv = tape.sub(s0, tr);
+        // tr(K⁻¹(Φ − Ψ1ᵀΨ1)K⁻¹ C) = Σ R̃ ⊙ ((Y − AAᵀ) R̃), R̃ = L⁻¹[m | L_1 | … | L_D]
+        // (whitened: R̃ = [m̃ | L̃_1 | … | L̃_D]).
+        let aat = tape.matmul_nt(a, a);
+        let dm = tape.sub(y, aat);
+        let mut cols = Vec::with_capacity(1 + q_factors.len());
+        cols.push(q_mean);
+        cols.extend(q_factors.iter().copied());
+        let r = tape.concat_cols(&cols);
+        let rt = if self.whiten {
+            r
+        } else {
+            tape.tri_solve(chol, r, Tri::Lower)
+        };
+        let drt = tape.matmul(dm, rt);
+        let prod = tape.mul(rt, drt);
+        let prop = tape.sum(prod);
+        Ok(GaussianBound {
+            a,
+            psi0: p.psi0,
+            tcv,
+            prop,
+            psi1: p.psi1,
         })
     }
 
@@ -343,36 +377,21 @@ impl NestedLayer {
     }
 }
 
-impl Layer for NestedLayer {
-    fn input_dim(&self) -> usize {
-        self.kernel.input_dim
-    }
-
-    fn output_dim(&self) -> usize {
-        self.output_dim
-    }
-
-    fn num_inducing(&self) -> usize {
-        self.num_inducing
-    }
-
-    /// The point-input projection (the nested layer's first layer, and sampled inputs).
-    fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection> {
-        let hyp = self.kernel_vars(tape, params);
-        let chol = self.chol_kuu(tape, params, hyp)?;
-        let z = self.z.var(params);
-        let kuf = self.kernel.record(tape, z, x, hyp);
-        let a = tape.tri_solve(chol, kuf, Tri::Lower);
-        let kff_diag = self.kernel.record_diag(tape, x, hyp);
-        let mean = self.mean_weights.map(|wid| {
-            let w = wid.var(params);
-            tape.matmul(x, w)
-        });
-        Ok(Projection {
-            chol,
-            a,
-            kff_diag,
-            mean,
+/// `‖L_dᵀ Ã‖²` per column of `at` = Ã (B×1 per output), concatenated over the outputs'
+/// factors L_d (B×D_out): the propagated variance without σ².
+fn propagated_variance(tape: &mut Tape, q_factors: &[Var], at: Var) -> Var {
+    let cols: Vec<Var> = q_factors
+        .iter()
+        .map(|&ld| {
+            let t = tape.matmul_tn(ld, at);
+            let t2 = tape.square(t);
+            let s = tape.col_sums(t2);
+            tape.transpose(s)
         })
+        .collect();
+    if cols.len() == 1 {
+        cols[0]
+    } else {
+        tape.concat_cols(&cols)
     }
 }

@@ -89,15 +89,20 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bound;
 mod config;
+mod init;
 pub mod layer;
 mod model;
+mod moments;
+mod optimal_q;
 pub mod psi;
 
+pub use bound::BoundTerms;
 pub use config::{NestedConfig, Optimiser, PredictMode};
 pub use dgp_traits;
 pub use layer::{NOISE_FLOOR, NestedLayer, Q_SQRT_FLOOR};
-pub use model::{BoundTerms, NestedDgp};
+pub use model::NestedDgp;
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {

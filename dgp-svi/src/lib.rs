@@ -82,10 +82,12 @@
 
 mod config;
 mod model;
+mod variational;
 
 pub use config::{LastMean, SviConfig};
 pub use dgp_traits;
-pub use model::{DeepGp, NOISE_FLOOR, Q_SQRT_FLOOR, QParams, SAMPLE_JITTER};
+pub use model::{DeepGp, NOISE_FLOOR, SAMPLE_JITTER};
+pub use variational::{Q_SQRT_FLOOR, QParams};
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {

@@ -2,13 +2,12 @@
 //! the predictive mixture of eq. (18).
 
 use crate::config::{LastMean, SviConfig};
-use dgp_traits::data::{Dataset, kmeans};
+use crate::variational::{Q_SQRT_FLOOR, QParams, init_q};
+use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
-use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::linalg::cholesky_jittered;
-use dgp_traits::mean::{LinearInit, MeanFunction};
+use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
     checked_backward,
@@ -16,18 +15,20 @@ use dgp_traits::model::{
 use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded, standard_normal, stream};
+use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
+use dgp_traits::skeleton::{
+    ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, checkpoint, describe_stack,
+    finish_predictive, predict_chunked, propagate, reparam_sample, tile_rows,
+};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{
     AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
 };
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// Lower bound of the diagonal of q(u)'s Cholesky factors (softplus + floor).
-pub const Q_SQRT_FLOOR: f64 = 1e-10;
 /// Lower bound of the Gaussian noise variance (softplus + floor).
 pub const NOISE_FLOOR: f64 = 1e-6;
 /// Jitter added to hidden-layer variances before the square root of eq. (15)
@@ -37,15 +38,6 @@ pub const SAMPLE_JITTER: f64 = 1e-6;
 /// predicting: chunks of this size keep the M×rows intermediates at a few MB (cache- and
 /// allocator-friendly) and give the thread pool enough chunks to balance.
 const PREDICT_ROWS: usize = 8_192;
-
-/// Parameter blocks of q(u) for one layer.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct QParams {
-    /// Means, M×D_out.
-    pub mean: ParamId,
-    /// Unconstrained Cholesky factors, one M×M block per output.
-    pub sqrt: Vec<ParamId>,
-}
 
 /// A deep GP trained by doubly-stochastic variational inference (Salimbeni & Deisenroth
 /// 2017). See the crate docs for an example.
@@ -75,36 +67,34 @@ impl DeepGp {
         let widths = config.widths(d_in, p);
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
-        let mut z_run = kmeans(x, m, config.kmeans_iters, &mut rng)?;
-        let mut x_run = x.to_owned();
+        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
+        let hidden = StackMean::Linear {
+            init: LinearInit::Pca,
+            learned: false,
+            bias: false,
+        };
+        let last = match config.last_mean {
+            LastMean::Zero => StackMean::Zero,
+            LastMean::Constant => StackMean::Constant,
+        };
         let mut params = ParamStore::new();
         let mut layers = Vec::with_capacity(config.layers);
         let mut q = Vec::with_capacity(config.layers);
-        for l in 0..config.layers {
-            let (din, dout) = (widths[l], widths[l + 1]);
-            let inner = l + 1 < config.layers;
-            let name = format!("layer{}", l + 1);
-            let mean = if inner {
-                MeanFunction::linear(din, dout, LinearInit::Pca)
-            } else {
-                match config.last_mean {
-                    LastMean::Zero => MeanFunction::zero(din, dout),
-                    LastMean::Constant => MeanFunction::constant(din, dout),
-                }
-            };
-            let mean_init = mean.init_params(Some(x_run.as_ref()), &mut rng)?;
+        for plan in layer_plans(&widths) {
+            let (mean, mean_init) = run.layer_mean(&plan, &hidden, &last, MeanData::X, &mut rng)?;
             let w = mean_init.weights.clone();
-            let kernel = Kernel::new(config.kernel, din, config.ard)?;
+            let kernel = Kernel::new(config.kernel, plan.input_dim, config.ard)?;
+            let inner = !plan.last;
             let white = if inner { config.inner_white_noise } else { 0.0 };
             let layer = SparseLayer::new(
                 &mut params,
-                &name,
-                kernel.clone(),
+                &plan.name,
+                kernel,
                 mean,
-                dout,
+                plan.output_dim,
                 white,
                 SparseLayerInit {
-                    z: z_run.clone(),
+                    z: run.z.clone(),
                     lengthscale: 1.0,
                     variance: 1.0,
                     train_variance: true,
@@ -113,36 +103,16 @@ impl DeepGp {
                 },
             )?;
             let scale = if inner { config.inner_q_scale } else { 1.0 };
-            let prior_factor = if config.whiten {
-                Mat::from_fn(m, m, |i, j| if i == j { 1.0 } else { 0.0 })
-            } else {
-                let hyper = kernel.default_hyper();
-                let mut kuu = kernel.gram(z_run.as_ref(), hyper.as_ref());
-                for i in 0..m {
-                    kuu[(i, i)] += white;
-                }
-                cholesky_jittered(
-                    kuu.as_ref(),
-                    &format!("initial Kuu of {name}"),
-                    layer.jitter,
-                )?
-                .0
-            };
-            let factor = Mat::from_fn(m, m, |i, j| scale * prior_factor[(i, j)]);
-            let raw = raw_lower_factor(factor.as_ref(), Q_SQRT_FLOOR);
-            let qm = params.add(
-                format!("{name}.q.mean"),
-                Mat::zeros(m, dout),
-                Role::Optimised,
-            )?;
-            let qs = (0..dout)
-                .map(|d| params.add(format!("{name}.q.sqrt{d}"), raw.clone(), Role::Optimised))
-                .collect::<Result<Vec<_>>>()?;
-            q.push(QParams { mean: qm, sqrt: qs });
+            q.push(init_q(
+                &mut params,
+                &layer,
+                run.z.as_ref(),
+                scale,
+                config.whiten,
+            )?);
             layers.push(layer);
             if let Some(w) = w {
-                x_run = &x_run * &w;
-                z_run = &z_run * &w;
+                run.push(&w, None);
             }
         }
         let noise = match config.likelihood.init_noise_variance() {
@@ -180,20 +150,6 @@ impl DeepGp {
             .map(|id| dgp_traits::transforms::softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
     }
 
-    /// q(u) of layer `l` on the tape.
-    fn q_vars(&self, tape: &mut Tape, params: &[Var], l: usize) -> QVars {
-        let qp = &self.q[l];
-        let sqrt = qp
-            .sqrt
-            .iter()
-            .map(|id| tape.lower_cholesky_factor(id.var(params), Q_SQRT_FLOOR))
-            .collect();
-        QVars {
-            mean: qp.mean.var(params),
-            sqrt: QSqrt::Full(sqrt),
-        }
-    }
-
     /// Eq. (15): pushes `x` (B×D) through the layers with `samples` reparameterised draws of
     /// every hidden layer. Returns the last layer's marginal means and variances, each
     /// (R·B)×P with rows ordered sample-major (row `s·B + i`), where R = `samples` for
@@ -209,47 +165,34 @@ impl DeepGp {
         rng: &mut Rng,
     ) -> Result<Propagated> {
         let b = tape.shape(x).0;
-        let mut input = x;
-        let mut reps = 1;
-        let mut kl_parts = Vec::with_capacity(self.layers.len());
-        let last = self.layers.len() - 1;
-        for (l, layer) in self.layers.iter().enumerate() {
-            let proj = layer.project(tape, params, input)?;
-            let q = self.q_vars(tape, params, l);
+        let marginals_of = |tape: &mut Tape, l: usize, input: Var, kl: &mut Vec<(Var, QVars)>| {
+            let proj = self.layers[l].project(tape, params, input)?;
+            let q = self.q[l].vars(tape, params);
             let (mu, var) = marginals(tape, &proj, &q, self.config.whiten);
-            kl_parts.push((proj.chol, q));
-            if l == last {
-                return Ok(Propagated {
-                    mean: mu,
-                    var,
-                    reps,
-                    kl_parts,
-                });
-            }
+            kl.push((proj.chol, q));
+            Ok((mu, var))
+        };
+        let step = |tape: &mut Tape, _l: usize, mu: Var, var: Var, reps: &mut usize| {
             // Layer 1 sees the same deterministic inputs for every sample: evaluate it once
             // on B rows and tile its marginals S times.
-            let (mu, var) = if reps == 1 && samples > 1 {
-                let idx: Vec<usize> = (0..samples).flat_map(|_| 0..b).collect();
-                reps = samples;
-                (tape.gather_rows(mu, &idx), tape.gather_rows(var, &idx))
+            let [mu, var] = if *reps == 1 && samples > 1 {
+                *reps = samples;
+                tile_rows(tape, [mu, var], samples)
             } else {
-                (mu, var)
+                [mu, var]
             };
-            let (rows, width) = tape.shape(mu);
-            let eps = match noise {
-                NoiseMode::PerPoint => standard_normal(rng, rows, width),
-                NoiseMode::PerPath => {
-                    let per_path = standard_normal(rng, reps, width);
-                    Mat::from_fn(rows, width, |r, c| per_path[(r / b, c)])
-                }
-            };
-            let eps = tape.constant(eps);
-            let v = tape.add_scalar(var, SAMPLE_JITTER);
-            let sd = tape.sqrt(v);
-            let noise = tape.mul(eps, sd);
-            input = tape.add(mu, noise);
-        }
-        unreachable!("the loop returns at the last layer")
+            Ok(reparam_sample(
+                tape,
+                mu,
+                var,
+                SAMPLE_JITTER,
+                noise,
+                b,
+                *reps,
+                rng,
+            ))
+        };
+        propagate(tape, x, self.layers.len(), marginals_of, step)
     }
 
     fn noise_var(&self, tape: &mut Tape, params: &[Var]) -> Option<Var> {
@@ -257,59 +200,28 @@ impl DeepGp {
             .map(|id| tape.positive(id.var(params), NOISE_FLOOR))
     }
 
-    /// Predictive mixture for one chunk of test inputs.
-    /// `tape` is cleared first; reusing one tape across chunks recycles its buffers.
+    /// Predictive mixture components (latent, variances clamped at 0) for one chunk of
+    /// test inputs. `tape` is cleared first; reusing one tape across chunks recycles its
+    /// buffers.
     fn predict_chunk(
         &self,
         tape: &mut Tape,
         x: MatRef<'_, f64>,
         samples: usize,
         rng: &mut Rng,
-    ) -> Result<ChunkPrediction> {
+    ) -> Result<ChunkMoments> {
         tape.clear();
         let params = self.params.record(tape);
         let xv = tape.constant(x.to_owned());
         let prop = self.propagate(tape, &params, xv, samples, NoiseMode::PerPoint, rng)?;
-        let (b, p) = (x.nrows(), self.output_dim);
-        let reps = prop.reps;
-        let noise = self.noise_variance();
-        let (mu, var) = (tape.value(prop.mean), tape.value(prop.var));
-        let mut means = vec![Mat::zeros(b, reps); p];
-        let mut vars = vec![Mat::zeros(b, reps); p];
-        for k in 0..p {
-            for s in 0..reps {
-                for i in 0..b {
-                    let (m, v) = (mu[(s * b + i, k)], var[(s * b + i, k)].max(0.0));
-                    means[k][(i, s)] = m;
-                    vars[k][(i, s)] = v;
-                }
-            }
-        }
-        Ok(ChunkPrediction { means, vars, noise })
+        Ok(ChunkMoments::from_stacked(
+            tape.value(prop.mean),
+            tape.value(prop.var),
+            x.nrows(),
+            prop.reps,
+            |v| v.max(0.0),
+        ))
     }
-}
-
-/// How the hidden layers' reparameterisation noise is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NoiseMode {
-    /// Independent per point and sample (eq. 15; training and the predictive mixture).
-    PerPoint,
-    /// One draw per sample and hidden unit, shared by all points: coherent sample paths
-    /// for plots.
-    PerPath,
-}
-
-struct Propagated {
-    mean: Var,
-    var: Var,
-    reps: usize,
-    kl_parts: Vec<(Var, QVars)>,
-}
-
-struct ChunkPrediction {
-    means: Vec<Mat<f64>>,
-    vars: Vec<Mat<f64>>,
-    noise: Option<f64>,
 }
 
 impl Objective for DeepGp {
@@ -341,13 +253,7 @@ impl DeepGp {
         batch: &Batch<'_>,
         rng: &mut Rng,
     ) -> Result<(Var, QVars)> {
-        if batch.x.ncols() != self.input_dim || batch.y.ncols() != self.output_dim {
-            return Err(Error::shape(
-                "svi batch columns (x, y)",
-                format!("({}, {})", self.input_dim, self.output_dim),
-                format!("({}, {})", batch.x.ncols(), batch.y.ncols()),
-            ));
-        }
+        check_batch("svi", batch, self.input_dim, self.output_dim)?;
         let x = tape.constant(batch.x.to_owned());
         let prop = self.propagate(
             tape,
@@ -446,22 +352,6 @@ impl Model for DeepGp {
         "svi"
     }
 
-    fn describe(&self) -> String {
-        let widths: Vec<String> = std::iter::once(self.input_dim)
-            .chain(self.layers.iter().map(|l| l.output_dim))
-            .map(|w| w.to_string())
-            .collect();
-        format!(
-            "svi L={} widths {} M={} {:?}{} S_train={}",
-            self.layers.len(),
-            widths.join("→"),
-            self.config.num_inducing,
-            self.config.kernel,
-            if self.config.whiten { " whitened" } else { "" },
-            self.config.train_samples
-        )
-    }
-
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
     }
@@ -493,78 +383,28 @@ impl Model for DeepGp {
     /// Test points are processed in chunks in parallel; chunk k uses noise stream k of
     /// `cfg.seed`, so the result does not depend on the number of threads.
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
-        if x.ncols() != self.input_dim {
-            return Err(Error::shape(
-                "svi predict inputs",
-                self.input_dim,
-                x.ncols(),
-            ));
-        }
-        if x.nrows() == 0 {
-            return Err(Error::Empty("svi predict: no test points".into()));
-        }
-        dgp_traits::error::check_finite("test inputs", x)?;
+        check_inputs("svi predict", x, self.input_dim)?;
         let samples = if self.layers.len() == 1 {
             1
         } else {
             cfg.samples.max(1)
         };
         let chunk = (PREDICT_ROWS / samples).max(1);
-        let starts: Vec<usize> = (0..x.nrows()).step_by(chunk).collect();
-        let parts: Vec<Result<ChunkPrediction>> = starts
-            .par_iter()
-            .enumerate()
-            .map_init(Tape::new, |tape, (k, &s)| {
-                let len = chunk.min(x.nrows() - s);
-                let mut rng = stream(cfg.seed, k as u64);
-                self.predict_chunk(tape, x.subrows(s, len), samples, &mut rng)
-            })
-            .collect();
-        let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
-        let reps = parts[0].means[0].ncols();
-        let n = x.nrows();
-        let mut means = vec![Mat::zeros(n, reps); self.output_dim];
-        let mut vars = vec![Mat::zeros(n, reps); self.output_dim];
-        let mut row = 0;
-        for part in &parts {
-            let rows = part.means[0].nrows();
-            for k in 0..self.output_dim {
-                means[k]
-                    .subrows_mut(row, rows)
-                    .copy_from(part.means[k].as_ref());
-                vars[k]
-                    .subrows_mut(row, rows)
-                    .copy_from(part.vars[k].as_ref());
-            }
-            row += rows;
-        }
-        let weights = vec![1.0 / reps as f64; reps];
-        let lik = &self.config.likelihood;
-        if lik.has_noise_variance() {
-            let noise = parts[0]
-                .noise
-                .expect("Gaussian likelihood has a noise variance");
-            for v in &mut vars {
-                for j in 0..v.ncols() {
-                    for i in 0..v.nrows() {
-                        v[(i, j)] += noise;
-                    }
-                }
-            }
-            Predictive::new(weights, means, vars)
-        } else {
-            // Binary classification: latent mixture plus class probabilities
-            // p(y=1) = Σ_s w_s · squashed Φ(μ_s/√(1+σ²_s)).
-            let squash = match lik {
-                Likelihood::BernoulliProbit(p) => p.squash,
-                Likelihood::Gaussian(_) => unreachable!("handled above"),
-            };
-            Predictive::new(weights, means, vars)?.with_probit_class_probs(squash)
-        }
+        let moments = predict_chunked(x.nrows(), chunk, cfg.seed, |tape, s, len, rng| {
+            self.predict_chunk(tape, x.subrows(s, len), samples, rng)
+        })?;
+        let reps = moments.means[0].ncols();
+        let noise = self.noise_variance().map(|v| [v]);
+        finish_predictive(
+            &self.config.likelihood,
+            vec![1.0 / reps as f64; reps],
+            moments,
+            noise.as_ref().map(|v| v.as_slice()),
+        )
     }
 
     fn to_json(&self) -> Result<String> {
-        serde_json::to_string(self).map_err(|e| Error::Serde(e.to_string()))
+        checkpoint::to_json(self)
     }
 
     /// Sample paths of the last layer's mean, `μ^L(x)` under one noise draw per hidden unit
@@ -600,6 +440,17 @@ impl Model for DeepGp {
             mu[((s % prop.reps) * n + i, 0)]
         })))
     }
+
+    fn describe(&self) -> String {
+        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let extra = format!(
+            "{:?}{} S_train={}",
+            self.config.kernel,
+            if self.config.whiten { " whitened" } else { "" },
+            self.config.train_samples
+        );
+        describe_stack("svi", &widths, self.config.num_inducing, &extra)
+    }
 }
 
 impl DeepGp {
@@ -609,8 +460,6 @@ impl DeepGp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
-        let m: DeepGp = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
-        m.config.validate()?;
-        Ok(m)
+        checkpoint::from_json(s, |m: &DeepGp| m.config.validate())
     }
 }

@@ -2,19 +2,13 @@
 //! batch of inputs, and KL(q(u) ‖ p(u)). Written once, used by every backend that
 //! conditions on points (svi, dspp, structured, hmc).
 //!
-//! Notation (Salimbeni & Deisenroth 2017, §2 and `shared/specs/dsvi.md` §2): Kuu = k(Z, Z) +
-//! σ²_white·I + jitter·I, L = chol(Kuu), Kuf = k(Z, X), A = L⁻¹Kuf. With q(u_d) = N(m_d, S_d),
-//! S_d = L_S,d L_S,dᵀ, the marginal of output d at x_i (eqs. 7–8) is
-//!
-//! * whitened (u = L v, q(v) = N(m, S)):   μ = m(x) + aᵀm,      σ² = k(x,x) − aᵀa + ‖L_Sᵀa‖²;
-//! * non-whitened (q(u) = N(m, S)):        μ = m(x) + Ãᵀm,      σ² = k(x,x) − aᵀa + ‖L_SᵀÃ‖²,
-//!   with Ã = L⁻ᵀA = Kuu⁻¹Kuf.
-//!
-//! The variance is assembled as `kff − aᵀa + ‖L_Sᵀ·‖²`, never as `k − α(Kuu − S)α`, which
-//! loses positive-definiteness numerically.
+//! The marginals of q(f) and the KL live in [`crate::conditional`] and [`crate::kl`]
+//! (re-exported here).
 
+pub use crate::conditional::{QSqrt, QVars, marginals};
 use crate::error::{Error, Result};
 use crate::kernels::{Kernel, KernelVars};
+pub use crate::kl::kl_divergence;
 use crate::linalg::JitterConfig;
 use crate::linalg::Tri;
 use crate::mean::{MeanFunction, MeanParams, MeanVars};
@@ -220,133 +214,4 @@ impl Layer for SparseLayer {
             mean,
         })
     }
-}
-
-/// The Cholesky factor(s) of q(u)'s covariance on the tape, already transformed.
-#[derive(Clone, Debug)]
-pub enum QSqrt {
-    /// One lower-triangular M×M factor per output, with positive diagonal.
-    Full(Vec<Var>),
-    /// Standard deviations, M×D (mean-field q).
-    Diag(Var),
-}
-
-/// q(u) of one layer on the tape: means (M×D) and covariance factors.
-#[derive(Clone, Debug)]
-pub struct QVars {
-    /// Means, M×D.
-    pub mean: Var,
-    /// Covariance factors.
-    pub sqrt: QSqrt,
-}
-
-/// Marginal means and variances (each B×D) of q(f) at the projected inputs, eqs. (7)–(8);
-/// see the module docs for both parameterisations.
-pub fn marginals(tape: &mut Tape, proj: &Projection, q: &QVars, whiten: bool) -> (Var, Var) {
-    let at = if whiten {
-        proj.a
-    } else {
-        tape.tri_solve(proj.chol, proj.a, Tri::LowerT)
-    };
-    // means: m(x) + Ãᵀ m   (B×D)
-    let proj_mean = tape.matmul_tn(at, q.mean);
-    let mu = match proj.mean {
-        Some(m) => tape.add(m, proj_mean),
-        None => proj_mean,
-    };
-    // k(x,x) − aᵀa   (B×1)
-    let qff = tape.col_sq_norms(proj.a);
-    let base = tape.sub(proj.kff_diag, qff);
-    let var = match &q.sqrt {
-        QSqrt::Full(factors) => {
-            let cols: Vec<Var> = factors
-                .iter()
-                .map(|&ls| {
-                    let s = tape.lower_tn_col_sq_norms(ls, at);
-                    tape.add(base, s)
-                })
-                .collect();
-            tape.concat_cols(&cols)
-        }
-        QSqrt::Diag(sd) => {
-            let at2 = tape.square(at);
-            let s2 = tape.square(*sd);
-            let extra = tape.matmul_tn(at2, s2);
-            tape.add_col(extra, base)
-        }
-    };
-    (mu, var)
-}
-
-/// Σ_d KL(q(u_d) ‖ p(u_d)) for one layer (whitened: against N(0, I); non-whitened: against
-/// N(0, Kuu) with `chol` = chol(Kuu)); `shared/specs/dsvi.md` §2.
-pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var {
-    let (m_rows, d_out) = tape.shape(q.mean);
-    let m = m_rows as f64;
-    // Mean term: ‖m‖² (whitened) or ‖L⁻¹m‖².
-    let mean_term = if whiten {
-        tape.sum_squares(q.mean)
-    } else {
-        let lm = tape.tri_solve(chol, q.mean, Tri::Lower);
-        tape.sum_squares(lm)
-    };
-    // Trace term ‖L_S‖² or ‖L⁻¹L_S‖², and Σ log diag(L_S)².
-    let (trace_term, logdet_s) = match &q.sqrt {
-        QSqrt::Full(factors) => {
-            let mut tr: Option<Var> = None;
-            let mut ld: Option<Var> = None;
-            for &ls in factors {
-                let t = if whiten {
-                    tape.sum_squares(ls)
-                } else {
-                    let x = tape.tri_solve(chol, ls, Tri::Lower);
-                    tape.sum_squares(x)
-                };
-                let l = tape.logdet_chol(ls);
-                tr = Some(match tr {
-                    None => t,
-                    Some(acc) => tape.add(acc, t),
-                });
-                ld = Some(match ld {
-                    None => l,
-                    Some(acc) => tape.add(acc, l),
-                });
-            }
-            (
-                tr.expect("at least one output"),
-                ld.expect("at least one output"),
-            )
-        }
-        QSqrt::Diag(sd) => {
-            let t = if whiten {
-                tape.sum_squares(*sd)
-            } else {
-                let mut cols = Vec::with_capacity(d_out);
-                for d in 0..d_out {
-                    let c = tape.slice_cols(*sd, d, 1);
-                    let dm = tape.diag_matrix(c);
-                    let x = tape.tri_solve(chol, dm, Tri::Lower);
-                    cols.push(tape.sum_squares(x));
-                }
-                let mut acc = cols[0];
-                for &c in &cols[1..] {
-                    acc = tape.add(acc, c);
-                }
-                acc
-            };
-            let s2 = tape.square(*sd);
-            let logs2 = tape.log(s2);
-            (t, tape.sum(logs2))
-        }
-    };
-    // 0.5 (tr + mean − M·D − logdet S) [+ 0.5·D·logdet Kuu when non-whitened]
-    let mut kl = tape.add(trace_term, mean_term);
-    kl = tape.sub(kl, logdet_s);
-    kl = tape.add_scalar(kl, -m * d_out as f64);
-    if !whiten {
-        let ldk = tape.logdet_chol(chol);
-        let ldk = tape.scale(ldk, d_out as f64);
-        kl = tape.add(kl, ldk);
-    }
-    tape.scale(kl, 0.5)
 }

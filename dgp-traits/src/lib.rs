@@ -11,6 +11,13 @@
 //! * [`model::Model`] — parameters, training, and prediction as a common
 //!   [`predictive::Predictive`] (a finite Gaussian mixture per test point).
 //!
+//! The deep-GP pieces every backend shares: sparse-GP [`conditional`]s (the prior
+//! conditional apart from the q part: a Gaussian q(u), full or diagonal, or a given u),
+//! Gaussian [`kl`] divergences (per layer, and one joint Gaussian against a block-diagonal
+//! prior, laid out by [`joint_q::JointQ`]), the shared [`layer::SparseLayer`], and the
+//! [`skeleton`] of a deep GP (layer-stack initialisation, the propagation loop, chunked
+//! prediction, checkpoints, input checks).
+//!
 //! Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
 //! [`transforms`], [`optim`]isers (Adam, L-BFGS), [`data`] loading / standardisation /
 //! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
@@ -52,10 +59,13 @@
 //! maximises the same objective with L-BFGS.
 #![warn(missing_docs)]
 
+pub mod conditional;
 pub mod data;
 pub mod error;
 pub mod fastexp;
+pub mod joint_q;
 pub mod kernels;
+pub mod kl;
 mod lanes;
 pub mod layer;
 pub mod likelihoods;
@@ -68,6 +78,7 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod rng;
+pub mod skeleton;
 pub mod special;
 pub mod svgp_reference;
 pub mod tape;

@@ -1,0 +1,24 @@
+//! One deep-GP skeleton that the backends fill in with their own paper:
+//!
+//! * [`stack`]: the layer-stack initialisation — widths and layer names, k-means++ inducing
+//!   inputs, fixed (identity / PCA) or learned linear mean functions, and pushing the data
+//!   and Z through the hidden layers' means;
+//! * [`propagate`]: the layer loop of a sampled (or sigma-point) propagation with the
+//!   "layer 1 once, tiled" trick, reparameterised samples (eq. 15 of Salimbeni & Deisenroth
+//!   2017) and the shared [`Propagated`] result;
+//! * [`predict`]: chunked parallel prediction into [`crate::predictive::Predictive`], chunk k
+//!   drawing its noise from stream k of the prediction seed, and the likelihood finishing
+//!   the job (Gaussian noise added, probit class probabilities);
+//! * [`checkpoint`]: JSON checkpoints with validation of the restored configuration;
+//! * [`checks`]: input checks and the one-line description shared by the backends.
+
+pub mod checkpoint;
+pub mod checks;
+pub mod predict;
+pub mod propagate;
+pub mod stack;
+
+pub use checks::{check_batch, check_inputs, describe_stack};
+pub use predict::{ChunkMoments, finish_predictive, predict_chunked};
+pub use propagate::{NoiseMode, Propagated, propagate, reparam_sample, tile_rows};
+pub use stack::{InitRun, LayerPlan, MeanData, StackMean, layer_plans};
