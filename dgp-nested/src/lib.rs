@@ -89,11 +89,13 @@
 //! ```
 #![warn(missing_docs)]
 
+mod backend;
 mod config;
 pub mod layer;
 mod model;
 pub mod psi;
 
+pub use backend::{NESTED_BACKEND, NestedBackend};
 pub use config::{NestedConfig, Optimiser, PredictMode};
 pub use dgp_traits;
 pub use layer::{NOISE_FLOOR, NestedLayer, Q_SQRT_FLOOR};
