@@ -1,26 +1,28 @@
 //! The backend registry: the ONE place where inference backends are listed.
 //!
 //! Every subcommand (`run`, `time`) and the default no-argument job iterate over
-//! [`BACKENDS`]; adding a backend is one [`BackendEntry`] in that list plus its `build`
-//! function (and the crate in `dgp-bench/Cargo.toml`), with no edits elsewhere. The `dspp`
-//! and `ppgpr` entries below are the worked example: a backend with its own
-//! hyper-parameters (the rule and β of [`ArchSpec`]), chosen on validation data inside
-//! its `build` function when [`ArchSpec::tune`] is set.
+//! [`BACKENDS`]. A backend crate registers itself by exporting a
+//! [`dgp_traits::backend::Backend`] value (its name, its own serde configuration checked
+//! once into a `Checked` type, its build function); adding a backend is one
+//! [`BackendEntry`] in that list (the benchmark's defaults for it) and the crate in
+//! `dgp-bench/Cargo.toml`, with no edits elsewhere. Backend-specific settings reach it
+//! untouched through [`ArchSpec::settings`] (`--set key=value`, `--config FILE`), so
+//! [`ArchSpec`] holds only what every deep GP has. The `dspp` and `ppgpr` entries are the
+//! worked example of a backend with its own hyper-parameters (β_reg, the hidden width),
+//! chosen on validation data inside its build function when [`ArchSpec::tune`] is set.
 
-use dgp_dspp::{Dspp, DsppConfig, PAPER_BETAS, PAPER_WIDTHS, Ppgpr, Rule, select_beta};
-use dgp_nested::{NestedConfig, NestedDgp};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, Model};
-use dgp_traits::optim::NatGradConfig;
 
 use crate::error::{BenchError, Result};
 
 /// Architecture and sampling settings handed to a backend's constructor.
 ///
-/// Each backend maps these onto its own configuration; fields a backend has no use for are
-/// ignored (its [`BackendEntry::samples_in_run`] / [`BackendEntry::samples_in_time`] say
-/// what the sample counts mean for it).
+/// The common part ([`ArchSpec::common`]) is what every deep GP has; everything specific
+/// to one backend travels in [`ArchSpec::settings`] (fields of the backend's own
+/// configuration, from `--set`, `--config` or the sugar flags `--rule`, `--beta`,
+/// `--mean`, `--natgrad`), checked by the backend itself.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ArchSpec {
     /// Number of GP layers L (1 = the sparse-GP baseline "SGP").
@@ -36,25 +38,15 @@ pub struct ArchSpec {
     pub predict_samples: usize,
     /// Seed of the model's initialisation (k-means++ of Z, ...).
     pub seed: u64,
-    /// Quadrature rule (dspp: `qr1`, `qr2`, `qr3`); `None` = the backend's default.
-    pub rule: Option<String>,
-    /// Mean function of the hidden layers (nested: `zero`, the paper's, or `linear`,
-    /// `shared/specs/nested.md` §5); `None` = the backend's default.
-    #[serde(default)]
-    pub hidden_mean: Option<String>,
-    /// Regularisation constant β of the KL term (dspp, ppgpr: β_reg of eq. 21); `None` =
-    /// chosen on validation data when [`ArchSpec::tune`] is set, else the backend's default.
-    pub beta: Option<f64>,
     /// Choose the backend's regularisation hyper-parameters that are not given explicitly
     /// (dspp: β_reg and the hidden width; ppgpr: β_reg) on a validation part of the
     /// TRAINING split, never the test split (DSPP paper App. A.2). Backends without such
     /// hyper-parameters ignore it.
     pub tune: bool,
-    /// Natural-gradient steps on the last layer's q(u) next to Adam (svi:
-    /// [`SviConfig::natgrad`]); `None` = Adam on everything. Backends without
-    /// natural-gradient steps ignore it.
-    #[serde(default)]
-    pub natgrad: Option<NatGradConfig>,
+    /// Backend-specific settings (a JSON object of the backend configuration's fields);
+    /// empty = the backend's defaults.
+    #[serde(default, skip_serializing_if = "Settings::is_empty")]
+    pub settings: Settings,
 }
 
 impl ArchSpec {
@@ -68,19 +60,24 @@ impl ArchSpec {
             train_samples: d.train_samples,
             predict_samples: d.predict_samples,
             seed: 0,
-            rule: None,
-            hidden_mean: None,
-            beta: None,
             tune: true,
-            natgrad: None,
+            settings: Settings::new(),
+        }
+    }
+
+    /// The part every backend understands.
+    pub fn common(&self) -> CommonSettings {
+        CommonSettings {
+            layers: self.layers,
+            num_inducing: self.num_inducing,
+            hidden_width: self.hidden_width,
+            train_samples: self.train_samples,
+            predict_samples: self.predict_samples,
+            seed: self.seed,
+            tune: self.tune,
         }
     }
 }
-
-/// Builds an untrained model for the (standardised) training data. The fit settings are
-/// those the caller will train with; a backend that tunes hyper-parameters on validation
-/// data ([`ArchSpec::tune`]) trains its candidates with them.
-pub type BuildFn = fn(&ArchSpec, &FitConfig, &Dataset) -> dgp_traits::Result<Box<dyn Model>>;
 
 /// Defaults of `dgp-bench run` for a backend: chosen so that a run with only `--data`,
 /// `--backend`, `--layers` is a fair, converged experiment under the paper's protocol.
@@ -166,12 +163,9 @@ impl QuickSettings {
 /// One registered backend.
 #[derive(Clone, Copy, Debug)]
 pub struct BackendEntry {
-    /// Name used on the command line (`--backend NAME`) and in reports.
-    pub name: &'static str,
-    /// One-line description (paper and method).
-    pub description: &'static str,
-    /// Constructor of an untrained model.
-    pub build: BuildFn,
+    /// The backend crate's registration: name, description, its configuration (checked
+    /// by itself) and its build function.
+    pub backend: &'static dyn Backend,
     /// Defaults of `dgp-bench run` / `time`.
     pub defaults: BackendDefaults,
     /// Settings of the no-argument default job.
@@ -188,6 +182,26 @@ pub struct BackendEntry {
 }
 
 impl BackendEntry {
+    /// Name used on the command line (`--backend NAME`) and in reports.
+    pub fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// One-line description (paper and method).
+    pub fn description(&self) -> &'static str {
+        self.backend.description()
+    }
+
+    /// Checks the backend-specific settings of `arch` before any training.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] naming the backend and the key or field.
+    pub fn check(&self, arch: &ArchSpec) -> Result<()> {
+        self.backend
+            .check(&arch.common(), &arch.settings)
+            .map_err(|e| BenchError::Usage(config_message(e)))
+    }
+
     /// Builds an untrained model, labelling errors with the backend name.
     pub fn build_model(
         &self,
@@ -195,125 +209,19 @@ impl BackendEntry {
         fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Box<dyn Model>> {
-        (self.build)(arch, fit, train)
-            .map_err(|e| BenchError::run(format!("building {} L={}", self.name, arch.layers), e))
+        self.backend
+            .build(&arch.common(), &arch.settings, fit, train)
+            .map_err(|e| BenchError::run(format!("building {} L={}", self.name(), arch.layers), e))
     }
 }
 
-fn build_svi(
-    a: &ArchSpec,
-    _fit: &FitConfig,
-    train: &Dataset,
-) -> dgp_traits::Result<Box<dyn Model>> {
-    let cfg = SviConfig {
-        layers: a.layers,
-        num_inducing: a.num_inducing,
-        hidden_width: a.hidden_width,
-        train_samples: a.train_samples,
-        init_seed: a.seed,
-        natgrad: a.natgrad,
-        ..SviConfig::default()
-    };
-    Ok(Box::new(DeepGp::new(cfg, train)?))
-}
-
-fn build_nested(
-    a: &ArchSpec,
-    _fit: &FitConfig,
-    train: &Dataset,
-) -> dgp_traits::Result<Box<dyn Model>> {
-    let d = NestedConfig::default();
-    let linear_mean = match a.hidden_mean.as_deref() {
-        None => d.linear_mean,
-        Some("zero") => false,
-        Some("linear") => true,
-        Some(other) => {
-            return Err(dgp_traits::Error::Config(format!(
-                "nested: unknown hidden-layer mean '{other}' (zero or linear)"
-            )));
-        }
-    };
-    let cfg = NestedConfig {
-        layers: a.layers,
-        num_inducing: a.num_inducing,
-        hidden_width: a.hidden_width,
-        init_seed: a.seed,
-        linear_mean,
-        ..d
-    };
-    Ok(Box::new(NestedDgp::new(cfg, train)?))
-}
-
-/// The DSPP configuration of an [`ArchSpec`] (before tuning): M, layers, sites = the
-/// mixture components, the rule, β and the hidden width where given.
-fn dspp_config(a: &ArchSpec) -> dgp_traits::Result<DsppConfig> {
-    let d = DsppConfig::default();
-    Ok(DsppConfig {
-        layers: a.layers,
-        num_inducing: a.num_inducing,
-        hidden_width: a.hidden_width.unwrap_or(d.hidden_width),
-        sites: a.predict_samples,
-        rule: match &a.rule {
-            Some(r) => r.parse::<Rule>()?,
-            None => d.rule,
-        },
-        beta: a.beta.unwrap_or(d.beta),
-        init_seed: a.seed,
-        ..d
-    })
-}
-
-/// β_reg (and, for two or more layers, the hidden width) chosen by [`select_beta`] on a
-/// validation part of `train` when [`ArchSpec::tune`] is set and they are not given.
-fn tuned_dspp_config(
-    a: &ArchSpec,
-    fit: &FitConfig,
-    train: &Dataset,
-) -> dgp_traits::Result<DsppConfig> {
-    let base = dspp_config(a)?;
-    let betas: Vec<f64> = match a.beta {
-        Some(b) => vec![b],
-        None => PAPER_BETAS.to_vec(),
-    };
-    let widths: Vec<usize> = match a.hidden_width {
-        Some(w) => vec![w],
-        None => PAPER_WIDTHS.to_vec(),
-    };
-    if !a.tune || (betas.len() == 1 && (widths.len() == 1 || a.layers == 1)) {
-        return Ok(base);
+/// The message of a configuration error without the generic "invalid configuration: "
+/// prefix (the backend's message names the backend and the key).
+pub fn config_message(e: dgp_traits::Error) -> String {
+    match e {
+        dgp_traits::Error::Config(m) => m,
+        other => other.to_string(),
     }
-    let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, a.seed)?;
-    Ok(DsppConfig {
-        beta,
-        hidden_width: width,
-        ..base
-    })
-}
-
-fn build_dspp(
-    a: &ArchSpec,
-    fit: &FitConfig,
-    train: &Dataset,
-) -> dgp_traits::Result<Box<dyn Model>> {
-    let cfg = tuned_dspp_config(a, fit, train)?;
-    if cfg.layers == 1 {
-        return Ok(Box::new(Ppgpr::new(cfg, train)?));
-    }
-    Ok(Box::new(Dspp::new(cfg, train)?))
-}
-
-fn build_ppgpr(
-    a: &ArchSpec,
-    fit: &FitConfig,
-    train: &Dataset,
-) -> dgp_traits::Result<Box<dyn Model>> {
-    if a.layers != 1 {
-        return Err(dgp_traits::Error::Config(format!(
-            "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
-            a.layers
-        )));
-    }
-    build_dspp(a, fit, train)
 }
 
 /// DSPP settings of `dgp-bench run` (paper App. A.2 and the GPyTorch example): 400
@@ -334,9 +242,7 @@ const DSPP_DEFAULTS: BackendDefaults = BackendDefaults {
 /// Every backend the benchmark knows, in the order reports list them.
 pub static BACKENDS: &[BackendEntry] = &[
     BackendEntry {
-        name: "svi",
-        description: "doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)",
-        build: build_svi,
+        backend: &dgp_svi::SVI_BACKEND,
         defaults: BackendDefaults::PAPER,
         quick: QuickSettings::DEFAULT,
         layers_in_default_run: &[1, 2, 3],
@@ -345,9 +251,7 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_are_components: false,
     },
     BackendEntry {
-        name: "nested",
-        description: "nested variational compression with psi-statistics (Hensman & Lawrence 2014)",
-        build: build_nested,
+        backend: &dgp_nested::NESTED_BACKEND,
         defaults: BackendDefaults::PAPER,
         quick: QuickSettings {
             steps: 1_000,
@@ -359,9 +263,7 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_are_components: false,
     },
     BackendEntry {
-        name: "dspp",
-        description: "deep sigma point processes, learned quadrature (Jankowiak, Pleiss & Gardner 2020)",
-        build: build_dspp,
+        backend: &dgp_dspp::DSPP_BACKEND,
         defaults: DSPP_DEFAULTS,
         quick: QuickSettings {
             steps: 600,
@@ -375,9 +277,7 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_are_components: true,
     },
     BackendEntry {
-        name: "ppgpr",
-        description: "parametric predictive GP regression, the one-layer DSPP (Jankowiak et al. 2020, eq. 16)",
-        build: build_ppgpr,
+        backend: &dgp_dspp::PPGPR_BACKEND,
         defaults: BackendDefaults {
             train_samples: 1,
             predict_samples: 1,
@@ -405,7 +305,7 @@ pub fn backends() -> &'static [BackendEntry] {
 pub fn backend_names() -> String {
     BACKENDS
         .iter()
-        .map(|b| b.name)
+        .map(|b| b.name())
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -415,7 +315,7 @@ pub fn backend_names() -> String {
 /// # Errors
 /// [`BenchError::Usage`] naming the registered backends when there is none of that name.
 pub fn find_backend(name: &str) -> Result<&'static BackendEntry> {
-    BACKENDS.iter().find(|b| b.name == name).ok_or_else(|| {
+    BACKENDS.iter().find(|b| b.name() == name).ok_or_else(|| {
         BenchError::Usage(format!(
             "unknown backend '{name}' (registered: {})",
             backend_names()
@@ -430,8 +330,8 @@ mod tests {
     #[test]
     fn names_are_unique_and_findable() {
         for (i, b) in BACKENDS.iter().enumerate() {
-            assert!(BACKENDS[i + 1..].iter().all(|c| c.name != b.name));
-            assert_eq!(find_backend(b.name).unwrap().name, b.name);
+            assert!(BACKENDS[i + 1..].iter().all(|c| c.name() != b.name()));
+            assert_eq!(find_backend(b.name()).unwrap().name(), b.name());
             assert!(!b.layers_in_default_run.is_empty());
         }
         let err = find_backend("nope").unwrap_err();

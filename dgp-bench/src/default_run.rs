@@ -19,11 +19,13 @@ use serde::Serialize;
 use crate::backends::{ArchSpec, BackendEntry, QuickSettings, backends};
 use crate::datasets::{BenchData, STEP_N, STEP_NOISE_STD};
 use crate::error::Result;
-use crate::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, SplitRecord, model_label, run_split};
+use crate::experiment::{
+    ExperimentSpec, PREDICT_SEED_OFFSET, SplitOutcome, SplitRecord, model_label, run_split,
+};
 use crate::plots::{
     calibration_curve, calibration_levels, plot_calibration, plot_predictive_1d, predict_curve_1d,
 };
-use crate::report::{Report, markdown_table, write_results_json};
+use crate::report::{Report, markdown_table, write_report_files};
 use crate::summary::{SummaryRow, summarise};
 
 /// Number of posterior function samples drawn in the step-function plots.
@@ -88,7 +90,7 @@ impl DefaultRunOptions {
                 .collect();
             lines.push(format!(
                 "{}: {} with M = {}, Adam lr {}, batch min(N, {}), {} steps (concrete) / {} steps (step), {} predictive samples",
-                b.name,
+                b.name(),
                 models.join(", "),
                 q.num_inducing,
                 q.learning_rate,
@@ -186,6 +188,122 @@ fn file_stem(s: &str) -> String {
         .collect()
 }
 
+/// Draws the predictive of a trained model on the step function; returns its caption,
+/// file name and path.
+fn plot_step(
+    out: &Path,
+    o: &SplitOutcome,
+    label: &str,
+    q: QuickSettings,
+    opts: &DefaultRunOptions,
+    k: usize,
+) -> Result<(String, String, PathBuf)> {
+    let (g0, g1, gn) = STEP_GRID;
+    let grid: Vec<f64> = (0..gn)
+        .map(|i| g0 + (g1 - g0) * i as f64 / (gn - 1) as f64)
+        .collect();
+    let cfg = PredictConfig {
+        samples: q.predict_samples,
+        seed: opts.seed.wrapping_add(PREDICT_SEED_OFFSET),
+    };
+    let curve = predict_curve_1d(
+        o.model.as_ref(),
+        &o.standardizer,
+        &grid,
+        &cfg,
+        FUNCTION_SAMPLES,
+    )
+    .map_err(|e| crate::error::BenchError::run(format!("{label} step-function plot"), e))?;
+    let col = |d: &dgp_traits::data::Dataset, c: usize| -> Vec<f64> {
+        (0..d.n())
+            .map(|i| if c == 0 { d.x()[(i, 0)] } else { d.y()[(i, 0)] })
+            .collect()
+    };
+    let name = format!("step_{}.svg", file_stem(label));
+    let path = out.join(&name);
+    let title = format!(
+        "{label} on the step function (split {k}): test NLL {:.3}, RMSE {:.3}",
+        o.record.nll, o.record.rmse
+    );
+    plot_predictive_1d(
+        &path,
+        &title,
+        &curve,
+        (&col(&o.train, 0), &col(&o.train, 1)),
+        (&col(&o.test, 0), &col(&o.test, 1)),
+    )?;
+    let caption = if curve.samples.is_some() {
+        format!(
+            "{label} on the step function (mean, 95 % band, {FUNCTION_SAMPLES} function samples)"
+        )
+    } else {
+        format!(
+            "{label} on the step function (mean, 95 % band; the backend gives no function samples)"
+        )
+    };
+    Ok((caption, name, path))
+}
+
+/// The default job's report.
+fn report_of(
+    opts: &DefaultRunOptions,
+    summary: &[SummaryRow],
+    plots: Vec<(String, String)>,
+) -> Report {
+    Report {
+        title: "dgp-bench: quick default run".into(),
+        intro: vec![
+            opts.plan()
+                .into_iter()
+                .map(|l| format!("* {l}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ],
+        rows: summary.to_vec(),
+        plots,
+        notes: vec![
+            "This quick run trains far fewer steps (and fewer inducing points) than the papers, so its numbers are \
+             not converged and are not comparable with published tables. For reference, Lindinger et al. (2020) \
+             Table 1 reports concrete test log-likelihoods (10 random 90:10 splits, original units) of −3.09 (SGP), \
+             −3.06 (MF DGP2) and −3.09 (MF DGP3), i.e. NLL 3.09 / 3.06 / 3.09."
+                .into(),
+            format!(
+                "The step function's noise: the DGPS thesis (Vafa 2016, §5.1) writes ε ~ N(0, σ²) and \"ε = .01\"; \
+                 we use noise standard deviation {STEP_NOISE_STD} (variance 1e-4)."
+            ),
+        ],
+    }
+}
+
+/// The default job's settings for results.json.
+fn settings_of(opts: &DefaultRunOptions) -> DefaultSettings {
+    DefaultSettings {
+        kind: "default",
+        concrete_splits: opts.concrete_splits.clone(),
+        step_splits: opts.step_splits.clone(),
+        step_noise_std: STEP_NOISE_STD,
+        step_n: STEP_N,
+        seed: opts.seed,
+        backends: opts
+            .backends
+            .iter()
+            .map(|b| {
+                let q = opts.quick(b);
+                BackendSettings {
+                    name: b.name(),
+                    layers: b.layers_in_default_run.to_vec(),
+                    num_inducing: q.num_inducing,
+                    steps: q.steps,
+                    steps_1d: q.steps_1d,
+                    batch_cap: q.batch_cap,
+                    learning_rate: q.learning_rate,
+                    predict_samples: q.predict_samples,
+                }
+            })
+            .collect(),
+    }
+}
+
 /// Runs the default job (see the module docs), calling `on_record` after every split.
 ///
 /// # Errors
@@ -216,58 +334,14 @@ pub fn default_run(
             for &layers in b.layers_in_default_run {
                 let steps = if is_step { q.steps_1d } else { q.steps };
                 let spec = spec_for(data, b, q, layers, steps, splits, opts);
-                let label = format!("{} {}", b.name, model_label(layers));
+                let label = format!("{} {}", b.name(), model_label(layers));
                 let mut pit = Vec::new();
                 for &k in splits {
                     let o = run_split(&spec, k)?;
                     on_record(&o.record);
                     pit.extend_from_slice(&o.pit);
                     if is_step && k == splits[0] {
-                        let (g0, g1, gn) = STEP_GRID;
-                        let grid: Vec<f64> = (0..gn)
-                            .map(|i| g0 + (g1 - g0) * i as f64 / (gn - 1) as f64)
-                            .collect();
-                        let cfg = PredictConfig {
-                            samples: q.predict_samples,
-                            seed: opts.seed.wrapping_add(PREDICT_SEED_OFFSET),
-                        };
-                        let curve = predict_curve_1d(
-                            o.model.as_ref(),
-                            &o.standardizer,
-                            &grid,
-                            &cfg,
-                            FUNCTION_SAMPLES,
-                        )
-                        .map_err(|e| {
-                            crate::error::BenchError::run(format!("{label} step-function plot"), e)
-                        })?;
-                        let col = |d: &dgp_traits::data::Dataset, c: usize| -> Vec<f64> {
-                            (0..d.n())
-                                .map(|i| if c == 0 { d.x()[(i, 0)] } else { d.y()[(i, 0)] })
-                                .collect()
-                        };
-                        let name = format!("step_{}.svg", file_stem(&label));
-                        let path = out.join(&name);
-                        let title = format!(
-                            "{label} on the step function (split {k}): test NLL {:.3}, RMSE {:.3}",
-                            o.record.nll, o.record.rmse
-                        );
-                        plot_predictive_1d(
-                            &path,
-                            &title,
-                            &curve,
-                            (&col(&o.train, 0), &col(&o.train, 1)),
-                            (&col(&o.test, 0), &col(&o.test, 1)),
-                        )?;
-                        let caption = if curve.samples.is_some() {
-                            format!(
-                                "{label} on the step function (mean, 95 % band, {FUNCTION_SAMPLES} function samples)"
-                            )
-                        } else {
-                            format!(
-                                "{label} on the step function (mean, 95 % band; the backend gives no function samples)"
-                            )
-                        };
+                        let (caption, name, path) = plot_step(out, &o, &label, q, opts, k)?;
                         plots.push((caption, name));
                         files.push(path);
                     }
@@ -291,56 +365,9 @@ pub fn default_run(
     }
     let summary = summarise(&records);
     let table = markdown_table(&summary);
-    let report = Report {
-        title: "dgp-bench: quick default run".into(),
-        intro: vec![
-            opts.plan()
-                .into_iter()
-                .map(|l| format!("* {l}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ],
-        rows: summary.clone(),
-        plots,
-        notes: vec![
-            "This quick run trains far fewer steps (and fewer inducing points) than the papers, so its numbers are \
-             not converged and are not comparable with published tables. For reference, Lindinger et al. (2020) \
-             Table 1 reports concrete test log-likelihoods (10 random 90:10 splits, original units) of −3.09 (SGP), \
-             −3.06 (MF DGP2) and −3.09 (MF DGP3), i.e. NLL 3.09 / 3.06 / 3.09."
-                .into(),
-            format!(
-                "The step function's noise: the DGPS thesis (Vafa 2016, §5.1) writes ε ~ N(0, σ²) and \"ε = .01\"; \
-                 we use noise standard deviation {STEP_NOISE_STD} (variance 1e-4)."
-            ),
-        ],
-    };
-    files.push(report.write(out)?);
-    let settings = DefaultSettings {
-        kind: "default",
-        concrete_splits: opts.concrete_splits.clone(),
-        step_splits: opts.step_splits.clone(),
-        step_noise_std: STEP_NOISE_STD,
-        step_n: STEP_N,
-        seed: opts.seed,
-        backends: opts
-            .backends
-            .iter()
-            .map(|b| {
-                let q = opts.quick(b);
-                BackendSettings {
-                    name: b.name,
-                    layers: b.layers_in_default_run.to_vec(),
-                    num_inducing: q.num_inducing,
-                    steps: q.steps,
-                    steps_1d: q.steps_1d,
-                    batch_cap: q.batch_cap,
-                    learning_rate: q.learning_rate,
-                    predict_samples: q.predict_samples,
-                }
-            })
-            .collect(),
-    };
-    files.push(write_results_json(out, settings, &records, &summary)?);
+    let report = report_of(opts, &summary, plots);
+    let settings = settings_of(opts);
+    files.extend(write_report_files(out, &report, settings, &records)?);
     Ok(DefaultRunOutput {
         records,
         summary,

@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use dgp_traits::backend::Settings;
 use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::metrics::{Metrics, pit};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
@@ -77,7 +78,8 @@ impl<'a> ExperimentSpec<'a> {
         }
     }
 
-    /// Checks the ranges of every setting.
+    /// Checks the ranges of every setting, and the backend-specific settings with the
+    /// backend ([`BackendEntry::check`]).
     ///
     /// # Errors
     /// [`BenchError::Usage`] naming the offending setting.
@@ -111,7 +113,7 @@ impl<'a> ExperimentSpec<'a> {
                 self.data.n_splits()
             )));
         }
-        Ok(())
+        self.backend.check(&self.arch)
     }
 }
 
@@ -186,6 +188,14 @@ pub struct SplitRecord {
     /// hyper-parameters chosen on validation data.
     #[serde(default)]
     pub model: String,
+    /// Backend-specific settings of the run (`--set`, `--config`, sugar flags); omitted
+    /// when there were none.
+    #[serde(default, skip_serializing_if = "Settings::is_empty")]
+    pub settings: Settings,
+    /// The command line that produced the record (written by `run --json`; empty and
+    /// omitted otherwise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
 }
 
 /// One split's record plus what plots need: the trained model, the split's
@@ -218,7 +228,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let b = spec.backend;
     let label = format!(
         "{} {} {} split {k}",
-        b.name,
+        b.name(),
         model_label(spec.arch.layers),
         spec.data.name
     );
@@ -269,7 +279,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         .map(|(i, j)| u[(i, j)])
         .collect();
     let record = SplitRecord {
-        backend: b.name.to_string(),
+        backend: b.name().to_string(),
         layers: spec.arch.layers,
         dataset: spec.data.name.clone(),
         split: k,
@@ -293,6 +303,8 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         n_test: test.n(),
         final_objective: fit.final_objective,
         model: model.describe(),
+        settings: Settings::new(),
+        command: String::new(),
     };
     Ok(SplitOutcome {
         record,

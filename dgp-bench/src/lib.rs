@@ -3,8 +3,9 @@
 //! Runs the deep-GP inference backends of the workspace against each other on the same
 //! data, splits and metrics (`shared/specs/protocol.md`), and times their hot paths.
 //!
-//! * [`backends`] — the registry: every backend is one [`backends::BackendEntry`]; all
-//!   subcommands and the default job iterate over it.
+//! * [`backends`] — the registry: every backend is one [`backends::BackendEntry`] around
+//!   the backend crate's [`dgp_traits::backend::Backend`]; all subcommands and the default
+//!   job iterate over it.
 //! * [`datasets`] — UCI folders (published splits), CSV files (seeded random 90/10 splits),
 //!   the embedded concrete data and the DGPS step function.
 //! * [`experiment`] — [`experiment::run_experiment`]: per split, standardise with training
@@ -12,10 +13,11 @@
 //!   original units ([`experiment::SplitRecord`]).
 //! * [`summary`] — mean ± standard error over splits (ddof = 1).
 //! * [`report`] — Markdown table, `report.md`, `results.json`, JSON Lines.
+//! * [`results`] — the repository's `RESULTS.md`, regenerated from the records in `results/`.
 //! * [`plots`] — SVG predictive bands of 1-D models and calibration curves.
 //! * [`timing`] — milliseconds per gradient step and per test prediction.
 //! * [`default_run`] — the quick job run without arguments.
-//! * [`cli`] — the command line on top of all this.
+//! * [`cli`] — the command line on top of all this, one module per subcommand.
 //!
 //! ```no_run
 //! use dgp_bench::{backends::find_backend, datasets::BenchData, experiment::*, summary::summarise};
@@ -39,6 +41,7 @@ pub mod experiment;
 pub mod plots;
 pub mod progress;
 pub mod report;
+pub mod results;
 pub mod summary;
 pub mod timing;
 

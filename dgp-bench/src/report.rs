@@ -166,6 +166,23 @@ pub fn write_results_json<S: Serialize>(
     Ok(path)
 }
 
+/// Writes a run's report files into `dir`: `report.md` ([`Report::write`]) and
+/// `results.json` ([`write_results_json`], with the report's rows as the summary). Returns
+/// their paths. The one place where `run` and the default job assemble their output.
+///
+/// # Errors
+/// [`BenchError::Output`] if a file cannot be written.
+pub fn write_report_files<S: Serialize>(
+    dir: &Path,
+    report: &Report,
+    settings: S,
+    records: &[SplitRecord],
+) -> Result<Vec<PathBuf>> {
+    let md = report.write(dir)?;
+    let json = write_results_json(dir, settings, records, &report.rows)?;
+    Ok(vec![md, json])
+}
+
 /// Streams split records to a file as JSON Lines: one JSON object per line, written and
 /// flushed as each split finishes, so an interrupted run keeps its finished splits. The
 /// file is truncated when opened.
@@ -242,7 +259,7 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::summary::summarise;
 
@@ -272,6 +289,8 @@ mod tests {
             n_test: 1,
             final_objective: -1.0,
             model: "svi L=2".into(),
+            settings: Default::default(),
+            command: String::new(),
         }
     }
 

@@ -130,7 +130,10 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let b = spec.backend;
     let label = format!(
         "time {} L={} {} split {}",
-        b.name, spec.arch.layers, spec.data.name, spec.split
+        b.name(),
+        spec.arch.layers,
+        spec.data.name,
+        spec.split
     );
     let ctx = |what: &str| format!("{label}: {what}");
     let (train, test) = spec.data.split_data(spec.split)?;
@@ -196,7 +199,7 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         std::hint::black_box(pred);
     }
     Ok(TimingResult {
-        backend: b.name.to_string(),
+        backend: b.name().to_string(),
         dataset: spec.data.name.clone(),
         split: spec.split,
         layers: spec.arch.layers,

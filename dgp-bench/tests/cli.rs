@@ -448,3 +448,167 @@ fn bad_arguments_and_data_exit_with_code_2_and_one_line() {
         "'z'",
     );
 }
+
+/// Backend settings: an unknown key names itself and the allowed keys, a value out of
+/// range names the field and its range, a reserved key names its flag, a bad JSON file
+/// names the file and line; all exit with code 2 before any training, on one line.
+#[test]
+fn bad_backend_settings_exit_with_code_2_naming_the_key() {
+    let s = Scratch::new("settings");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let u = uci.to_str().unwrap();
+    assert_usage_error(
+        &["run", "--data", u, "--set", "bogus=1"],
+        "svi: unknown setting 'bogus' (allowed: ard,",
+    );
+    assert_usage_error(&["run", "--data", u, "--set", "bogus=1"], "inner_q_scale");
+    assert_usage_error(
+        &["run", "--data", u, "--set", "natgrad.gama=1"],
+        "unknown setting 'natgrad.gama' (allowed under 'natgrad': gamma, max_halvings, scheme)",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--set", "inner_q_scale=2"],
+        "inner_q_scale must be in (0, 1]",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--set", "natgrad.gamma=2"],
+        "gamma must be in (0, 1]",
+    );
+    assert_usage_error(
+        &[
+            "run",
+            "--data",
+            u,
+            "--backend",
+            "dspp",
+            "--set",
+            "restart_fraction=1.5",
+        ],
+        "restart_fraction must be in (0, 1)",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--backend", "dspp", "--rule", "qr9"],
+        "qr1, qr2 or qr3",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--set", "num_inducing=3"],
+        "'num_inducing' is set by --inducing",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--set", "whiten=maybe"],
+        "setting 'whiten'",
+    );
+    assert_usage_error(&["run", "--data", u, "--set", "whiten"], "key=value");
+    assert_usage_error(
+        &["run", "--data", u, "--set", "nope:beta=1"],
+        "unknown backend 'nope'",
+    );
+    assert_usage_error(
+        &[
+            "time",
+            "--data",
+            u,
+            "--backend",
+            "nested",
+            "--set",
+            "mean=linear",
+        ],
+        "nested: unknown setting 'mean'",
+    );
+    let cfg = s.path("bad.json");
+    std::fs::write(&cfg, "{\n  \"beta\": 0.1,\n  \"rule\": qr1\n}\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    assert_usage_error(
+        &["run", "--data", u, "--backend", "dspp", "--config", c],
+        "bad.json:3:",
+    );
+    std::fs::write(&cfg, "{\"dspp\": {\"betta\": 0.1}}").unwrap();
+    assert_usage_error(
+        &["run", "--data", u, "--backend", "dspp", "--config", c],
+        "dspp: unknown setting 'betta'",
+    );
+    assert_usage_error(
+        &["run", "--data", u, "--config", "/no/such.json"],
+        "--config /no/such.json",
+    );
+}
+
+/// Runs the tiny svi/dspp command with `extra` flags and returns its records.
+fn tiny_records(
+    s: &Scratch,
+    tag: &str,
+    backend: &str,
+    extra: &[&str],
+) -> Vec<dgp_bench::SplitRecord> {
+    let uci = s.path("tiny");
+    if !uci.is_dir() {
+        write_uci(&uci);
+    }
+    let json = s.path(&format!("{tag}.jsonl"));
+    let mut args = vec![
+        "--data",
+        uci.to_str().unwrap(),
+        "--backend",
+        backend,
+        "--splits",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run_ok(&tiny(&args));
+    read_json_lines(&json).unwrap()
+}
+
+/// The sugar flags, `--set` and `--config` reach the same configuration: bit-identical
+/// records; the records carry the settings and the command.
+#[test]
+fn settings_by_flag_set_and_file_give_identical_runs() {
+    let s = Scratch::new("sugar");
+    let a = tiny_records(
+        &s,
+        "a",
+        "svi",
+        &["--natgrad", "0.5", "--natgrad-scheme", "joint"],
+    );
+    let b = tiny_records(
+        &s,
+        "b",
+        "svi",
+        &[
+            "--set",
+            "natgrad.gamma=0.5",
+            "--set",
+            "svi:natgrad.scheme=joint",
+        ],
+    );
+    assert_eq!((a[0].nll, a[0].rmse), (b[0].nll, b[0].rmse));
+    assert!(
+        b[0].command.contains("--set natgrad.gamma=0.5"),
+        "{}",
+        b[0].command
+    );
+    assert_eq!(b[0].settings["natgrad"]["gamma"], 0.5);
+    let cfg = s.path("beta.json");
+    std::fs::write(&cfg, "{\"dspp\": {\"beta\": 0.2, \"rule\": \"QR2\"}}").unwrap();
+    let c = tiny_records(&s, "c", "dspp", &["--beta", "0.2", "--rule", "qr2"]);
+    let d = tiny_records(&s, "d", "dspp", &["--config", cfg.to_str().unwrap()]);
+    assert_eq!((c[0].nll, c[0].rmse), (d[0].nll, d[0].rmse));
+    assert!(d[0].model.contains("beta=0.2"), "{}", d[0].model);
+}
+
+/// `backends` lists each backend's settings.
+#[test]
+fn backends_lists_the_settings_keys() {
+    let o = bench(&["backends"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("settings (--set KEY=VALUE, --config FILE): ard,"),
+        "{out}"
+    );
+    assert!(
+        out.contains("linear_mean") && out.contains("restart_fraction"),
+        "{out}"
+    );
+}

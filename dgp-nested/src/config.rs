@@ -160,10 +160,10 @@ impl NestedConfig {
         }
         let pos = |x: f64| x > 0.0 && x.is_finite();
         if !(pos(self.init_lengthscale) && pos(self.init_variance)) {
-            return bad("init_lengthscale and init_variance must be positive and finite");
+            return bad("init_lengthscale and init_variance must be finite and > 0");
         }
         if !(pos(self.hidden_noise) && pos(self.likelihood_noise)) {
-            return bad("noise variances must be positive and finite");
+            return bad("hidden_noise and likelihood_noise must be finite and > 0");
         }
         if !(self.hidden_q_scale > 0.0 && self.hidden_q_scale <= 1.0) {
             return bad("hidden_q_scale must be in (0, 1]");

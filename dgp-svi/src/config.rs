@@ -25,6 +25,7 @@ pub enum LastMean {
 /// assert!(cfg.validate().is_ok());
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SviConfig {
     /// Number of GP layers L ≥ 1 (L = 1 is the sparse-GP baseline "SGP").
     pub layers: usize,

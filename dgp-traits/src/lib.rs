@@ -21,7 +21,8 @@
 //! Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
 //! [`transforms`], [`optim`]isers (Adam, L-BFGS), [`data`] loading / standardisation /
 //! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
-//! [`rng`], and the one [`error::Error`] type.
+//! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness
+//! through [`backend::Backend`] (its own configuration, validated once, and a build function).
 //!
 //! ## How each backend maps onto the traits
 //!
@@ -59,6 +60,7 @@
 //! maximises the same objective with L-BFGS.
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod conditional;
 pub mod data;
 pub mod error;

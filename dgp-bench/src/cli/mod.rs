@@ -1,0 +1,386 @@
+//! The command line: argument definitions (clap) shared by the subcommands, and one
+//! module per subcommand (`run`, `time`, `table`, `results`, `backends`, the default job).
+//! `main.rs` only parses, dispatches and maps errors to exit codes.
+//!
+//! Backend-specific settings: `--set KEY=VALUE` (repeatable; dotted keys for nested
+//! fields, `BACKEND:KEY=VALUE` for one backend only) and `--config FILE` (a JSON object of
+//! such keys; an object under a backend's name applies to that backend only). The flags
+//! `--rule`, `--beta`, `--mean` and `--natgrad` are sugar for the settings `rule`, `beta`,
+//! `linear_mean` and `natgrad`, passed to the backends that have them. Precedence: the
+//! file, then the sugar flags, then `--set` (later wins). Every backend checks its
+//! settings before any training; an unknown key is an error naming it and the allowed ones.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use dgp_traits::backend::{
+    Settings, insert_dotted, merge_settings, parse_assignment, settings_from_json,
+};
+use dgp_traits::optim::{NatGradConfig, NatGradScheme};
+use serde_json::Value;
+
+use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
+use crate::datasets::BenchData;
+use crate::error::{BenchError, Result};
+
+mod backends;
+mod default;
+mod results;
+mod run;
+mod table;
+mod time;
+
+pub use results::ResultsArgs;
+pub use run::RunArgs;
+pub use table::TableArgs;
+pub use time::TimeArgs;
+
+/// Compare deep-GP inference backends on shared data, splits and metrics.
+///
+/// Without a subcommand, runs the quick default job: every registered backend's SGP, DGP2
+/// and DGP3 on the embedded concrete data (published splits 0 and 1) and on the DGPS step
+/// function, writing report.md, results.json and SVG plots to --out (default bench-out/).
+#[derive(Debug, Parser)]
+#[command(name = "dgp-bench", version, about, long_about = None)]
+pub struct Cli {
+    /// Subcommand (none = the quick default job).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Output directory of the default job.
+    #[arg(long, default_value = "bench-out", global = false)]
+    pub out: PathBuf,
+    /// Seed of the default job.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Hide progress bars.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train and evaluate one backend on the splits of a data set (the full protocol).
+    Run(RunArgs),
+    /// Time one gradient step (forward + backward + Adam update) and one test prediction.
+    Time(TimeArgs),
+    /// Merge JSON Lines records of earlier `run --json` calls into one table (mean ± s.e.
+    /// per data set, backend and depth).
+    Table(TableArgs),
+    /// Regenerate RESULTS.md from the committed records in results/ (or check it).
+    Results(ResultsArgs),
+    /// List the registered backends, what --samples means for each and their settings.
+    Backends,
+}
+
+/// Runs the parsed command line.
+///
+/// # Errors
+/// Any [`BenchError`]; the binary prints it on one line and exits with
+/// [`BenchError::exit_code`].
+pub fn execute(cli: Cli) -> Result<()> {
+    match cli.command {
+        None => default::cmd_default(&cli.out, cli.seed, !cli.quiet),
+        Some(Command::Run(a)) => run::cmd_run(&a),
+        Some(Command::Time(a)) => time::cmd_time(&a),
+        Some(Command::Table(a)) => table::cmd_table(&a),
+        Some(Command::Results(a)) => results::cmd_results(&a),
+        Some(Command::Backends) => {
+            backends::cmd_backends();
+            Ok(())
+        }
+    }
+}
+
+fn progress_enabled(wanted: bool) -> bool {
+    wanted && std::io::stderr().is_terminal()
+}
+
+fn nonzero(name: &str, v: usize) -> Result<usize> {
+    if v == 0 {
+        Err(BenchError::Usage(format!("{name} must be at least 1")))
+    } else {
+        Ok(v)
+    }
+}
+
+/// The data flags shared by `run` and `time`.
+#[derive(Debug, Clone, Args)]
+pub struct DataFlags {
+    /// Data: a UCI folder (published splits), a CSV file with a header (random 90/10
+    /// splits), builtin:concrete or builtin:step.
+    #[arg(long)]
+    pub data: String,
+    /// Target column of a CSV file (default: the last column).
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+impl DataFlags {
+    fn load(&self, seed: u64) -> Result<BenchData> {
+        BenchData::load(&self.data, self.target.as_deref(), seed)
+    }
+}
+
+/// Model and optimiser flags shared by `run` and `time`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelFlags {
+    /// Inducing points per layer [default: backend's; svi: 100].
+    #[arg(long)]
+    pub inducing: Option<usize>,
+    /// Hidden-layer width [default: backend's; svi: min(30, D)].
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Adam learning rate [default: backend's; svi: 0.01].
+    #[arg(long, allow_negative_numbers = true)]
+    pub lr: Option<f64>,
+    /// Quadrature rule of dspp: qr1, qr2 or qr3 [default: qr3]; other backends ignore it
+    /// (sugar for `--set rule=R`).
+    #[arg(long)]
+    pub rule: Option<String>,
+    /// Mean function of nested's hidden layers: zero (the paper) or linear (spec §5)
+    /// [default: zero]; other backends ignore it (svi's inner layers are always linear)
+    /// (sugar for `--set linear_mean=true|false`).
+    #[arg(long)]
+    pub mean: Option<String>,
+    /// β_reg of dspp / ppgpr (eq. 21) [default: run: chosen on a validation part of the
+    /// training split from 0.01, 0.05, 0.2, 1; time: 0.05]; other backends ignore it
+    /// (sugar for `--set beta=B`).
+    #[arg(long, allow_negative_numbers = true)]
+    pub beta: Option<f64>,
+    /// A backend setting KEY=VALUE: a field of the backend's configuration (`dgp-bench
+    /// backends` lists them), dotted for nested fields (`natgrad.gamma=1`); the value is
+    /// JSON or a plain string. `BACKEND:KEY=VALUE` applies to that backend only.
+    /// Repeatable; overrides --config and the sugar flags.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// A JSON file with one object of backend settings (as --set; an object under a
+    /// backend's name applies to that backend only).
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl ModelFlags {
+    /// `--lr`, or the backend's default; a finite positive number.
+    fn learning_rate(&self, b: &BackendEntry) -> Result<f64> {
+        let lr = self.lr.unwrap_or(b.defaults.learning_rate);
+        if lr > 0.0 && lr.is_finite() {
+            Ok(lr)
+        } else {
+            Err(BenchError::Usage(format!(
+                "--lr must be a finite number > 0, got {lr}"
+            )))
+        }
+    }
+
+    /// `--batch`, or the backend's cap; at least 1.
+    fn batch_size(&self, b: &BackendEntry) -> Result<usize> {
+        nonzero("--batch", self.batch.unwrap_or(b.defaults.batch_cap))
+    }
+
+    /// The settings of `--config`, `--set` and the sugar flags (`natgrad`: `--natgrad`
+    /// and `--natgrad-scheme` of `run`), read and checked for syntax once.
+    fn settings_input(&self, natgrad: (Option<f64>, Option<&str>)) -> Result<SettingsInput> {
+        let mut input = SettingsInput::default();
+        if let Some(path) = &self.config {
+            input.read_file(path)?;
+        }
+        input.sugar = self.sugar(natgrad)?;
+        for s in &self.set {
+            let (backend, assignment) = match s.split_once(':') {
+                Some((b, rest)) if !b.contains('=') => {
+                    let b = find_backend(b.trim())
+                        .map_err(|e| BenchError::Usage(format!("--set {s}: {e}")))?;
+                    (Some(b.name()), rest)
+                }
+                _ => (None, s.as_str()),
+            };
+            let (key, value) = parse_assignment(assignment)
+                .map_err(|e| BenchError::Usage(format!("--set: {}", config_text(e))))?;
+            input.set.push((backend, key, value));
+        }
+        Ok(input)
+    }
+
+    /// The sugar flags as settings (checked here, with messages naming the flag).
+    fn sugar(&self, natgrad: (Option<f64>, Option<&str>)) -> Result<Settings> {
+        let mut s = Settings::new();
+        if let Some(r) = &self.rule {
+            s.insert("rule".into(), Value::String(r.clone()));
+        }
+        if let Some(beta) = self.beta {
+            if !(beta >= 0.0 && beta.is_finite()) {
+                return Err(BenchError::Usage(format!(
+                    "--beta must be a finite number >= 0, got {beta}"
+                )));
+            }
+            s.insert("beta".into(), Value::from(beta));
+        }
+        if let Some(m) = self.mean.as_deref() {
+            let linear = match m {
+                "zero" => false,
+                "linear" => true,
+                _ => {
+                    return Err(BenchError::Usage(format!(
+                        "--mean must be zero or linear, got '{m}'"
+                    )));
+                }
+            };
+            s.insert("linear_mean".into(), Value::Bool(linear));
+        }
+        if let Some(n) = natgrad_config(natgrad.0, natgrad.1)? {
+            let v = serde_json::to_value(n)
+                .map_err(|e| BenchError::Usage(format!("--natgrad: {e}")))?;
+            s.insert("natgrad".into(), v);
+        }
+        Ok(s)
+    }
+}
+
+fn config_text(e: dgp_traits::Error) -> String {
+    crate::backends::config_message(e)
+}
+
+/// Backend settings from the command line before they are split per backend.
+#[derive(Debug, Default)]
+struct SettingsInput {
+    /// `--config`'s settings for every backend.
+    file: Settings,
+    /// `--config`'s objects under a backend's name.
+    file_per_backend: Vec<(&'static str, Settings)>,
+    /// The sugar flags (given to the backends whose configuration has the key).
+    sugar: Settings,
+    /// `--set` assignments, with the backend they are limited to.
+    set: Vec<(Option<&'static str>, String, Value)>,
+}
+
+impl SettingsInput {
+    fn read_file(&mut self, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| BenchError::Usage(format!("--config {}: {e}", path.display())))?;
+        let all = settings_from_json(&text, path)
+            .map_err(|e| BenchError::Usage(format!("--config {}", config_text(e))))?;
+        for (k, v) in all {
+            match (find_backend(&k), v) {
+                (Ok(b), Value::Object(m)) => self.file_per_backend.push((b.name(), m)),
+                (_, v) => {
+                    self.file.insert(k, v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings backend `b` receives.
+    fn for_backend(&self, b: &BackendEntry) -> Result<Settings> {
+        let mut s = self.file.clone();
+        for (name, m) in &self.file_per_backend {
+            if *name == b.name() {
+                merge_settings(&mut s, m);
+            }
+        }
+        let allowed = b.backend.allowed_keys();
+        for (k, v) in &self.sugar {
+            if allowed.iter().any(|a| a == k) {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        for (only, key, value) in &self.set {
+            if only.is_none_or(|n| n == b.name()) {
+                insert_dotted(&mut s, key, value.clone())
+                    .map_err(|e| BenchError::Usage(format!("--set: {}", config_text(e))))?;
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// What the command line says about one model.
+struct ArchArgs<'a> {
+    layers: usize,
+    /// Training samples (svi: Monte Carlo samples of the ELBO).
+    train_samples: usize,
+    /// Predictive mixture components.
+    predict_samples: usize,
+    /// `--samples` as typed, for backends whose model has a fixed number of components.
+    samples: Option<usize>,
+    flags: &'a ModelFlags,
+    settings: &'a SettingsInput,
+    tune: bool,
+    seed: u64,
+}
+
+/// The architecture of one backend, its settings checked by the backend.
+fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
+    let (train_samples, predict_samples) = if b.samples_are_components {
+        let s = a.samples.unwrap_or(b.defaults.predict_samples);
+        (s, s)
+    } else {
+        (a.train_samples, a.predict_samples)
+    };
+    let arch = ArchSpec {
+        layers: nonzero("--layers", a.layers)?,
+        num_inducing: nonzero(
+            "--inducing",
+            a.flags.inducing.unwrap_or(b.defaults.num_inducing),
+        )?,
+        hidden_width: a.flags.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
+        train_samples: nonzero("--samples", train_samples)?,
+        predict_samples: nonzero("--samples", predict_samples)?,
+        seed: a.seed,
+        tune: a.tune,
+        settings: a.settings.for_backend(b)?,
+    };
+    b.check(&arch)?;
+    Ok(arch)
+}
+
+/// The natural-gradient settings of `--natgrad GAMMA` and `--natgrad-scheme`.
+fn natgrad_config(gamma: Option<f64>, scheme: Option<&str>) -> Result<Option<NatGradConfig>> {
+    let Some(gamma) = gamma else {
+        return Ok(None);
+    };
+    if !(gamma > 0.0 && gamma <= 1.0) {
+        return Err(BenchError::Usage(format!(
+            "--natgrad must be a step size in (0, 1], got {gamma}"
+        )));
+    }
+    let scheme = match scheme {
+        None | Some("alternate") => NatGradScheme::Alternate,
+        Some("joint") => NatGradScheme::Joint,
+        Some(other) => {
+            return Err(BenchError::Usage(format!(
+                "--natgrad-scheme must be alternate or joint, got '{other}'"
+            )));
+        }
+    };
+    Ok(Some(NatGradConfig {
+        gamma,
+        scheme,
+        ..NatGradConfig::default()
+    }))
+}
+
+/// Turns a clap error into one line: the message lines before the usage block, joined.
+pub fn clap_error_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("Usage:") || t.starts_with("For more information") {
+            break;
+        }
+        if !t.is_empty() {
+            parts.push(t.strip_prefix("error: ").unwrap_or(t).to_string());
+        }
+    }
+    format!(
+        "{} (see `dgp-bench --help`; backends: {})",
+        parts.join(" "),
+        backend_names()
+    )
+}

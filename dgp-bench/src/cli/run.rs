@@ -1,0 +1,435 @@
+//! `dgp-bench run`: train and evaluate backends on the splits of a data set.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use dgp_traits::model::PredictConfig;
+use serde::Serialize;
+
+use super::{ArchArgs, DataFlags, ModelFlags, SettingsInput, arch_from, nonzero, progress_enabled};
+use crate::backends::{ArchSpec, BackendEntry, find_backend};
+use crate::datasets::{BenchData, parse_splits};
+use crate::error::{BenchError, Result};
+use crate::experiment::{
+    ExperimentSpec, PREDICT_SEED_OFFSET, SplitOutcome, SplitRecord, model_label,
+    run_experiment_with,
+};
+use crate::plots::{
+    calibration_curve, calibration_levels, plot_calibration, plot_predictive_1d, predict_curve_1d,
+};
+use crate::report::{JsonLinesWriter, Report, fmt_mean_se, markdown_table, write_report_files};
+use crate::summary::{SummaryRow, summarise};
+
+/// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
+/// the DSVI reference settings: M = 100, 10 000 Adam steps at lr 0.01, batch min(N, 10 000),
+/// 1 training sample, 100 predictive samples).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Where the data come from.
+    #[command(flatten)]
+    pub source: DataFlags,
+    /// Backend name, or several separated by commas (`svi,dspp`); see `dgp-bench backends`.
+    #[arg(long, default_value = "svi")]
+    pub backend: String,
+    /// Number of GP layers (1 = SGP), or several separated by commas (`1,2`): every
+    /// backend is run with every layer count, one table.
+    #[arg(long, default_value = "2")]
+    pub layers: String,
+    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Predictive mixture components (svi: Monte Carlo samples of eq. 18; dspp: quadrature
+    /// sites) [default: backend's; svi: 100, dspp: 8].
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Samples in the training objective (svi: Monte Carlo samples per point) [default: 1].
+    #[arg(long)]
+    pub train_samples: Option<usize>,
+    /// Splits: `all`, or indices and ranges such as `0,1,2` or `0-4`.
+    #[arg(long, default_value = "all")]
+    pub splits: String,
+    /// Seed of initialisation, minibatches, Monte Carlo noise and CSV random splits.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Write one JSON record per split to this file (JSON Lines, truncated first).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write report.md, results.json and plots into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Hide progress bars.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Model-specific settings.
+    #[command(flatten)]
+    pub model: ModelFlags,
+    /// Do not choose regularisation hyper-parameters on validation data (dspp: β_reg and
+    /// the hidden width); use the backend's defaults for those not given.
+    #[arg(long)]
+    pub no_tune: bool,
+    /// svi only (sugar for `--set natgrad.gamma=GAMMA`): natural-gradient steps of size GAMMA in (0, 1] on the last layer's q(u),
+    /// alternated with Adam on the rest (shared/specs/dsvi.md §6) [default: off, Adam on
+    /// everything as in the paper]; other backends ignore it.
+    #[arg(long, value_name = "GAMMA", allow_negative_numbers = true)]
+    pub natgrad: Option<f64>,
+    /// With --natgrad: alternate (a natural step, then an Adam step evaluated after it;
+    /// two evaluations per step, the reference scheme) or joint (both from one
+    /// evaluation, half the cost) [default: alternate].
+    #[arg(long, value_name = "SCHEME", requires = "natgrad")]
+    pub natgrad_scheme: Option<String>,
+}
+
+/// Parses a comma-separated list of layer counts such as `1,2`.
+fn parse_layers(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let l: usize = part.parse().map_err(|_| {
+            BenchError::Usage(format!("--layers: '{part}' is not a number of layers"))
+        })?;
+        out.push(nonzero("--layers", l)?);
+    }
+    if out.is_empty() {
+        return Err(BenchError::Usage("--layers: no layer count given".into()));
+    }
+    Ok(out)
+}
+
+/// Parses a comma-separated list of backend names such as `svi,dspp`.
+fn parse_backends(s: &str) -> Result<Vec<&'static BackendEntry>> {
+    let out: Vec<&'static BackendEntry> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(find_backend)
+        .collect::<Result<_>>()?;
+    if out.is_empty() {
+        return Err(BenchError::Usage("--backend: no backend given".into()));
+    }
+    Ok(out)
+}
+
+#[derive(Serialize)]
+struct RunSettings<'a> {
+    kind: &'static str,
+    data: &'a str,
+    split_protocol: String,
+    backend: &'a str,
+    arch: &'a ArchSpec,
+    steps: usize,
+    batch_cap: usize,
+    learning_rate: f64,
+    seed: u64,
+    splits: &'a [usize],
+}
+
+/// One line describing the settings of an experiment.
+fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
+    let a = &spec.arch;
+    let extra = spec.backend.backend.describe_settings(&a.settings);
+    format!(
+        "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",
+        spec.backend.name(),
+        model_label(a.layers),
+        a.num_inducing,
+        a.hidden_width
+            .map_or("default".to_string(), |h| h.to_string()),
+        spec.batch_size,
+        spec.steps,
+        spec.learning_rate,
+        a.train_samples,
+        a.predict_samples,
+        a.tune,
+        spec.seed
+    )
+}
+
+/// The command line of this process, for the records (`dgp-bench run ...`).
+fn command_line() -> String {
+    let mut parts = vec!["dgp-bench".to_string()];
+    parts.extend(std::env::args().skip(1).map(|a| {
+        if !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.,/:=+@%".contains(c))
+        {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    }));
+    parts.join(" ")
+}
+
+/// Every (backend, layers) experiment of the command line, built and checked before any
+/// training.
+fn build_specs<'d>(
+    a: &RunArgs,
+    data: &'d BenchData,
+    splits: &[usize],
+) -> Result<Vec<ExperimentSpec<'d>>> {
+    let backends_wanted = parse_backends(&a.backend)?;
+    let layer_list = parse_layers(&a.layers)?;
+    // The published splits of a data set all have the same size.
+    let n_train = match splits.first() {
+        Some(&k) => data.split_data(k)?.0.n(),
+        None => data.data().n(),
+    };
+    let settings: SettingsInput = a
+        .model
+        .settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
+    let mut specs = Vec::new();
+    for &b in &backends_wanted {
+        let d = b.defaults;
+        let lr = a.model.learning_rate(b)?;
+        for &layers in &layer_list {
+            let arch = arch_from(
+                b,
+                &ArchArgs {
+                    layers,
+                    train_samples: a.train_samples.unwrap_or(d.train_samples),
+                    predict_samples: a.samples.unwrap_or(d.predict_samples),
+                    samples: a.samples,
+                    flags: &a.model,
+                    settings: &settings,
+                    tune: !a.no_tune,
+                    seed: a.seed,
+                },
+            )?;
+            let batch_size = a.model.batch_size(b)?;
+            let spec = ExperimentSpec {
+                data,
+                backend: b,
+                arch,
+                steps: a.steps.unwrap_or(d.steps_for(n_train, batch_size)),
+                batch_size,
+                learning_rate: lr,
+                seed: a.seed,
+                splits: splits.to_vec(),
+                progress: progress_enabled(!a.quiet),
+            };
+            spec.validate()?;
+            specs.push(spec);
+        }
+    }
+    Ok(specs)
+}
+
+/// What the splits of all experiments produced.
+#[derive(Default)]
+struct RunOutputs {
+    records: Vec<SplitRecord>,
+    curves: Vec<(String, Vec<(f64, f64)>)>,
+    first_plot: Option<(PathBuf, String)>,
+}
+
+/// Runs one experiment: prints each split, streams its record, draws the first 1-D plot.
+fn run_one(
+    spec: &ExperimentSpec<'_>,
+    out_dir: Option<&Path>,
+    json: &mut Option<JsonLinesWriter>,
+    command: &str,
+    acc: &mut RunOutputs,
+) -> Result<()> {
+    println!("\n{}, splits {:?}", describe_spec(spec), spec.splits);
+    let mut pit = Vec::new();
+    let first_plot = &mut acc.first_plot;
+    let records = run_experiment_with(spec, &mut |o: &SplitOutcome| {
+        let r = &o.record;
+        println!(
+            "split {:>2}: NLL {:>9.4}  RMSE {:>9.4}  CRPS {:>9.4}  cov95 {:.3}  train {:.1} s ({} steps, final objective {:.4e}; {})",
+            r.split,
+            r.nll,
+            r.rmse,
+            r.crps,
+            r.cov95,
+            r.train_seconds,
+            r.steps,
+            r.final_objective,
+            r.model
+        );
+        if let Some(w) = json.as_mut() {
+            w.write(&SplitRecord {
+                command: command.to_string(),
+                settings: spec.arch.settings.clone(),
+                ..r.clone()
+            })?;
+        }
+        pit.extend_from_slice(&o.pit);
+        if let Some(dir) = out_dir
+            && first_plot.is_none()
+            && o.train.input_dim() == 1
+        {
+            *first_plot = Some(plot_1d_outcome(dir, o, spec)?);
+        }
+        Ok(())
+    })?;
+    let summary = summarise(&records);
+    let row = &summary[0];
+    println!(
+        "mean ± s.e. over {} split(s) (s.e. = sd/√n, sd with ddof = 1): NLL {}  RMSE {}  CRPS {}  cov95 {}  train s {}",
+        row.n_splits,
+        fmt_mean_se(&row.nll),
+        fmt_mean_se(&row.rmse),
+        fmt_mean_se(&row.crps),
+        fmt_mean_se(&row.cov95),
+        fmt_mean_se(&row.train_seconds)
+    );
+    let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
+    acc.curves
+        .push((label, calibration_curve(&pit, &calibration_levels())));
+    acc.records.extend(records);
+    Ok(())
+}
+
+/// Writes the calibration plot, report.md and results.json of a run into `dir`.
+fn write_outputs(
+    dir: &Path,
+    a: &RunArgs,
+    data: &BenchData,
+    specs: &[ExperimentSpec<'_>],
+    acc: &RunOutputs,
+    summary: &[SummaryRow],
+) -> Result<()> {
+    let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
+    let cal_name = format!(
+        "calibration_{}.svg",
+        data.name
+            .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+    );
+    plot_calibration(
+        &dir.join(&cal_name),
+        &format!(
+            "Calibration on {} (test PIT, {} split(s))",
+            data.name,
+            splits.len()
+        ),
+        &acc.curves,
+    )?;
+    let mut plots = vec![(format!("Calibration on {}", data.name), cal_name)];
+    if let Some((_, caption)) = &acc.first_plot {
+        plots.push((caption.clone(), "predictive_1d.svg".to_string()));
+    }
+    let names: Vec<String> = specs
+        .iter()
+        .map(|s| format!("{} {}", s.backend.name(), model_label(s.arch.layers)))
+        .collect();
+    let mut intro = vec![format!(
+        "* data: {} ({}), {}",
+        data.name,
+        data.origin,
+        data.split_protocol()
+    )];
+    intro.extend(specs.iter().map(|s| format!("* {}", describe_spec(s))));
+    intro.push(format!("* splits: {splits:?}"));
+    let report = Report {
+        title: format!("dgp-bench run: {} on {}", names.join(", "), data.name),
+        intro,
+        rows: summary.to_vec(),
+        plots,
+        notes: vec![],
+    };
+    let settings: Vec<RunSettings<'_>> = specs
+        .iter()
+        .map(|spec| RunSettings {
+            kind: "run",
+            data: &a.source.data,
+            split_protocol: data.split_protocol(),
+            backend: spec.backend.name(),
+            arch: &spec.arch,
+            steps: spec.steps,
+            batch_cap: spec.batch_size,
+            learning_rate: spec.learning_rate,
+            seed: spec.seed,
+            splits: &spec.splits,
+        })
+        .collect();
+    write_report_files(dir, &report, settings, &acc.records)?;
+    println!("report: {}", dir.join("report.md").display());
+    Ok(())
+}
+
+pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
+    let data = a.source.load(a.seed)?;
+    let splits = parse_splits(&a.splits, data.n_splits())?;
+    let specs = build_specs(a, &data, &splits)?;
+    // Output locations are arguments: check them before training (exit code 2).
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            BenchError::Usage(format!("--out {}: cannot create it: {e}", dir.display()))
+        })?;
+    }
+    let mut json = a
+        .json
+        .as_deref()
+        .map(|p| {
+            JsonLinesWriter::create(p)
+                .map_err(|e| BenchError::Usage(format!("--json {}: {}", p.display(), e.one_line())))
+        })
+        .transpose()?;
+    let n = data.data().n();
+    println!(
+        "data {} ({}; N = {n}, D = {}), {}",
+        data.name,
+        data.origin,
+        data.data().input_dim(),
+        data.split_protocol()
+    );
+    println!(
+        "metrics in original target units; train/test standardised with training-split statistics"
+    );
+    let command = command_line();
+    let mut acc = RunOutputs::default();
+    for spec in &specs {
+        run_one(spec, a.out.as_deref(), &mut json, &command, &mut acc)?;
+    }
+    let summary = summarise(&acc.records);
+    if let Some(p) = &a.json {
+        println!(
+            "records: {} (JSON Lines, one object per split)",
+            p.display()
+        );
+    }
+    if let Some(dir) = &a.out {
+        write_outputs(dir, a, &data, &specs, &acc, &summary)?;
+    }
+    print!("\n{}", markdown_table(&summary));
+    Ok(())
+}
+
+fn plot_1d_outcome(
+    dir: &Path,
+    o: &SplitOutcome,
+    spec: &ExperimentSpec<'_>,
+) -> Result<(PathBuf, String)> {
+    let xs: Vec<f64> = (0..o.train.n()).map(|i| o.train.x()[(i, 0)]).collect();
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let pad = 0.25 * (hi - lo).max(1e-9);
+    let grid: Vec<f64> = (0..301)
+        .map(|i| lo - pad + (hi - lo + 2.0 * pad) * i as f64 / 300.0)
+        .collect();
+    let cfg = PredictConfig {
+        samples: spec.arch.predict_samples,
+        seed: spec.seed.wrapping_add(PREDICT_SEED_OFFSET),
+    };
+    let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
+    let curve = predict_curve_1d(o.model.as_ref(), &o.standardizer, &grid, &cfg, 5)
+        .map_err(|e| BenchError::run(format!("{label}: 1-D plot"), e))?;
+    let col = |d: &dgp_traits::data::Dataset, y: bool| -> Vec<f64> {
+        (0..d.n())
+            .map(|i| if y { d.y()[(i, 0)] } else { d.x()[(i, 0)] })
+            .collect()
+    };
+    let path = dir.join("predictive_1d.svg");
+    let caption = format!("{label} on {} split {}", spec.data.name, o.record.split);
+    plot_predictive_1d(
+        &path,
+        &caption,
+        &curve,
+        (&col(&o.train, false), &col(&o.train, true)),
+        (&col(&o.test, false), &col(&o.test, true)),
+    )?;
+    Ok((path, caption))
+}

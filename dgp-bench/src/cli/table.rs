@@ -1,0 +1,30 @@
+//! `dgp-bench table`: one table from the JSON records of earlier runs.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::error::{BenchError, Result};
+use crate::report::{TABLE_NOTE, markdown_table, read_json_lines};
+use crate::summary::summarise;
+
+/// Arguments of `dgp-bench table`.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// JSON Lines files written by `run --json`.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+pub(super) fn cmd_table(a: &TableArgs) -> Result<()> {
+    let mut records = Vec::new();
+    for f in &a.files {
+        records.extend(read_json_lines(f)?);
+    }
+    if records.is_empty() {
+        return Err(BenchError::Usage("table: the files hold no records".into()));
+    }
+    print!("{}", markdown_table(&summarise(&records)));
+    println!("\n{TABLE_NOTE}");
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! Registration of the dspp and ppgpr backends with a harness
+//! ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`DsppConfig`] (e.g. `rule=qr1`, `beta=0.2`,
+//! `q_cov=full`, `early_stopping=null`); the common settings set `layers`,
+//! `num_inducing`, `hidden_width`, `sites` (the mixture components) and `init_seed`.
+//! `rule`, `init` and `q_cov` also accept the spellings of their `FromStr` (`QR3`, `gh`,
+//! `diagonal`, ...).
+//!
+//! With `tune` set, β_reg (unless `beta` is given) and, for two or more layers, the hidden
+//! width (unless given) are chosen by [`select_beta`] on a validation part of the training
+//! data, as the paper does (App. A.2).
+
+use std::str::FromStr;
+
+use dgp_traits::backend::{
+    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
+};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::{Error, Result};
+use dgp_traits::model::{FitConfig, Model};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    Dspp, DsppConfig, PAPER_BETAS, PAPER_WIDTHS, Ppgpr, QCov, Rule, SiteInit, select_beta,
+};
+
+impl Validate for DsppConfig {
+    fn validate(&self) -> Result<()> {
+        DsppConfig::validate(self)
+    }
+}
+
+const SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "dspp",
+    reserved: &[
+        ("layers", "--layers"),
+        ("num_inducing", "--inducing"),
+        ("hidden_width", "--hidden"),
+        ("sites", "--samples"),
+        ("init_seed", "--seed"),
+    ],
+    sections: &[],
+};
+
+/// The canonical JSON of a string setting parsed by `T::from_str`.
+fn canonical<T: FromStr<Err = Error> + Serialize>(v: &Value) -> Result<Value> {
+    match v {
+        Value::String(s) => {
+            serde_json::to_value(T::from_str(s)?).map_err(|e| Error::Config(format!("dspp: {e}")))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// `settings` with `rule`, `init` and `q_cov` in their canonical spelling.
+fn normalised(settings: &Settings) -> Result<Settings> {
+    let mut s = settings.clone();
+    for (key, parse) in [
+        ("rule", canonical::<Rule> as fn(&Value) -> Result<Value>),
+        ("init", canonical::<SiteInit>),
+        ("q_cov", canonical::<QCov>),
+    ] {
+        if let Some(v) = s.get_mut(key) {
+            *v = parse(v).map_err(|e| Error::Config(format!("dspp: setting '{key}': {e}")))?;
+        }
+    }
+    Ok(s)
+}
+
+/// The dspp backend ([`Dspp`], and [`Ppgpr`] for one layer).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DsppBackend;
+
+/// The ppgpr backend: the one-layer DSPP (eq. 16); other layer counts are an error.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PpgprBackend;
+
+/// The dspp value a harness registers.
+pub static DSPP_BACKEND: DsppBackend = DsppBackend;
+/// The ppgpr value a harness registers.
+pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
+
+impl DsppBackend {
+    /// The configuration of the common settings (before tuning): M, layers, sites = the
+    /// mixture components, the hidden width where given; everything else
+    /// [`DsppConfig::default`].
+    pub fn base_config(common: &CommonSettings) -> DsppConfig {
+        let d = DsppConfig::default();
+        DsppConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width.unwrap_or(d.hidden_width),
+            sites: common.predict_samples,
+            init_seed: common.seed,
+            ..d
+        }
+    }
+
+    /// The checked configuration of `common` with `settings` applied (before tuning).
+    ///
+    /// # Errors
+    /// Unknown or reserved keys, values of the wrong type, fields out of range.
+    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<DsppConfig>> {
+        let settings = normalised(settings)?;
+        Checked::new(apply_settings(
+            &SCHEMA,
+            &Self::base_config(common),
+            &settings,
+        )?)
+    }
+
+    /// [`DsppBackend::config`], with β_reg (and, for two or more layers, the hidden
+    /// width) chosen by [`select_beta`] on a validation part of `train` when
+    /// `common.tune` is set and they are not given.
+    ///
+    /// # Errors
+    /// As [`DsppBackend::config`] and [`select_beta`].
+    pub fn tuned_config(
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Checked<DsppConfig>> {
+        let base = Self::config(common, settings)?;
+        let betas: Vec<f64> = if settings.contains_key("beta") {
+            vec![base.beta]
+        } else {
+            PAPER_BETAS.to_vec()
+        };
+        let widths: Vec<usize> = match common.hidden_width {
+            Some(w) => vec![w],
+            None => PAPER_WIDTHS.to_vec(),
+        };
+        if !common.tune || (betas.len() == 1 && (widths.len() == 1 || common.layers == 1)) {
+            return Ok(base);
+        }
+        let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed)?;
+        Checked::new(DsppConfig {
+            beta,
+            hidden_width: width,
+            ..base.into_inner()
+        })
+    }
+}
+
+fn build_tuned(
+    common: &CommonSettings,
+    settings: &Settings,
+    fit: &FitConfig,
+    train: &Dataset,
+) -> Result<Box<dyn Model>> {
+    let cfg = DsppBackend::tuned_config(common, settings, fit, train)?.into_inner();
+    if cfg.layers == 1 {
+        return Ok(Box::new(Ppgpr::new(cfg, train)?));
+    }
+    Ok(Box::new(Dspp::new(cfg, train)?))
+}
+
+impl Backend for DsppBackend {
+    fn name(&self) -> &'static str {
+        "dspp"
+    }
+
+    fn description(&self) -> &'static str {
+        "deep sigma point processes, learned quadrature (Jankowiak, Pleiss & Gardner 2020)"
+    }
+
+    fn allowed_keys(&self) -> Vec<String> {
+        SCHEMA.allowed_keys(&DsppConfig::default())
+    }
+
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
+        Self::config(common, settings).map(|_| ())
+    }
+
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        build_tuned(common, settings, fit, train)
+    }
+}
+
+impl PpgprBackend {
+    fn one_layer(common: &CommonSettings) -> Result<()> {
+        if common.layers != 1 {
+            return Err(Error::Config(format!(
+                "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
+                common.layers
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for PpgprBackend {
+    fn name(&self) -> &'static str {
+        "ppgpr"
+    }
+
+    fn description(&self) -> &'static str {
+        "parametric predictive GP regression, the one-layer DSPP (Jankowiak et al. 2020, eq. 16)"
+    }
+
+    fn allowed_keys(&self) -> Vec<String> {
+        DSPP_BACKEND.allowed_keys()
+    }
+
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
+        Self::one_layer(common)?;
+        DSPP_BACKEND.check(common, settings)
+    }
+
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        Self::one_layer(common)?;
+        build_tuned(common, settings, fit, train)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common(layers: usize) -> CommonSettings {
+        CommonSettings {
+            layers,
+            num_inducing: 9,
+            hidden_width: Some(4),
+            train_samples: 5,
+            predict_samples: 5,
+            seed: 2,
+            tune: true,
+        }
+    }
+
+    #[test]
+    fn rule_and_beta_settings_match_the_struct() {
+        let base = DsppBackend::base_config(&common(2));
+        assert_eq!(
+            *DsppBackend::config(&common(2), &Settings::new()).unwrap(),
+            base
+        );
+        let mut s = Settings::new();
+        s.insert("rule".into(), Value::from("QR1"));
+        s.insert("beta".into(), Value::from(0.2));
+        let c = DsppBackend::config(&common(2), &s).unwrap();
+        assert_eq!(
+            *c,
+            DsppConfig {
+                rule: Rule::Qr1,
+                beta: 0.2,
+                ..base
+            }
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_the_key_or_field() {
+        let mut s = Settings::new();
+        s.insert("rule".into(), Value::from("qr9"));
+        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        assert!(e.contains("'rule'") && e.contains("qr1, qr2 or qr3"), "{e}");
+        let mut s = Settings::new();
+        s.insert("restart_fraction".into(), Value::from(1.5));
+        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        assert!(e.contains("restart_fraction must be in (0, 1)"), "{e}");
+        let mut s = Settings::new();
+        s.insert("betta".into(), Value::from(1.0));
+        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        assert!(e.contains("'betta'") && e.contains("beta"), "{e}");
+        assert!(PPGPR_BACKEND.check(&common(2), &Settings::new()).is_err());
+        assert!(PPGPR_BACKEND.check(&common(1), &Settings::new()).is_ok());
+    }
+}

@@ -1,0 +1,150 @@
+//! Registration of the nested backend with a harness ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`NestedConfig`] (e.g. `linear_mean=true`,
+//! `optimiser=lbfgs`, `predict=sampled`); the common settings set `layers`,
+//! `num_inducing`, `hidden_width` and `init_seed`.
+
+use dgp_traits::backend::{
+    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
+    describe_generic,
+};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{FitConfig, Model};
+use serde_json::Value;
+
+use crate::{NestedConfig, NestedDgp};
+
+impl Validate for NestedConfig {
+    fn validate(&self) -> Result<()> {
+        NestedConfig::validate(self)
+    }
+}
+
+const SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "nested",
+    reserved: &[
+        ("layers", "--layers"),
+        ("num_inducing", "--inducing"),
+        ("hidden_width", "--hidden"),
+        ("init_seed", "--seed"),
+    ],
+    sections: &[],
+};
+
+/// The nested backend ([`NestedDgp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestedBackend;
+
+/// The value a harness registers.
+pub static NESTED_BACKEND: NestedBackend = NestedBackend;
+
+impl NestedBackend {
+    /// The configuration of the common settings (everything else [`NestedConfig::default`]).
+    pub fn base_config(common: &CommonSettings) -> NestedConfig {
+        NestedConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width,
+            init_seed: common.seed,
+            ..NestedConfig::default()
+        }
+    }
+
+    /// The checked configuration of `common` with `settings` applied.
+    ///
+    /// # Errors
+    /// Unknown or reserved keys, values of the wrong type, fields out of range.
+    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<NestedConfig>> {
+        Checked::new(apply_settings(
+            &SCHEMA,
+            &Self::base_config(common),
+            settings,
+        )?)
+    }
+}
+
+impl Backend for NestedBackend {
+    fn name(&self) -> &'static str {
+        "nested"
+    }
+
+    fn description(&self) -> &'static str {
+        "nested variational compression with psi-statistics (Hensman & Lawrence 2014)"
+    }
+
+    fn allowed_keys(&self) -> Vec<String> {
+        SCHEMA.allowed_keys(&NestedConfig::default())
+    }
+
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
+        Self::config(common, settings).map(|_| ())
+    }
+
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        _fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        let cfg = Self::config(common, settings)?;
+        Ok(Box::new(NestedDgp::new(cfg.into_inner(), train)?))
+    }
+
+    /// `linear_mean` reads "hidden mean linear" / "hidden mean zero"; the rest as
+    /// [`describe_generic`].
+    fn describe_settings(&self, settings: &Settings) -> String {
+        let mut rest = settings.clone();
+        let mean = match rest.remove("linear_mean") {
+            Some(Value::Bool(true)) => ", hidden mean linear",
+            Some(Value::Bool(false)) => ", hidden mean zero",
+            _ => "",
+        };
+        format!("{}{mean}", describe_generic(&rest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_mean_setting_and_bad_keys() {
+        let common = CommonSettings {
+            layers: 2,
+            num_inducing: 5,
+            hidden_width: None,
+            train_samples: 1,
+            predict_samples: 1,
+            seed: 3,
+            tune: false,
+        };
+        let base = NestedBackend::base_config(&common);
+        assert_eq!(
+            *NestedBackend::config(&common, &Settings::new()).unwrap(),
+            base
+        );
+        let mut s = Settings::new();
+        s.insert("linear_mean".into(), Value::Bool(true));
+        let c = NestedBackend::config(&common, &s).unwrap();
+        assert_eq!(
+            *c,
+            NestedConfig {
+                linear_mean: true,
+                ..base
+            }
+        );
+        assert_eq!(NESTED_BACKEND.describe_settings(&s), ", hidden mean linear");
+        s.insert("hidden_q_scale".into(), Value::from(0.0));
+        let e = NestedBackend::config(&common, &s).unwrap_err().to_string();
+        assert!(e.contains("hidden_q_scale must be in (0, 1]"), "{e}");
+        let mut s = Settings::new();
+        s.insert("mean".into(), Value::from("linear"));
+        let e = NestedBackend::config(&common, &s).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown setting 'mean'") && e.contains("linear_mean"),
+            "{e}"
+        );
+    }
+}

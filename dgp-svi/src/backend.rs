@@ -1,0 +1,197 @@
+//! Registration of the svi backend with a harness ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`SviConfig`] (e.g. `natgrad.gamma=1`,
+//! `inner_q_scale=1e-4`, `whiten=false`); the common settings set `layers`,
+//! `num_inducing`, `hidden_width`, `train_samples` and `init_seed`.
+
+use dgp_traits::backend::{
+    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
+    describe_generic,
+};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::optim::{NatGradConfig, NatGradScheme};
+use serde_json::Value;
+
+use crate::{DeepGp, SviConfig};
+
+impl Validate for SviConfig {
+    fn validate(&self) -> Result<()> {
+        SviConfig::validate(self)
+    }
+}
+
+fn natgrad_default() -> Value {
+    serde_json::to_value(NatGradConfig::default()).unwrap_or(Value::Null)
+}
+
+/// Keys of [`SviConfig`] that the common settings own, and what sets them.
+const RESERVED: &[(&str, &str)] = &[
+    ("layers", "--layers"),
+    ("num_inducing", "--inducing"),
+    ("hidden_width", "--hidden"),
+    ("train_samples", "--train-samples (run) / --samples (time)"),
+    ("init_seed", "--seed"),
+];
+
+const SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "svi",
+    reserved: RESERVED,
+    sections: &[("natgrad", natgrad_default)],
+};
+
+/// The svi backend ([`DeepGp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SviBackend;
+
+/// The value a harness registers.
+pub static SVI_BACKEND: SviBackend = SviBackend;
+
+impl SviBackend {
+    /// The configuration of the common settings (everything else [`SviConfig::default`]).
+    pub fn base_config(common: &CommonSettings) -> SviConfig {
+        SviConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width,
+            train_samples: common.train_samples,
+            init_seed: common.seed,
+            natgrad: None,
+            ..SviConfig::default()
+        }
+    }
+
+    /// The checked configuration of `common` with `settings` applied.
+    ///
+    /// # Errors
+    /// Unknown or reserved keys, values of the wrong type, fields out of range.
+    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<SviConfig>> {
+        Checked::new(apply_settings(
+            &SCHEMA,
+            &Self::base_config(common),
+            settings,
+        )?)
+    }
+}
+
+impl Backend for SviBackend {
+    fn name(&self) -> &'static str {
+        "svi"
+    }
+
+    fn description(&self) -> &'static str {
+        "doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)"
+    }
+
+    fn allowed_keys(&self) -> Vec<String> {
+        SCHEMA.allowed_keys(&SviConfig::default())
+    }
+
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
+        Self::config(common, settings).map(|_| ())
+    }
+
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        _fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        let cfg = Self::config(common, settings)?;
+        Ok(Box::new(DeepGp::new(cfg.into_inner(), train)?))
+    }
+
+    fn describe_settings(&self, settings: &Settings) -> String {
+        let mut rest = settings.clone();
+        let natgrad = rest.remove("natgrad");
+        let mut out = describe_generic(&rest);
+        let parsed = natgrad.and_then(|v| {
+            let mut full = natgrad_default();
+            if let (Some(a), Value::Object(b)) = (full.as_object_mut(), v) {
+                dgp_traits::backend::merge_settings(a, &b);
+            }
+            serde_json::from_value::<NatGradConfig>(full).ok()
+        });
+        if let Some(n) = parsed {
+            let scheme = match n.scheme {
+                NatGradScheme::Alternate => "alternating with",
+                NatGradScheme::Joint => "joint with",
+            };
+            out.push_str(&format!(
+                ", natural-gradient steps gamma {} on the last q(u) {scheme} Adam",
+                n.gamma
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dgp_traits::backend::{insert_dotted, parse_assignment};
+
+    fn common() -> CommonSettings {
+        CommonSettings {
+            layers: 2,
+            num_inducing: 7,
+            hidden_width: Some(3),
+            train_samples: 2,
+            predict_samples: 5,
+            seed: 4,
+            tune: true,
+        }
+    }
+
+    fn set(pairs: &[&str]) -> Settings {
+        let mut s = Settings::new();
+        for p in pairs {
+            let (k, v) = parse_assignment(p).unwrap();
+            insert_dotted(&mut s, &k, v).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn settings_give_the_same_config_as_the_struct() {
+        let base = SviBackend::base_config(&common());
+        let c = SviBackend::config(&common(), &Settings::new()).unwrap();
+        assert_eq!(*c, base);
+        let c = SviBackend::config(
+            &common(),
+            &set(&["natgrad.gamma=0.5", "natgrad.scheme=joint"]),
+        )
+        .unwrap();
+        let want = SviConfig {
+            natgrad: Some(NatGradConfig {
+                gamma: 0.5,
+                scheme: NatGradScheme::Joint,
+                ..NatGradConfig::default()
+            }),
+            ..base.clone()
+        };
+        assert_eq!(*c, want);
+        // The JSON round trip of the whole configuration is exact.
+        let c = SviBackend::config(&common(), &set(&["whiten=true"])).unwrap();
+        assert_eq!(*c, base);
+    }
+
+    #[test]
+    fn bad_settings_name_the_key_or_field() {
+        let e = SviBackend::config(&common(), &set(&["bogus=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'bogus'") && e.contains("inner_q_scale"), "{e}");
+        let e = SviBackend::config(&common(), &set(&["inner_q_scale=2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("inner_q_scale") && e.contains("(0, 1]"), "{e}");
+        let e = SviBackend::config(&common(), &set(&["num_inducing=3"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--inducing"), "{e}");
+        assert!(!SVI_BACKEND.allowed_keys().iter().any(|k| k == "layers"));
+    }
+}

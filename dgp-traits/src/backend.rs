@@ -1,0 +1,497 @@
+//! How an inference backend registers itself with a harness (the benchmark, a script).
+//!
+//! A backend crate exports one value implementing [`Backend`]: its name, its own
+//! configuration type (serde, unknown fields rejected) and a build function. The harness
+//! knows nothing of that configuration: it passes
+//!
+//! * the [`CommonSettings`] every deep GP has (layers, inducing points, hidden width,
+//!   sample counts, seed, whether to tune on validation data), and
+//! * backend-specific [`Settings`]: a JSON object of the backend configuration's fields,
+//!   e.g. from `--set natgrad.gamma=1` ([`parse_assignment`], [`insert_dotted`]) or a JSON
+//!   file ([`settings_from_json`], errors carry the line and column).
+//!
+//! The backend turns both into its configuration with [`apply_settings`] (the settings
+//! merged onto the configuration the common part gives; an unknown key is an error naming
+//! the key and listing the allowed ones; a key the common part owns is an error naming the
+//! flag that sets it) and validates it ONCE into a [`Checked`] configuration (the
+//! unchecked-parameters / checked-type split of linfa's parameter guards), whose range
+//! errors name the field and its allowed range.
+//!
+//! With no settings, [`apply_settings`] returns the base configuration untouched (no JSON
+//! round trip), so a harness that passes none builds exactly the model it built before.
+
+use std::ops::Deref;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::model::{FitConfig, Model};
+
+/// Backend-specific settings: a JSON object whose keys are fields of the backend's
+/// configuration (nested objects for nested fields).
+pub type Settings = Map<String, Value>;
+
+/// The settings every deep-GP backend receives from a harness.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommonSettings {
+    /// Number of GP layers L (1 = the sparse-GP baseline).
+    pub layers: usize,
+    /// Inducing points per layer (per GP), M.
+    pub num_inducing: usize,
+    /// Width of the hidden layers; `None` = the backend's default.
+    pub hidden_width: Option<usize>,
+    /// Samples of the training objective (svi: Monte Carlo samples per point).
+    pub train_samples: usize,
+    /// Mixture components of the predictive (dspp: quadrature sites, in training too).
+    pub predict_samples: usize,
+    /// Seed of the model's initialisation.
+    pub seed: u64,
+    /// Choose hyper-parameters that are not given explicitly on a validation part of the
+    /// training data (backends without such hyper-parameters ignore it).
+    pub tune: bool,
+}
+
+/// A configuration that can check its own ranges.
+pub trait Validate {
+    /// Checks every field; the error names the field and its allowed range.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for the first field out of range.
+    fn validate(&self) -> Result<()>;
+}
+
+/// A configuration that passed [`Validate::validate`]: the only way to obtain one is
+/// [`Checked::new`], so code taking a `Checked<C>` never re-validates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked<C>(C);
+
+impl<C: Validate> Checked<C> {
+    /// Validates `config` once.
+    ///
+    /// # Errors
+    /// The configuration's own [`Validate::validate`] error.
+    pub fn new(config: C) -> Result<Self> {
+        config.validate()?;
+        Ok(Checked(config))
+    }
+}
+
+impl<C> Checked<C> {
+    /// The validated configuration.
+    pub fn into_inner(self) -> C {
+        self.0
+    }
+}
+
+impl<C> Deref for Checked<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.0
+    }
+}
+
+/// An inference backend as a harness sees it.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Name used on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// One-line description (paper and method).
+    fn description(&self) -> &'static str;
+
+    /// The keys [`Settings`] may hold (top-level fields of the backend's configuration that
+    /// the common settings do not set), sorted.
+    fn allowed_keys(&self) -> Vec<String>;
+
+    /// Checks `common` and `settings` without data: builds and validates the configuration
+    /// (no hyper-parameter search), so a harness can reject bad settings before training.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the key or field.
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()>;
+
+    /// Builds an untrained model for the (standardised) training data. `fit` is what the
+    /// caller will train with; a backend that tunes hyper-parameters on validation data
+    /// (`common.tune`) trains its candidates with it.
+    ///
+    /// # Errors
+    /// As [`Backend::check`], or the model constructor's error.
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>>;
+
+    /// A phrase per setting for a one-line description of a run (`", key value"` each by
+    /// default); empty without settings.
+    fn describe_settings(&self, settings: &Settings) -> String {
+        describe_generic(settings)
+    }
+}
+
+/// `", key value"` for every leaf of `settings` (dotted keys for nested fields; strings
+/// without quotes).
+pub fn describe_generic(settings: &Settings) -> String {
+    fn walk(prefix: &str, v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            Value::String(s) => out.push_str(&format!(", {prefix} {s}")),
+            other => out.push_str(&format!(", {prefix} {other}")),
+        }
+    }
+    let mut out = String::new();
+    for (k, v) in settings {
+        walk(k, v, &mut out);
+    }
+    out
+}
+
+/// Parses `key=value` (the `--set` syntax): the key may be dotted (`natgrad.gamma`); the
+/// value is JSON when it parses as JSON (numbers, `true`, `null`, `"text"`, objects,
+/// arrays) and a plain string otherwise (`rule=qr1`).
+///
+/// # Errors
+/// [`Error::Config`] without `=` or with an empty key or key part.
+pub fn parse_assignment(s: &str) -> Result<(String, Value)> {
+    let Some((key, value)) = s.split_once('=') else {
+        return Err(Error::Config(format!(
+            "setting '{s}' is not of the form key=value"
+        )));
+    };
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(str::is_empty) {
+        return Err(Error::Config(format!("setting '{s}' has an empty key")));
+    }
+    let value = value.trim();
+    let v = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.into()));
+    Ok((key.to_string(), v))
+}
+
+/// Inserts `value` at the dotted `key` of `settings`, creating nested objects; a later
+/// value replaces an earlier one.
+///
+/// # Errors
+/// [`Error::Config`] when a prefix of `key` already holds a non-object value.
+pub fn insert_dotted(settings: &mut Settings, key: &str, value: Value) -> Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or(key);
+    let mut map = settings;
+    let mut path = String::new();
+    for p in parts {
+        path = if path.is_empty() {
+            p.to_string()
+        } else {
+            format!("{path}.{p}")
+        };
+        let slot = map
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        map = slot.as_object_mut().ok_or_else(|| {
+            Error::Config(format!(
+                "setting '{key}': '{path}' already holds a value, not an object"
+            ))
+        })?;
+    }
+    map.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Merges `over` into `into`: objects key by key (recursively), everything else replaced.
+pub fn merge_settings(into: &mut Settings, over: &Settings) {
+    for (k, v) in over {
+        match (into.get_mut(k), v) {
+            (Some(Value::Object(a)), Value::Object(b)) => merge_settings(a, b),
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Reads a settings object from JSON text (`origin` names it in errors, e.g. the file).
+///
+/// # Errors
+/// [`Error::Parse`] with the line and column of a syntax error, or when the text is not
+/// one JSON object.
+pub fn settings_from_json(text: &str, origin: &Path) -> Result<Settings> {
+    let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse {
+        path: origin.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: format!("not valid JSON: {e}"),
+    })?;
+    match v {
+        Value::Object(m) => Ok(m),
+        other => Err(Error::Parse {
+            path: origin.to_path_buf(),
+            line: 1,
+            column: 1,
+            message: format!(
+                "a settings file holds one JSON object of key: value pairs, not {}",
+                json_kind(&other)
+            ),
+        }),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The default value of an optional configuration section (see [`ConfigSchema::sections`]).
+pub type SectionDefault = fn() -> Value;
+
+/// What [`apply_settings`] needs to know about a backend's configuration besides its
+/// value.
+#[derive(Clone, Copy, Debug)]
+pub struct ConfigSchema<'a> {
+    /// Backend name (prefix of every error).
+    pub backend: &'a str,
+    /// Configuration keys the common settings own, with the flag or setting that sets them
+    /// (e.g. `("num_inducing", "--inducing")`): settings may not hold them.
+    pub reserved: &'a [(&'a str, &'a str)],
+    /// Defaults of optional sections that are `null` in the base configuration (e.g.
+    /// svi's `natgrad`), so that `natgrad.gamma=1` alone gives a complete section.
+    pub sections: &'a [(&'a str, SectionDefault)],
+}
+
+impl ConfigSchema<'_> {
+    /// The keys settings may hold for a configuration serialising to `base`, sorted.
+    pub fn allowed_keys<C: Serialize>(&self, base: &C) -> Vec<String> {
+        let mut keys: Vec<String> = match serde_json::to_value(base) {
+            Ok(Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        keys.retain(|k| !self.reserved.iter().any(|(r, _)| r == k));
+        keys.sort();
+        keys
+    }
+}
+
+/// Checks that every key of `over` exists in `base` (recursively through objects).
+fn check_keys(
+    schema: &ConfigSchema<'_>,
+    path: &str,
+    base: &Map<String, Value>,
+    over: &Settings,
+) -> Result<()> {
+    for (k, v) in over {
+        let full = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
+        if path.is_empty()
+            && let Some((_, flag)) = schema.reserved.iter().find(|(r, _)| r == k)
+        {
+            return Err(Error::Config(format!(
+                "{}: '{k}' is set by {flag}, not by a backend setting",
+                schema.backend
+            )));
+        }
+        let Some(b) = base.get(k) else {
+            let mut allowed: Vec<&str> = base
+                .keys()
+                .map(String::as_str)
+                .filter(|key| !path.is_empty() || !schema.reserved.iter().any(|(r, _)| r == key))
+                .collect();
+            allowed.sort_unstable();
+            let under = if path.is_empty() {
+                String::new()
+            } else {
+                format!(" under '{path}'")
+            };
+            return Err(Error::Config(format!(
+                "{}: unknown setting '{full}' (allowed{under}: {})",
+                schema.backend,
+                allowed.join(", ")
+            )));
+        };
+        if let (Value::Object(bm), Value::Object(om)) = (b, v) {
+            check_keys(schema, &full, bm, om)?;
+        }
+    }
+    Ok(())
+}
+
+fn merge_value(into: &mut Value, over: &Value) {
+    match (into, over) {
+        (Value::Object(a), Value::Object(b)) => merge_settings(a, b),
+        (slot, v) => *slot = v.clone(),
+    }
+}
+
+/// The configuration `base` with `settings` merged onto it (see the module docs).
+///
+/// Without settings, `base` is returned as it is. Otherwise `base` is serialised, the
+/// optional sections that `settings` touch and that are `null` get their defaults, the
+/// keys are checked (unknown → error naming the key and the allowed ones; reserved →
+/// error naming the flag), the settings are merged (objects recursively) and the result is
+/// deserialised (a value of the wrong type → error naming the key).
+///
+/// # Errors
+/// [`Error::Config`] as described.
+pub fn apply_settings<C: Serialize + DeserializeOwned + Clone>(
+    schema: &ConfigSchema<'_>,
+    base: &C,
+    settings: &Settings,
+) -> Result<C> {
+    if settings.is_empty() {
+        return Ok(base.clone());
+    }
+    let backend = schema.backend;
+    let ser = |e: serde_json::Error| Error::Config(format!("{backend}: {e}"));
+    let Value::Object(mut value) = serde_json::to_value(base).map_err(ser)? else {
+        return Err(Error::Config(format!(
+            "{backend}: the configuration is not a JSON object"
+        )));
+    };
+    for (key, default) in schema.sections {
+        if settings.get(*key).is_some_and(Value::is_object)
+            && value.get(*key).is_none_or(Value::is_null)
+        {
+            value.insert((*key).to_string(), default());
+        }
+    }
+    check_keys(schema, "", &value, settings)?;
+    for (k, v) in settings {
+        let mut one = value.clone();
+        if let Some(slot) = one.get_mut(k) {
+            merge_value(slot, v);
+        }
+        if let Err(e) = serde_json::from_value::<C>(Value::Object(one)) {
+            return Err(Error::Config(format!("{backend}: setting '{k}': {e}")));
+        }
+    }
+    merge_settings(&mut value, settings);
+    serde_json::from_value(Value::Object(value)).map_err(ser)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        a: f64,
+        b: usize,
+    }
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cfg {
+        layers: usize,
+        beta: f64,
+        name: String,
+        inner: Option<Inner>,
+    }
+
+    fn schema() -> ConfigSchema<'static> {
+        ConfigSchema {
+            backend: "toy",
+            reserved: &[("layers", "--layers")],
+            sections: &[("inner", || serde_json::json!({"a": 0.5, "b": 2}))],
+        }
+    }
+
+    fn base() -> Cfg {
+        Cfg {
+            layers: 2,
+            beta: 0.05,
+            name: "x".into(),
+            inner: None,
+        }
+    }
+
+    fn set(pairs: &[&str]) -> Settings {
+        let mut s = Settings::new();
+        for p in pairs {
+            let (k, v) = parse_assignment(p).unwrap();
+            insert_dotted(&mut s, &k, v).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn no_settings_is_the_base_and_settings_merge() {
+        assert_eq!(
+            apply_settings(&schema(), &base(), &Settings::new()).unwrap(),
+            base()
+        );
+        let c = apply_settings(
+            &schema(),
+            &base(),
+            &set(&["beta=0.1", "name=qr1", "inner.a=1"]),
+        )
+        .unwrap();
+        assert_eq!(c.beta, 0.1);
+        assert_eq!(c.name, "qr1");
+        assert_eq!(c.inner, Some(Inner { a: 1.0, b: 2 }));
+    }
+
+    #[test]
+    fn bad_keys_and_values_name_the_key() {
+        let e = apply_settings(&schema(), &base(), &set(&["bta=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown setting 'bta'") && e.contains("beta, inner, name"),
+            "{e}"
+        );
+        assert!(!e.contains("layers"), "{e}");
+        let e = apply_settings(&schema(), &base(), &set(&["inner.c=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'inner.c'") && e.contains("under 'inner': a, b"),
+            "{e}"
+        );
+        let e = apply_settings(&schema(), &base(), &set(&["layers=3"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--layers"), "{e}");
+        let e = apply_settings(&schema(), &base(), &set(&["beta=abc"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("setting 'beta'"), "{e}");
+    }
+
+    #[test]
+    fn assignments_and_json_files() {
+        assert!(parse_assignment("novalue").is_err());
+        assert!(parse_assignment("a..b=1").is_err());
+        let mut s = set(&["a=1"]);
+        assert!(insert_dotted(&mut s, "a.b", Value::Null).is_err());
+        let e = settings_from_json("{\n  \"a\": 1,\n  \"b\": \n}", Path::new("f.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("f.json:4:"), "{e}");
+        assert!(settings_from_json("[1]", Path::new("f.json")).is_err());
+        assert_eq!(
+            describe_generic(&set(&["beta=0.05", "rule=qr1"])),
+            ", beta 0.05, rule qr1"
+        );
+    }
+}
