@@ -13,10 +13,9 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
-use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
-    toy_regression,
+    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_objective_gradient, perturb, toy_regression,
 };
 use faer::linalg::solvers::{DenseSolveCore, Solve};
 use faer::{MatRef, Side};
@@ -195,22 +194,14 @@ fn bound_gradient(
     };
     let mut model = NestedDgp::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 9);
-    let inputs: Vec<Mat<f64>> = model
-        .params()
-        .blocks()
-        .iter()
-        .map(|b| b.value.clone())
-        .collect();
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-    let report = check_gradient(
-        &inputs,
-        |t, v| model.record(t, v, &batch, &mut seeded(1)).unwrap(),
-        GradCheck::default(),
-    )
-    .unwrap();
-    report.within(1e-6).unwrap_or_else(|e| {
-        panic!("L={layers} {kernel:?} whiten={whiten} linear_mean={linear_mean}: {e}")
-    });
+    assert_objective_gradient(
+        &model,
+        &batch,
+        1,
+        1e-6,
+        format_args!("L={layers} {kernel:?} whiten={whiten} linear_mean={linear_mean}"),
+    );
 }
 
 /// The bound with the linear mean function of spec §5, where layer 2 of 3 has Gaussian
@@ -623,9 +614,12 @@ fn same_result_with_one_and_two_threads() {
         samples: 4,
         seed: 3,
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(|| NestedDgp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-    });
+    assert_fit_same_on_one_and_two_threads(
+        || NestedDgp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
 }
 
 #[test]
@@ -689,38 +683,52 @@ fn checkpoint_round_trip_predicts_identically() {
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(30, 2, 2);
-    for cfg in [
-        NestedConfig {
-            layers: 0,
-            ..Default::default()
-        },
-        NestedConfig {
-            num_inducing: 0,
-            ..Default::default()
-        },
-        NestedConfig {
-            hidden_width: Some(0),
-            ..Default::default()
-        },
-        NestedConfig {
-            hidden_noise: -1.0,
-            ..Default::default()
-        },
-        NestedConfig {
-            likelihood_noise: f64::NAN,
-            ..Default::default()
-        },
-        NestedConfig {
-            kernel: KernelKind::Matern52,
-            fallback: ExpectationRule::MonteCarlo {
-                samples: 0,
-                seed: 0,
-            },
-            ..Default::default()
-        },
-    ] {
-        assert!(NestedDgp::new(cfg, &data).is_err());
-    }
+    let d = NestedConfig::default;
+    assert_config_errors(
+        &[
+            (NestedConfig { layers: 0, ..d() }, &["layers"][..]),
+            (
+                NestedConfig {
+                    num_inducing: 0,
+                    ..d()
+                },
+                &["num_inducing"],
+            ),
+            (
+                NestedConfig {
+                    hidden_width: Some(0),
+                    ..d()
+                },
+                &["hidden_width"],
+            ),
+            (
+                NestedConfig {
+                    hidden_noise: -1.0,
+                    ..d()
+                },
+                &["noise"],
+            ),
+            (
+                NestedConfig {
+                    likelihood_noise: f64::NAN,
+                    ..d()
+                },
+                &["noise"],
+            ),
+            (
+                NestedConfig {
+                    kernel: KernelKind::Matern52,
+                    fallback: ExpectationRule::MonteCarlo {
+                        samples: 0,
+                        seed: 0,
+                    },
+                    ..d()
+                },
+                &["sample"],
+            ),
+        ],
+        |cfg| NestedDgp::new(cfg, &data),
+    );
     let model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
     let wrong = Mat::<f64>::zeros(4, 3);
     assert!(

@@ -11,10 +11,9 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
-use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
-    toy_regression,
+    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_objective_gradient, perturb, toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::{DenseSolveCore, Solve};
@@ -271,24 +270,16 @@ fn whole_objective_gradient(layers: usize, whiten: bool, lik: Likelihood) {
         ..Default::default()
     };
     let mut model = DeepGp::new(cfg, &data).unwrap();
-    perturb(&mut model, 0.2, 9);
     // Make the inner q non-degenerate so every path carries gradient.
-    let inputs: Vec<Mat<f64>> = model
-        .params()
-        .blocks()
-        .iter()
-        .map(|b| b.value.clone())
-        .collect();
+    perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-    let report = check_gradient(
-        &inputs,
-        |t, v| model.record(t, v, &batch, &mut seeded(77)).unwrap(),
-        GradCheck::default(),
-    )
-    .unwrap();
-    report
-        .within(1e-6)
-        .unwrap_or_else(|e| panic!("L={layers} whiten={whiten}: {e}"));
+    assert_objective_gradient(
+        &model,
+        &batch,
+        77,
+        1e-6,
+        format_args!("L={layers} whiten={whiten}"),
+    );
 }
 
 #[test]
@@ -331,9 +322,12 @@ fn same_seed_same_result_with_one_and_two_threads() {
         samples: 7,
         seed: 3,
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-    });
+    assert_fit_same_on_one_and_two_threads(
+        || DeepGp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
 }
 
 #[test]
@@ -413,25 +407,24 @@ fn checkpoint_round_trip_predicts_identically() {
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(30, 2, 2);
-    assert!(
-        DeepGp::new(
-            SviConfig {
-                layers: 0,
-                ..Default::default()
-            },
-            &data
-        )
-        .is_err()
-    );
-    assert!(
-        DeepGp::new(
-            SviConfig {
-                num_inducing: 0,
-                ..Default::default()
-            },
-            &data
-        )
-        .is_err()
+    assert_config_errors(
+        &[
+            (
+                SviConfig {
+                    layers: 0,
+                    ..Default::default()
+                },
+                &["layers"][..],
+            ),
+            (
+                SviConfig {
+                    num_inducing: 0,
+                    ..Default::default()
+                },
+                &["num_inducing"],
+            ),
+        ],
+        |cfg| DeepGp::new(cfg, &data),
     );
     let model = DeepGp::new(SviConfig::default(), &data).unwrap();
     let wrong = Mat::<f64>::zeros(4, 3);
@@ -452,7 +445,7 @@ fn bad_inputs_are_errors_not_panics() {
         likelihood: Likelihood::probit(),
         ..Default::default()
     };
-    assert!(DeepGp::new(probit, &bad).is_err());
+    assert_config_errors(&[(probit, &["label"][..])], |cfg| DeepGp::new(cfg, &bad));
 }
 
 proptest! {
