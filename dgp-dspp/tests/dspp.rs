@@ -18,7 +18,7 @@ use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
     assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_objective_gradient, perturb, toy_regression,
+    assert_objective_gradient, copy_blocks, perturb, toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::{Mat, MatRef};
@@ -349,13 +349,9 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
         )
         .unwrap();
         // Copy the GP blocks; keep the model's own Gauss–Hermite sites and weights.
-        for b in proto.params().blocks() {
-            if b.name.ends_with(".sites") || b.name == "quadrature.logits" {
-                continue;
-            }
-            let id = m.params().id(&b.name).unwrap();
-            m.params_mut().set(id, b.value.clone()).unwrap();
-        }
+        copy_blocks(proto.params(), m.params_mut(), |name| {
+            !(name.ends_with(".sites") || name == "quadrature.logits")
+        });
         let gh = dgp_traits::quadrature::gh_grid(s, width).unwrap();
         let w = m.weights();
         for (k, wk) in w.iter().enumerate() {

@@ -14,10 +14,11 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_objective_gradient, perturb, toy_regression,
+    self, assert_checkpoint_round_trip, assert_config_errors,
+    assert_fit_same_on_one_and_two_threads, assert_objective_gradient, copy_blocks,
+    exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
 };
-use faer::linalg::solvers::{DenseSolveCore, Solve};
+use faer::linalg::solvers::DenseSolveCore;
 use faer::{MatRef, Side};
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
@@ -33,15 +34,7 @@ fn objective<O: Objective>(model: &O, x: MatRef<'_, f64>, y: MatRef<'_, f64>, n:
 }
 
 fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
-        if i == j {
-            dgp_traits::transforms::softplus(raw[(i, i)]) + Q_SQRT_FLOOR
-        } else if i > j {
-            raw[(i, j)]
-        } else {
-            0.0
-        }
-    })
+    testing::lower_factor(raw, Q_SQRT_FLOOR)
 }
 
 /// A one-layer dgp-svi model (non-whitened, Gaussian likelihood) with exactly the
@@ -68,10 +61,7 @@ fn svi_twin(nested: &NestedDgp, data: &Dataset) -> DeepGp {
         .map(|b| b.name.clone())
         .collect();
     assert_eq!(names, ours, "parameter blocks differ");
-    for b in nested.params().blocks() {
-        let id = svi.params().id(&b.name).unwrap();
-        svi.params_mut().set(id, b.value.clone()).unwrap();
-    }
+    copy_blocks(nested.params(), svi.params_mut(), |_| true);
     svi
 }
 
@@ -124,17 +114,9 @@ fn one_layer_equals_svgp(whiten: bool) {
 
 fn exact_log_marginal(model: &NestedDgp, data: &Dataset) -> f64 {
     let hyper = model.kernel_hyper(0);
-    let n = data.n();
     let noise = model.noise_variances()[0];
-    let mut k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
-    for i in 0..n {
-        k[(i, i)] += noise;
-    }
-    let llt = k.llt(Side::Lower).unwrap();
-    let alpha = llt.solve(data.y());
-    let quad = (data.y().transpose() * &alpha)[(0, 0)];
-    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
-    -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+    let k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
+    exact_gp_log_marginal(k, noise, data.y())
 }
 
 #[test]
@@ -261,12 +243,9 @@ fn whitened_and_non_whitened_bounds_agree() {
         &data,
     )
     .unwrap();
-    for b in white.params().blocks() {
-        if !b.name.contains(".q.") {
-            let id = plain.params().id(&b.name).unwrap();
-            plain.params_mut().set(id, b.value.clone()).unwrap();
-        }
-    }
+    copy_blocks(white.params(), plain.params_mut(), |name| {
+        !name.contains(".q.")
+    });
     for (l, layer) in white.layers().iter().enumerate() {
         let z = white.params().get(layer.z).to_owned();
         let kuu = layer
@@ -278,15 +257,7 @@ fn whitened_and_non_whitened_bounds_agree() {
         plain.params_mut().set(layer.q_mean, mu).unwrap();
         for &id in &layer.q_sqrt {
             let lu = &lk * lower_factor(white.params().get(id));
-            let raw = Mat::from_fn(lu.nrows(), lu.ncols(), |i, j| {
-                if i == j {
-                    dgp_traits::transforms::inv_softplus(lu[(i, i)] - Q_SQRT_FLOOR)
-                } else if i > j {
-                    lu[(i, j)]
-                } else {
-                    0.0
-                }
-            });
+            let raw = raw_lower_factor(lu.as_ref(), Q_SQRT_FLOOR);
             plain.params_mut().set(id, raw).unwrap();
         }
     }

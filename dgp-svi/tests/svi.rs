@@ -12,11 +12,12 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_objective_gradient, perturb, toy_regression,
+    self, assert_checkpoint_round_trip, assert_config_errors,
+    assert_fit_same_on_one_and_two_threads, assert_objective_gradient, copy_blocks,
+    exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
 };
 use dgp_traits::transforms::softplus;
-use faer::linalg::solvers::{DenseSolveCore, Solve};
+use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
 
@@ -42,15 +43,7 @@ fn pos(model: &DeepGp, name: &str) -> Mat<f64> {
 }
 
 fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
-        if i == j {
-            softplus(raw[(i, i)]) + dgp_svi::Q_SQRT_FLOOR
-        } else if i > j {
-            raw[(i, j)]
-        } else {
-            0.0
-        }
-    })
+    testing::lower_factor(raw, dgp_svi::Q_SQRT_FLOOR)
 }
 
 /// Independent dense computation of the SVGP bound (Hensman et al. 2013):
@@ -159,17 +152,9 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
         lengthscales: pos(&model, "layer1.kernel.lengthscales"),
         variance: pos(&model, "layer1.kernel.variance")[(0, 0)],
     };
-    let n = data.n();
     let noise = model.noise_variance().unwrap();
-    let mut k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
-    for i in 0..n {
-        k[(i, i)] += noise;
-    }
-    let llt = k.llt(Side::Lower).unwrap();
-    let alpha = llt.solve(data.y());
-    let quad = (data.y().transpose() * &alpha)[(0, 0)];
-    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
-    let exact = -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+    let k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
+    let exact = exact_gp_log_marginal(k, noise, data.y());
     assert!(
         bound <= exact + 1e-6,
         "bound {bound} exceeds log marginal {exact}"
@@ -205,12 +190,9 @@ fn whitened_and_non_whitened_elbos_agree() {
     )
     .unwrap();
     // Same hyperparameters, Z and noise; then map q.
-    for b in white.params().blocks() {
-        if !b.name.contains(".q.") {
-            let id = plain.params().id(&b.name).unwrap();
-            plain.params_mut().set(id, b.value.clone()).unwrap();
-        }
-    }
+    copy_blocks(white.params(), plain.params_mut(), |name| {
+        !name.contains(".q.")
+    });
     for (l, layer) in white.layers().iter().enumerate() {
         let name = format!("layer{}", l + 1);
         let z = white.params().get(layer.z).to_owned();
@@ -233,15 +215,7 @@ fn whitened_and_non_whitened_elbos_agree() {
             let key = format!("{name}.q.sqrt{d}");
             let lv = lower_factor(white.params().get(white.params().id(&key).unwrap()));
             let lu = &lk * &lv;
-            let raw = Mat::from_fn(m, m, |i, j| {
-                if i == j {
-                    dgp_traits::transforms::inv_softplus(lu[(i, i)] - dgp_svi::Q_SQRT_FLOOR)
-                } else if i > j {
-                    lu[(i, j)]
-                } else {
-                    0.0
-                }
-            });
+            let raw = raw_lower_factor(lu.as_ref(), dgp_svi::Q_SQRT_FLOOR);
             let id = plain.params().id(&key).unwrap();
             plain.params_mut().set(id, raw).unwrap();
         }

@@ -10,7 +10,9 @@
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
-//! parameter off its special initial value). The gradient check reuses the tape's own
+//! parameter off its special initial value), and dense references for identities:
+//! [`copy_blocks`] (same parameters in two models), [`lower_factor`] / [`raw_lower_factor`]
+//! (the q(u) factor transform and its inverse), [`exact_gp_log_marginal`]. The gradient check reuses the tape's own
 //! checker ([`crate::tape::check`]): fourth-order central differences with a relative step.
 //!
 //! They are public so that a backend written outside this workspace can hold itself to the
@@ -431,6 +433,74 @@ pub fn assert_config_errors<C: Clone + Debug, T>(
     }
 }
 
+/// Copies the value of every block of `from` whose name passes `keep` into the block of
+/// the same name in `to` (e.g. all but the `".q."` blocks, to compare two
+/// parameterisations of one model).
+///
+/// # Panics
+/// When `to` has no block of that name or its shape differs.
+pub fn copy_blocks(from: &ParamStore, to: &mut ParamStore, keep: impl Fn(&str) -> bool) {
+    for b in from.blocks() {
+        if keep(&b.name) {
+            let id = to
+                .id(&b.name)
+                .unwrap_or_else(|| panic!("no block {} to copy into", b.name));
+            to.set(id, b.value.clone())
+                .unwrap_or_else(|e| panic!("copying block {}: {e}", b.name));
+        }
+    }
+}
+
+/// The dense lower-triangular factor of an unconstrained square block, as the tape's
+/// [`crate::tape::Tape::lower_cholesky_factor`] forms it: strict lower triangle as is,
+/// diagonal `softplus(raw_ii) + floor`, upper triangle zero.
+pub fn lower_factor(raw: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
+    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
+        if i == j {
+            crate::transforms::softplus(raw[(i, i)]) + floor
+        } else if i > j {
+            raw[(i, j)]
+        } else {
+            0.0
+        }
+    })
+}
+
+/// The unconstrained block whose [`lower_factor`] is the lower-triangular `l` (diagonal
+/// entries above `floor`): the inverse transform.
+pub fn raw_lower_factor(l: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
+    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
+        if i == j {
+            crate::transforms::inv_softplus(l[(i, i)] - floor)
+        } else if i > j {
+            l[(i, j)]
+        } else {
+            0.0
+        }
+    })
+}
+
+/// `log N(y | 0, K + σ²I)` for the n×n kernel matrix `k` and noise variance `noise`, by a
+/// dense Cholesky factorisation: the exact GP log marginal likelihood, which a one-layer
+/// variational bound must not exceed.
+///
+/// # Panics
+/// When `K + σ²I` is not positive definite.
+pub fn exact_gp_log_marginal(mut k: Mat<f64>, noise: f64, y: MatRef<'_, f64>) -> f64 {
+    use faer::linalg::solvers::Solve;
+    let n = k.nrows();
+    for i in 0..n {
+        k[(i, i)] += noise;
+    }
+    let llt = k
+        .llt(faer::Side::Lower)
+        .expect("K + noise·I is positive definite");
+    let alpha = llt.solve(y);
+    let quad = (y.transpose() * &alpha)[(0, 0)];
+    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
+    -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,5 +637,33 @@ mod tests {
     #[should_panic(expected = "was accepted")]
     fn accepted_bad_configs_fail() {
         assert_config_errors(&[(0usize, &["layers"][..])], Ok::<_, Error>);
+    }
+
+    #[test]
+    fn dense_references() {
+        let raw = Mat::from_fn(3, 3, |i, j| 0.3 * i as f64 - 0.2 * j as f64 + 0.1);
+        let l = lower_factor(raw.as_ref(), 1e-4);
+        assert_eq!(l[(0, 1)], 0.0);
+        let back = raw_lower_factor(l.as_ref(), 1e-4);
+        for j in 0..3 {
+            for i in j..3 {
+                assert!((back[(i, j)] - raw[(i, j)]).abs() < 1e-12);
+            }
+        }
+        // n = 1: log N(y | 0, k + σ²).
+        let y = Mat::from_fn(1, 1, |_, _| 0.7);
+        let got = exact_gp_log_marginal(Mat::from_fn(1, 1, |_, _| 1.5), 0.5, y.as_ref());
+        let want = -0.5 * 0.49 / 2.0 - 0.5 * (2.0 * std::f64::consts::PI * 2.0).ln();
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+        let mut to = ParamStore::new();
+        let id = to.add("a.q.m", Mat::zeros(1, 1), Role::Optimised).unwrap();
+        let b = to.add("a.k", Mat::zeros(1, 1), Role::Optimised).unwrap();
+        let mut from = ParamStore::new();
+        from.add("a.q.m", Mat::from_fn(1, 1, |_, _| 1.0), Role::Optimised)
+            .unwrap();
+        from.add("a.k", Mat::from_fn(1, 1, |_, _| 2.0), Role::Optimised)
+            .unwrap();
+        copy_blocks(&from, &mut to, |n| !n.contains(".q."));
+        assert_eq!((to.get(id)[(0, 0)], to.get(b)[(0, 0)]), (0.0, 2.0));
     }
 }
