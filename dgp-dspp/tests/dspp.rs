@@ -18,7 +18,8 @@ use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
     assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_objective_gradient, copy_blocks, perturb, toy_regression,
+    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
+    toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::{Mat, MatRef};
@@ -954,9 +955,8 @@ fn bad_inputs_are_errors_not_panics() {
     .unwrap();
     let cfg = PredictConfig::default();
     assert!(m.predict(Mat::<f64>::zeros(3, 5).as_ref(), &cfg).is_err());
-    assert!(m.predict(Mat::<f64>::zeros(0, 2).as_ref(), &cfg).is_err());
-    let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(m.predict(nan.as_ref(), &cfg).is_err());
+    // Includes 0×2 zeros and a 2×2 NaN matrix.
+    assert_predict_rejects_bad_inputs(&m, 2);
     assert!(
         m.log_density(data.x(), Mat::<f64>::zeros(10, 2).as_ref())
             .is_err()

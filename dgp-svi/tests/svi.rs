@@ -13,8 +13,9 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     self, assert_checkpoint_round_trip, assert_config_errors,
-    assert_fit_same_on_one_and_two_threads, assert_objective_gradient, copy_blocks,
-    exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
+    assert_fit_same_on_one_and_two_threads, assert_objective_gradient,
+    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
+    raw_lower_factor, toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::DenseSolveCore;
@@ -401,18 +402,8 @@ fn bad_inputs_are_errors_not_panics() {
         |cfg| DeepGp::new(cfg, &data),
     );
     let model = DeepGp::new(SviConfig::default(), &data).unwrap();
-    let wrong = Mat::<f64>::zeros(4, 3);
-    assert!(
-        model
-            .predict(wrong.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
-    let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(
-        model
-            .predict(nan.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
+    // Includes 4×3 zeros and a 2×2 NaN matrix.
+    assert_predict_rejects_bad_inputs(&model, 2);
     let labels = Mat::from_fn(30, 1, |i, _| i as f64);
     let bad = Dataset::new(data.x().to_owned(), labels).unwrap();
     let probit = SviConfig {

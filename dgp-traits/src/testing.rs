@@ -8,6 +8,7 @@
 //! | same seed ⇒ same training and prediction on one and on two threads | [`assert_fit_same_on_one_and_two_threads`] ([`assert_same_on_one_and_two_threads`] for anything else) |
 //! | a checkpoint restores the same model; edited, invalid checkpoints are errors | [`assert_checkpoint_round_trip`], [`assert_checkpoint_rejects`] |
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
+//! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
 //! parameter off its special initial value), and dense references for identities:
@@ -430,6 +431,33 @@ pub fn assert_config_errors<C: Clone + Debug, T>(
                 }
             }
         }
+    }
+}
+
+/// Asserts that `model` (trained on `input_dim` input columns) rejects with an error, not
+/// a panic, predictions at inputs of the wrong width (4 × `input_dim + 1` zeros), with no
+/// rows, with a NaN and with an infinite entry.
+///
+/// # Panics
+/// When any of them is accepted (that is the check).
+pub fn assert_predict_rejects_bad_inputs<M: Model + ?Sized>(model: &M, input_dim: usize) {
+    let cfg = PredictConfig::default();
+    let cases = [
+        ("a column too many", Mat::<f64>::zeros(4, input_dim + 1)),
+        ("no rows", Mat::<f64>::zeros(0, input_dim)),
+        ("NaN", Mat::from_fn(2, input_dim, |_, _| f64::NAN)),
+        (
+            "an infinite entry",
+            Mat::from_fn(2, input_dim, |i, j| {
+                if (i, j) == (1, 0) { f64::INFINITY } else { 0.0 }
+            }),
+        ),
+    ];
+    for (what, x) in cases {
+        assert!(
+            model.predict(x.as_ref(), &cfg).is_err(),
+            "predict accepted inputs with {what}"
+        );
     }
 }
 
