@@ -15,10 +15,10 @@ use dgp_traits::linalg::cholesky_jittered;
 use dgp_traits::model::{Batch, FitConfig, Layer, Model, Objective, PredictConfig, Silent};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::special::LN_SQRT_2PI;
-use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
+    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
 use dgp_traits::transforms::softplus;
@@ -350,13 +350,9 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
         )
         .unwrap();
         // Copy the GP blocks; keep the model's own Gauss–Hermite sites and weights.
-        for b in proto.params().blocks() {
-            if b.name.ends_with(".sites") || b.name == "quadrature.logits" {
-                continue;
-            }
-            let id = m.params().id(&b.name).unwrap();
-            m.params_mut().set(id, b.value.clone()).unwrap();
-        }
+        copy_blocks(proto.params(), m.params_mut(), |name| {
+            !(name.ends_with(".sites") || name == "quadrature.logits")
+        });
         let gh = dgp_traits::quadrature::gh_grid(s, width).unwrap();
         let w = m.weights();
         for (k, wk) in w.iter().enumerate() {
@@ -492,22 +488,14 @@ fn one_layer_dspp_is_ppgpr_and_matches_eq16() {
 fn whole_objective_gradient(cfg: DsppConfig, data: &Dataset) {
     let mut model = Dspp::new(cfg.clone(), data).unwrap();
     perturb(&mut model, 0.2, 9);
-    let inputs: Vec<Mat<f64>> = model
-        .params()
-        .blocks()
-        .iter()
-        .map(|b| b.value.clone())
-        .collect();
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-    let report = check_gradient(
-        &inputs,
-        |t, v| model.record(t, v, &batch, &mut seeded(77)).unwrap(),
-        GradCheck::default(),
-    )
-    .unwrap();
-    report
-        .within(1e-6)
-        .unwrap_or_else(|e| panic!("{:?} L={} {:?}: {e}", cfg.rule, cfg.layers, cfg.q_cov));
+    assert_objective_gradient(
+        &model,
+        &batch,
+        77,
+        1e-6,
+        format_args!("{:?} L={} {:?}", cfg.rule, cfg.layers, cfg.q_cov),
+    );
 }
 
 fn grad_cfg(rule: Rule, layers: usize) -> DsppConfig {
@@ -886,15 +874,12 @@ fn same_seed_same_result_with_one_and_two_threads() {
         batch_size: 1100,
         ..Default::default()
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(
-            || Dspp::new(cfg.clone(), &data),
-            &data,
-            &fit,
-            &PredictConfig::default(),
-        )
-        .unwrap()
-    });
+    assert_fit_same_on_one_and_two_threads(
+        || Dspp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &PredictConfig::default(),
+    );
 }
 
 #[test]
@@ -913,41 +898,53 @@ fn checkpoint_round_trip_predicts_identically() {
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(10, 2, 3);
-    let bad = |cfg: DsppConfig| assert!(Dspp::new(cfg, &data).is_err());
-    bad(DsppConfig {
-        layers: 0,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        sites: 0,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        num_inducing: 0,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        beta: -1.0,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        rule: Rule::Qr1,
-        sites: 10,
-        hidden_width: 5,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        noise_floor: 0.0,
-        ..Default::default()
-    });
-    bad(DsppConfig {
-        likelihood: Likelihood::probit(),
-        ..Default::default()
-    }); // non-binary y
-    bad(DsppConfig {
-        lmc_latent: Some(0),
-        ..Default::default()
-    });
+    let d = DsppConfig::default;
+    assert_config_errors(
+        &[
+            (DsppConfig { layers: 0, ..d() }, &["layers"][..]),
+            (DsppConfig { sites: 0, ..d() }, &["sites"]),
+            (
+                DsppConfig {
+                    num_inducing: 0,
+                    ..d()
+                },
+                &["num_inducing"],
+            ),
+            (DsppConfig { beta: -1.0, ..d() }, &["beta"]),
+            (
+                DsppConfig {
+                    rule: Rule::Qr1,
+                    sites: 10,
+                    hidden_width: 5,
+                    ..d()
+                },
+                &["components"],
+            ),
+            (
+                DsppConfig {
+                    noise_floor: 0.0,
+                    ..d()
+                },
+                &["noise_floor"],
+            ),
+            // non-binary y
+            (
+                DsppConfig {
+                    likelihood: Likelihood::probit(),
+                    ..d()
+                },
+                &["label"],
+            ),
+            (
+                DsppConfig {
+                    lmc_latent: Some(0),
+                    ..d()
+                },
+                &["lmc_latent"],
+            ),
+        ],
+        |cfg| Dspp::new(cfg, &data),
+    );
     let m = Dspp::new(
         DsppConfig {
             num_inducing: 3,
@@ -958,9 +955,8 @@ fn bad_inputs_are_errors_not_panics() {
     .unwrap();
     let cfg = PredictConfig::default();
     assert!(m.predict(Mat::<f64>::zeros(3, 5).as_ref(), &cfg).is_err());
-    assert!(m.predict(Mat::<f64>::zeros(0, 2).as_ref(), &cfg).is_err());
-    let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(m.predict(nan.as_ref(), &cfg).is_err());
+    // Includes 0×2 zeros and a 2×2 NaN matrix.
+    assert_predict_rejects_bad_inputs(&m, 2);
     assert!(
         m.log_density(data.x(), Mat::<f64>::zeros(10, 2).as_ref())
             .is_err()

@@ -13,12 +13,13 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
-use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
-    toy_regression,
+    self, assert_checkpoint_round_trip, assert_config_errors,
+    assert_fit_same_on_one_and_two_threads, assert_objective_gradient,
+    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
+    raw_lower_factor, toy_regression,
 };
-use faer::linalg::solvers::{DenseSolveCore, Solve};
+use faer::linalg::solvers::DenseSolveCore;
 use faer::{MatRef, Side};
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
@@ -34,15 +35,7 @@ fn objective<O: Objective>(model: &O, x: MatRef<'_, f64>, y: MatRef<'_, f64>, n:
 }
 
 fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
-        if i == j {
-            dgp_traits::transforms::softplus(raw[(i, i)]) + Q_SQRT_FLOOR
-        } else if i > j {
-            raw[(i, j)]
-        } else {
-            0.0
-        }
-    })
+    testing::lower_factor(raw, Q_SQRT_FLOOR)
 }
 
 /// A one-layer dgp-svi model (non-whitened, Gaussian likelihood) with exactly the
@@ -69,10 +62,7 @@ fn svi_twin(nested: &NestedDgp, data: &Dataset) -> DeepGp {
         .map(|b| b.name.clone())
         .collect();
     assert_eq!(names, ours, "parameter blocks differ");
-    for b in nested.params().blocks() {
-        let id = svi.params().id(&b.name).unwrap();
-        svi.params_mut().set(id, b.value.clone()).unwrap();
-    }
+    copy_blocks(nested.params(), svi.params_mut(), |_| true);
     svi
 }
 
@@ -125,17 +115,9 @@ fn one_layer_equals_svgp(whiten: bool) {
 
 fn exact_log_marginal(model: &NestedDgp, data: &Dataset) -> f64 {
     let hyper = model.kernel_hyper(0);
-    let n = data.n();
     let noise = model.noise_variances()[0];
-    let mut k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
-    for i in 0..n {
-        k[(i, i)] += noise;
-    }
-    let llt = k.llt(Side::Lower).unwrap();
-    let alpha = llt.solve(data.y());
-    let quad = (data.y().transpose() * &alpha)[(0, 0)];
-    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
-    -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+    let k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
+    exact_gp_log_marginal(k, noise, data.y())
 }
 
 #[test]
@@ -195,22 +177,14 @@ fn bound_gradient(
     };
     let mut model = NestedDgp::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 9);
-    let inputs: Vec<Mat<f64>> = model
-        .params()
-        .blocks()
-        .iter()
-        .map(|b| b.value.clone())
-        .collect();
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-    let report = check_gradient(
-        &inputs,
-        |t, v| model.record(t, v, &batch, &mut seeded(1)).unwrap(),
-        GradCheck::default(),
-    )
-    .unwrap();
-    report.within(1e-6).unwrap_or_else(|e| {
-        panic!("L={layers} {kernel:?} whiten={whiten} linear_mean={linear_mean}: {e}")
-    });
+    assert_objective_gradient(
+        &model,
+        &batch,
+        1,
+        1e-6,
+        format_args!("L={layers} {kernel:?} whiten={whiten} linear_mean={linear_mean}"),
+    );
 }
 
 /// The bound with the linear mean function of spec §5, where layer 2 of 3 has Gaussian
@@ -270,12 +244,9 @@ fn whitened_and_non_whitened_bounds_agree() {
         &data,
     )
     .unwrap();
-    for b in white.params().blocks() {
-        if !b.name.contains(".q.") {
-            let id = plain.params().id(&b.name).unwrap();
-            plain.params_mut().set(id, b.value.clone()).unwrap();
-        }
-    }
+    copy_blocks(white.params(), plain.params_mut(), |name| {
+        !name.contains(".q.")
+    });
     for (l, layer) in white.layers().iter().enumerate() {
         let z = white.params().get(layer.z).to_owned();
         let kuu = layer
@@ -287,15 +258,7 @@ fn whitened_and_non_whitened_bounds_agree() {
         plain.params_mut().set(layer.q_mean, mu).unwrap();
         for &id in &layer.q_sqrt {
             let lu = &lk * lower_factor(white.params().get(id));
-            let raw = Mat::from_fn(lu.nrows(), lu.ncols(), |i, j| {
-                if i == j {
-                    dgp_traits::transforms::inv_softplus(lu[(i, i)] - Q_SQRT_FLOOR)
-                } else if i > j {
-                    lu[(i, j)]
-                } else {
-                    0.0
-                }
-            });
+            let raw = raw_lower_factor(lu.as_ref(), Q_SQRT_FLOOR);
             plain.params_mut().set(id, raw).unwrap();
         }
     }
@@ -623,9 +586,12 @@ fn same_result_with_one_and_two_threads() {
         samples: 4,
         seed: 3,
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(|| NestedDgp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-    });
+    assert_fit_same_on_one_and_two_threads(
+        || NestedDgp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
 }
 
 #[test]
@@ -689,51 +655,55 @@ fn checkpoint_round_trip_predicts_identically() {
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(30, 2, 2);
-    for cfg in [
-        NestedConfig {
-            layers: 0,
-            ..Default::default()
-        },
-        NestedConfig {
-            num_inducing: 0,
-            ..Default::default()
-        },
-        NestedConfig {
-            hidden_width: Some(0),
-            ..Default::default()
-        },
-        NestedConfig {
-            hidden_noise: -1.0,
-            ..Default::default()
-        },
-        NestedConfig {
-            likelihood_noise: f64::NAN,
-            ..Default::default()
-        },
-        NestedConfig {
-            kernel: KernelKind::Matern52,
-            fallback: ExpectationRule::MonteCarlo {
-                samples: 0,
-                seed: 0,
-            },
-            ..Default::default()
-        },
-    ] {
-        assert!(NestedDgp::new(cfg, &data).is_err());
-    }
+    let d = NestedConfig::default;
+    assert_config_errors(
+        &[
+            (NestedConfig { layers: 0, ..d() }, &["layers"][..]),
+            (
+                NestedConfig {
+                    num_inducing: 0,
+                    ..d()
+                },
+                &["num_inducing"],
+            ),
+            (
+                NestedConfig {
+                    hidden_width: Some(0),
+                    ..d()
+                },
+                &["hidden_width"],
+            ),
+            (
+                NestedConfig {
+                    hidden_noise: -1.0,
+                    ..d()
+                },
+                &["noise"],
+            ),
+            (
+                NestedConfig {
+                    likelihood_noise: f64::NAN,
+                    ..d()
+                },
+                &["noise"],
+            ),
+            (
+                NestedConfig {
+                    kernel: KernelKind::Matern52,
+                    fallback: ExpectationRule::MonteCarlo {
+                        samples: 0,
+                        seed: 0,
+                    },
+                    ..d()
+                },
+                &["sample"],
+            ),
+        ],
+        |cfg| NestedDgp::new(cfg, &data),
+    );
     let model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
-    let wrong = Mat::<f64>::zeros(4, 3);
-    assert!(
-        model
-            .predict(wrong.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
-    let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(
-        model
-            .predict(nan.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
+    // Includes 4×3 zeros and a 2×2 NaN matrix.
+    assert_predict_rejects_bad_inputs(&model, 2);
     let y3 = Mat::<f64>::zeros(30, 3);
     let batch = Batch::new(data.x(), y3.as_ref(), 30).unwrap();
     assert!(

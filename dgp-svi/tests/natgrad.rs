@@ -12,7 +12,7 @@ use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_same_on_one_and_two_threads, fit_and_predict, perturb, toy_regression,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, perturb, toy_regression,
 };
 use dgp_traits::train::NaturalGradientModel;
 
@@ -167,9 +167,12 @@ fn natural_gradient_training_is_the_same_on_one_and_two_threads() {
             }),
             ..Default::default()
         };
-        assert_same_on_one_and_two_threads(|| {
-            fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-        });
+        assert_fit_same_on_one_and_two_threads(
+            || DeepGp::new(cfg.clone(), &data),
+            &data,
+            &fit,
+            &predict,
+        );
     }
 }
 
@@ -183,7 +186,7 @@ fn natgrad_settings_are_validated_and_optional_in_checkpoints() {
         }),
         ..Default::default()
     };
-    assert!(DeepGp::new(bad, &data).is_err());
+    assert_config_errors(&[(bad, &["gamma"][..])], |cfg| DeepGp::new(cfg, &data));
     let model = DeepGp::new(SviConfig::default(), &data).unwrap();
     let json = model.to_json().unwrap();
     let old = json.replace(",\"natgrad\":null", "");

@@ -11,13 +11,14 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
-use dgp_traits::tape::check::{GradCheck, check_gradient};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_same_on_one_and_two_threads, fit_and_predict, perturb,
-    toy_regression,
+    self, assert_checkpoint_round_trip, assert_config_errors,
+    assert_fit_same_on_one_and_two_threads, assert_objective_gradient,
+    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
+    raw_lower_factor, toy_regression,
 };
 use dgp_traits::transforms::softplus;
-use faer::linalg::solvers::{DenseSolveCore, Solve};
+use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
 
@@ -43,15 +44,7 @@ fn pos(model: &DeepGp, name: &str) -> Mat<f64> {
 }
 
 fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
-    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
-        if i == j {
-            softplus(raw[(i, i)]) + dgp_svi::Q_SQRT_FLOOR
-        } else if i > j {
-            raw[(i, j)]
-        } else {
-            0.0
-        }
-    })
+    testing::lower_factor(raw, dgp_svi::Q_SQRT_FLOOR)
 }
 
 /// Independent dense computation of the SVGP bound (Hensman et al. 2013):
@@ -160,17 +153,9 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
         lengthscales: pos(&model, "layer1.kernel.lengthscales"),
         variance: pos(&model, "layer1.kernel.variance")[(0, 0)],
     };
-    let n = data.n();
     let noise = model.noise_variance().unwrap();
-    let mut k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
-    for i in 0..n {
-        k[(i, i)] += noise;
-    }
-    let llt = k.llt(Side::Lower).unwrap();
-    let alpha = llt.solve(data.y());
-    let quad = (data.y().transpose() * &alpha)[(0, 0)];
-    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
-    let exact = -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+    let k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
+    let exact = exact_gp_log_marginal(k, noise, data.y());
     assert!(
         bound <= exact + 1e-6,
         "bound {bound} exceeds log marginal {exact}"
@@ -206,12 +191,9 @@ fn whitened_and_non_whitened_elbos_agree() {
     )
     .unwrap();
     // Same hyperparameters, Z and noise; then map q.
-    for b in white.params().blocks() {
-        if !b.name.contains(".q.") {
-            let id = plain.params().id(&b.name).unwrap();
-            plain.params_mut().set(id, b.value.clone()).unwrap();
-        }
-    }
+    copy_blocks(white.params(), plain.params_mut(), |name| {
+        !name.contains(".q.")
+    });
     for (l, layer) in white.layers().iter().enumerate() {
         let name = format!("layer{}", l + 1);
         let z = white.params().get(layer.z).to_owned();
@@ -234,15 +216,7 @@ fn whitened_and_non_whitened_elbos_agree() {
             let key = format!("{name}.q.sqrt{d}");
             let lv = lower_factor(white.params().get(white.params().id(&key).unwrap()));
             let lu = &lk * &lv;
-            let raw = Mat::from_fn(m, m, |i, j| {
-                if i == j {
-                    dgp_traits::transforms::inv_softplus(lu[(i, i)] - dgp_svi::Q_SQRT_FLOOR)
-                } else if i > j {
-                    lu[(i, j)]
-                } else {
-                    0.0
-                }
-            });
+            let raw = raw_lower_factor(lu.as_ref(), dgp_svi::Q_SQRT_FLOOR);
             let id = plain.params().id(&key).unwrap();
             plain.params_mut().set(id, raw).unwrap();
         }
@@ -271,24 +245,16 @@ fn whole_objective_gradient(layers: usize, whiten: bool, lik: Likelihood) {
         ..Default::default()
     };
     let mut model = DeepGp::new(cfg, &data).unwrap();
-    perturb(&mut model, 0.2, 9);
     // Make the inner q non-degenerate so every path carries gradient.
-    let inputs: Vec<Mat<f64>> = model
-        .params()
-        .blocks()
-        .iter()
-        .map(|b| b.value.clone())
-        .collect();
+    perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-    let report = check_gradient(
-        &inputs,
-        |t, v| model.record(t, v, &batch, &mut seeded(77)).unwrap(),
-        GradCheck::default(),
-    )
-    .unwrap();
-    report
-        .within(1e-6)
-        .unwrap_or_else(|e| panic!("L={layers} whiten={whiten}: {e}"));
+    assert_objective_gradient(
+        &model,
+        &batch,
+        77,
+        1e-6,
+        format_args!("L={layers} whiten={whiten}"),
+    );
 }
 
 #[test]
@@ -331,9 +297,12 @@ fn same_seed_same_result_with_one_and_two_threads() {
         samples: 7,
         seed: 3,
     };
-    assert_same_on_one_and_two_threads(|| {
-        fit_and_predict(|| DeepGp::new(cfg.clone(), &data), &data, &fit, &predict).unwrap()
-    });
+    assert_fit_same_on_one_and_two_threads(
+        || DeepGp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
 }
 
 #[test]
@@ -413,46 +382,35 @@ fn checkpoint_round_trip_predicts_identically() {
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(30, 2, 2);
-    assert!(
-        DeepGp::new(
-            SviConfig {
-                layers: 0,
-                ..Default::default()
-            },
-            &data
-        )
-        .is_err()
-    );
-    assert!(
-        DeepGp::new(
-            SviConfig {
-                num_inducing: 0,
-                ..Default::default()
-            },
-            &data
-        )
-        .is_err()
+    assert_config_errors(
+        &[
+            (
+                SviConfig {
+                    layers: 0,
+                    ..Default::default()
+                },
+                &["layers"][..],
+            ),
+            (
+                SviConfig {
+                    num_inducing: 0,
+                    ..Default::default()
+                },
+                &["num_inducing"],
+            ),
+        ],
+        |cfg| DeepGp::new(cfg, &data),
     );
     let model = DeepGp::new(SviConfig::default(), &data).unwrap();
-    let wrong = Mat::<f64>::zeros(4, 3);
-    assert!(
-        model
-            .predict(wrong.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
-    let nan = Mat::from_fn(2, 2, |_, _| f64::NAN);
-    assert!(
-        model
-            .predict(nan.as_ref(), &PredictConfig::default())
-            .is_err()
-    );
+    // Includes 4×3 zeros and a 2×2 NaN matrix.
+    assert_predict_rejects_bad_inputs(&model, 2);
     let labels = Mat::from_fn(30, 1, |i, _| i as f64);
     let bad = Dataset::new(data.x().to_owned(), labels).unwrap();
     let probit = SviConfig {
         likelihood: Likelihood::probit(),
         ..Default::default()
     };
-    assert!(DeepGp::new(probit, &bad).is_err());
+    assert_config_errors(&[(probit, &["label"][..])], |cfg| DeepGp::new(cfg, &bad));
 }
 
 proptest! {

@@ -1,20 +1,85 @@
-//! Harnesses the backends' test suites share: a seeded toy regression set, a seeded
-//! perturbation of every parameter, the one-versus-two-thread determinism check and the
-//! checkpoint round trip.
+//! The backend test kit: the checks every backend's test suite runs, in one place.
+//!
+//! A new backend's `tests/` call these instead of copying another backend's tests:
+//!
+//! | check | function |
+//! | --- | --- |
+//! | finite-difference gradient of the whole objective, every parameter block, fixed noise | [`assert_objective_gradient`] ([`check_objective_gradient`] for the report) |
+//! | same seed ⇒ same training and prediction on one and on two threads | [`assert_fit_same_on_one_and_two_threads`] ([`assert_same_on_one_and_two_threads`] for anything else) |
+//! | a checkpoint restores the same model; edited, invalid checkpoints are errors | [`assert_checkpoint_round_trip`], [`assert_checkpoint_rejects`] |
+//! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
+//! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
+//!
+//! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
+//! parameter off its special initial value), and dense references for identities:
+//! [`copy_blocks`] (same parameters in two models), [`lower_factor`] / [`raw_lower_factor`]
+//! (the q(u) factor transform and its inverse), [`exact_gp_log_marginal`]. The gradient check reuses the tape's own
+//! checker ([`crate::tape::check`]): fourth-order central differences with a relative step.
 //!
 //! They are public so that a backend written outside this workspace can hold itself to the
 //! same checks as the built-in ones (DESIGN.md: same seed ⇒ same result whatever the number
-//! of threads; a checkpoint predicts exactly as the model it was written from).
+//! of threads; a checkpoint predicts exactly as the model it was written from). They panic
+//! with a message when a check fails: they are test assertions, not library code.
+//!
+//! A backend's test file, in outline (a toy objective stands in for the backend here):
+//!
+//! ```
+//! use dgp_traits::error::{Error, Result};
+//! use dgp_traits::model::{Batch, Objective};
+//! use dgp_traits::params::{ParamStore, Role};
+//! use dgp_traits::rng::Rng;
+//! use dgp_traits::tape::{Tape, Var};
+//! use dgp_traits::testing::{assert_config_errors, assert_objective_gradient, perturb_store, toy_regression};
+//! use faer::Mat;
+//!
+//! /// −Σ (x w − y)², a one-parameter-block "backend".
+//! struct Toy {
+//!     params: ParamStore,
+//! }
+//! impl Toy {
+//!     fn new(width: usize) -> Result<Toy> {
+//!         if width == 0 {
+//!             return Err(Error::Config("toy: width must be at least 1".into()));
+//!         }
+//!         let mut params = ParamStore::new();
+//!         params.add("w", Mat::zeros(width, 1), Role::Optimised)?;
+//!         Ok(Toy { params })
+//!     }
+//! }
+//! impl Objective for Toy {
+//!     fn params(&self) -> &ParamStore {
+//!         &self.params
+//!     }
+//!     fn record(&self, t: &mut Tape, p: &[Var], b: &Batch<'_>, _: &mut Rng) -> Result<Var> {
+//!         let x = t.constant(b.x.to_owned());
+//!         let y = t.constant(b.y.to_owned());
+//!         let f = t.matmul(x, p[0]);
+//!         let r = t.sub(f, y);
+//!         let s = t.sum_squares(r);
+//!         Ok(t.neg(s))
+//!     }
+//! }
+//!
+//! let data = toy_regression(12, 3, 1.0, 0);
+//! let mut model = Toy::new(3).unwrap();
+//! perturb_store(&mut model.params, 0.2, 9);
+//! let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
+//! assert_objective_gradient(&model, &batch, 77, 1e-6, "toy");
+//! assert_config_errors(&[(0usize, &["width"][..])], Toy::new);
+//! ```
 
-use std::fmt::Debug;
+use std::fmt::{Debug, Display};
 
 use faer::{Mat, MatRef};
 
 use crate::data::Dataset;
 use crate::error::Result;
-use crate::model::{FitConfig, Model, PredictConfig, Silent};
+use crate::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{seeded, standard_normal};
+use crate::tape::Var;
+use crate::tape::check::{GradCheck, GradCheckReport, check_gradient};
 
 /// N×D inputs x ~ N(0, I) and targets y = sin(freq · Σ_j x_j) + 0.1 ε, ε ~ N(0, 1); x and
 /// then ε are drawn from `seeded(seed)`.
@@ -44,15 +109,77 @@ pub fn toy_regression(n: usize, d: usize, freq: f64, seed: u64) -> Dataset {
 /// # Panics
 /// Never for a model whose parameter store accepts its own flattened length.
 pub fn perturb<M: Model + ?Sized>(model: &mut M, scale: f64, seed: u64) {
-    let mut flat = model.params().flat();
+    perturb_store(model.params_mut(), scale, seed);
+}
+
+/// [`perturb`] for a bare parameter store (an [`Objective`] that is not yet a [`Model`]):
+/// the same draws, in the same order.
+///
+/// # Panics
+/// Never: a store accepts its own flattened length.
+pub fn perturb_store(params: &mut ParamStore, scale: f64, seed: u64) {
+    let mut flat = params.flat();
     let noise = standard_normal(&mut seeded(seed), flat.len(), 1);
     for (k, v) in flat.iter_mut().enumerate() {
         *v += scale * noise[(k, 0)];
     }
-    model
-        .params_mut()
+    params
         .set_flat(&flat)
         .expect("a store accepts its own flattened length");
+}
+
+/// Compares the tape gradient of `model`'s objective on `batch` with finite differences,
+/// over **every** parameter block (free and fixed ones alike: each is a leaf of the check,
+/// so a wrong backward rule on any path shows), with the noise fixed: every evaluation
+/// draws from a fresh `seeded(noise_seed)`. Uses [`check_gradient`].
+///
+/// # Errors
+/// When the objective cannot be recorded at the model's parameters or its value is not
+/// finite (the message says which).
+///
+/// # Panics
+/// When recording fails at a perturbed point after succeeding at the model's parameters.
+pub fn check_objective_gradient<O: Objective + ?Sized>(
+    model: &O,
+    batch: &Batch<'_>,
+    noise_seed: u64,
+    cfg: GradCheck,
+) -> std::result::Result<GradCheckReport, String> {
+    let params = model.params();
+    let inputs: Vec<Mat<f64>> = params.blocks().iter().map(|b| b.value.clone()).collect();
+    let mut probe = crate::tape::Tape::new();
+    let leaves: Vec<Var> = inputs.iter().map(|x| probe.leaf(x.clone())).collect();
+    model
+        .record(&mut probe, &leaves, batch, &mut seeded(noise_seed))
+        .map_err(|e| format!("recording the objective failed: {e}"))?;
+    check_gradient(
+        &inputs,
+        |t, v| {
+            model
+                .record(t, v, batch, &mut seeded(noise_seed))
+                .unwrap_or_else(|e| panic!("recording the objective failed: {e}"))
+        },
+        cfg,
+    )
+}
+
+/// Asserts that [`check_objective_gradient`] (default step, [`GradCheck::default`]) finds
+/// a relative error of at most `tol`; the panic message starts with `label` (say which
+/// configuration failed).
+///
+/// # Panics
+/// When the check fails or cannot run (that is the check).
+#[track_caller]
+pub fn assert_objective_gradient<O: Objective + ?Sized>(
+    model: &O,
+    batch: &Batch<'_>,
+    noise_seed: u64,
+    tol: f64,
+    label: impl Display,
+) {
+    check_objective_gradient(model, batch, noise_seed, GradCheck::default())
+        .and_then(|report| report.within(tol))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
 }
 
 /// Runs `run` in a fresh rayon pool of one thread and in one of two threads and asserts
@@ -90,14 +217,34 @@ pub fn fit_and_predict<M: Model>(
     Ok((model.params().flat(), pred))
 }
 
+/// Asserts that building a model with `build`, training it on `data` with `fit` and
+/// predicting at the training inputs with `predict` ([`fit_and_predict`]) gives bit-identical
+/// parameters and predictive in a pool of one thread and in one of two threads
+/// ([`assert_same_on_one_and_two_threads`]).
+///
+/// # Panics
+/// When the results differ or building, training or predicting fails.
+pub fn assert_fit_same_on_one_and_two_threads<M: Model>(
+    build: impl Fn() -> Result<M> + Sync,
+    data: &Dataset,
+    fit: &FitConfig,
+    predict: &PredictConfig,
+) {
+    assert_same_on_one_and_two_threads(|| {
+        fit_and_predict(&build, data, fit, predict)
+            .unwrap_or_else(|e| panic!("fit and predict failed: {e}"))
+    });
+}
+
 /// Writes `model` to JSON, reads it back with `restore` and asserts the copy has the same
-/// parameters, backend name and predictive at `x`; then sets the checkpoint's
-/// `"num_inducing"` to 0 and asserts `restore` rejects it with an error (an edited or
-/// corrupted checkpoint must not come back as a model that panics later).
+/// parameters, backend name and predictive at `x`; then asserts that `restore` rejects,
+/// with an error, the checkpoint with its first `"num_inducing"` set to 0 and every
+/// edit of [`standard_checkpoint_edits`] (an edited or corrupted checkpoint must not come
+/// back as a model that panics later).
 ///
 /// # Panics
 /// When anything differs or fails (that is the check), or the JSON has no
-/// `"num_inducing":` field.
+/// `"num_inducing":` or numeric `"layers"` field.
 pub fn assert_checkpoint_round_trip<M: Model>(
     model: &M,
     restore: impl Fn(&str) -> Result<M>,
@@ -120,4 +267,431 @@ pub fn assert_checkpoint_round_trip<M: Model>(
         restore(&edited).is_err(),
         "a checkpoint with num_inducing = 0 was accepted"
     );
+    assert_checkpoint_rejects(&json, restore, &standard_checkpoint_edits());
+}
+
+/// One way of spoiling a checkpoint: a description and a function from the valid JSON to
+/// the spoiled one (`None` when the checkpoint has nothing to spoil that way, which
+/// [`assert_checkpoint_rejects`] treats as a failure: the edit was meant to apply).
+pub struct CheckpointEdit {
+    /// What the edit does, for the failure message.
+    pub what: String,
+    edit: EditFn,
+}
+
+/// The function inside a [`CheckpointEdit`].
+type EditFn = Box<dyn Fn(&str) -> Option<String>>;
+
+impl CheckpointEdit {
+    /// An edit described by `what`.
+    pub fn new(what: impl Into<String>, edit: impl Fn(&str) -> Option<String> + 'static) -> Self {
+        CheckpointEdit {
+            what: what.into(),
+            edit: Box::new(edit),
+        }
+    }
+
+    /// The spoiled checkpoint, `None` when the edit does not apply to `json`.
+    pub fn apply(&self, json: &str) -> Option<String> {
+        (self.edit)(json)
+    }
+
+    /// Sets every object member named `key` whose value is a number, anywhere in the
+    /// checkpoint, to `value`.
+    pub fn set_numbers(key: &'static str, value: f64) -> Self {
+        CheckpointEdit::new(
+            format!("every numeric \"{key}\" set to {value}"),
+            move |json| set_numbers(json, key, value),
+        )
+    }
+}
+
+/// The edits every backend's checkpoint must survive as an error: cut in half (invalid
+/// JSON), an empty object, an array, every numeric `"layers"` set to 0 and every numeric
+/// `"num_inducing"` set to 0.
+pub fn standard_checkpoint_edits() -> Vec<CheckpointEdit> {
+    vec![
+        CheckpointEdit::new("cut in half", |json| {
+            let mut half = json.len() / 2;
+            while !json.is_char_boundary(half) {
+                half -= 1;
+            }
+            Some(json[..half].to_string())
+        }),
+        CheckpointEdit::new("an empty object", |_| Some("{}".into())),
+        CheckpointEdit::new("an array", |_| Some("[]".into())),
+        CheckpointEdit::set_numbers("layers", 0.0),
+        CheckpointEdit::set_numbers("num_inducing", 0.0),
+    ]
+}
+
+/// Asserts that `restore` returns an error (not a model, not a panic) for the checkpoint
+/// `json` spoiled by each of `edits`.
+///
+/// # Panics
+/// When an edited checkpoint is accepted or an edit finds nothing to change.
+///
+/// ```
+/// use dgp_traits::error::{Error, Result};
+/// use dgp_traits::testing::{CheckpointEdit, assert_checkpoint_rejects};
+/// // A "model" that is its one positive setting.
+/// fn restore(json: &str) -> Result<u32> {
+///     let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::Serde(e.to_string()))?;
+///     match v["layers"].as_u64() {
+///         Some(n) if n > 0 => Ok(n as u32),
+///         _ => Err(Error::Config("layers must be at least 1".into())),
+///     }
+/// }
+/// assert_checkpoint_rejects(r#"{"layers": 2}"#, restore, &[CheckpointEdit::set_numbers("layers", 0.0)]);
+/// ```
+pub fn assert_checkpoint_rejects<M>(
+    json: &str,
+    restore: impl Fn(&str) -> Result<M>,
+    edits: &[CheckpointEdit],
+) {
+    for e in edits {
+        let spoiled = e
+            .apply(json)
+            .unwrap_or_else(|| panic!("checkpoint edit \"{}\" found nothing to change", e.what));
+        assert_ne!(
+            spoiled, json,
+            "checkpoint edit \"{}\" changed nothing",
+            e.what
+        );
+        assert!(
+            restore(&spoiled).is_err(),
+            "a checkpoint edited by \"{}\" was accepted",
+            e.what
+        );
+    }
+}
+
+/// `json` with every object member named `key` whose value is a number set to `value`;
+/// `None` when `json` does not parse or has no such member.
+pub fn set_numbers(json: &str, key: &str, value: f64) -> Option<String> {
+    fn walk(v: &mut serde_json::Value, key: &str, value: &serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::Object(map) => map
+                .iter_mut()
+                .map(|(k, child)| {
+                    if k == key && child.is_number() {
+                        *child = value.clone();
+                        1
+                    } else {
+                        walk(child, key, value)
+                    }
+                })
+                .sum(),
+            serde_json::Value::Array(items) => items.iter_mut().map(|c| walk(c, key, value)).sum(),
+            _ => 0,
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let number = if value.fract() == 0.0 && value >= 0.0 && value < 2f64.powi(53) {
+        serde_json::Value::from(value as u64)
+    } else {
+        serde_json::Value::from(value)
+    };
+    (walk(&mut v, key, &number) > 0).then(|| v.to_string())
+}
+
+/// Asserts that `build` rejects each configuration of `cases` with an error whose message
+/// contains every one of its key words (case-insensitive): a bad setting must be an error
+/// that names it, not a panic and not a silently different model.
+///
+/// # Panics
+/// When a configuration is accepted or its message misses a key word.
+///
+/// ```
+/// use dgp_traits::error::{Error, Result};
+/// fn build(width: usize) -> Result<usize> {
+///     if width == 0 {
+///         return Err(Error::Config("toy: width must be at least 1".into()));
+///     }
+///     Ok(width)
+/// }
+/// dgp_traits::testing::assert_config_errors(&[(0, &["width", "at least 1"][..])], build);
+/// ```
+#[track_caller]
+pub fn assert_config_errors<C: Clone + Debug, T>(
+    cases: &[(C, &[&str])],
+    build: impl Fn(C) -> Result<T>,
+) {
+    for (cfg, words) in cases {
+        match build(cfg.clone()) {
+            Ok(_) => panic!("the configuration {cfg:?} was accepted"),
+            Err(e) => {
+                let msg = e.to_string();
+                let lower = msg.to_lowercase();
+                for w in *words {
+                    assert!(
+                        lower.contains(&w.to_lowercase()),
+                        "the error for {cfg:?} does not name {w:?}: {msg}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Asserts that `model` (trained on `input_dim` input columns) rejects with an error, not
+/// a panic, predictions at inputs of the wrong width (4 × `input_dim + 1` zeros), with no
+/// rows, with a NaN and with an infinite entry.
+///
+/// # Panics
+/// When any of them is accepted (that is the check).
+pub fn assert_predict_rejects_bad_inputs<M: Model + ?Sized>(model: &M, input_dim: usize) {
+    let cfg = PredictConfig::default();
+    let cases = [
+        ("a column too many", Mat::<f64>::zeros(4, input_dim + 1)),
+        ("no rows", Mat::<f64>::zeros(0, input_dim)),
+        ("NaN", Mat::from_fn(2, input_dim, |_, _| f64::NAN)),
+        (
+            "an infinite entry",
+            Mat::from_fn(2, input_dim, |i, j| {
+                if (i, j) == (1, 0) { f64::INFINITY } else { 0.0 }
+            }),
+        ),
+    ];
+    for (what, x) in cases {
+        assert!(
+            model.predict(x.as_ref(), &cfg).is_err(),
+            "predict accepted inputs with {what}"
+        );
+    }
+}
+
+/// Copies the value of every block of `from` whose name passes `keep` into the block of
+/// the same name in `to` (e.g. all but the `".q."` blocks, to compare two
+/// parameterisations of one model).
+///
+/// # Panics
+/// When `to` has no block of that name or its shape differs.
+pub fn copy_blocks(from: &ParamStore, to: &mut ParamStore, keep: impl Fn(&str) -> bool) {
+    for b in from.blocks() {
+        if keep(&b.name) {
+            let id = to
+                .id(&b.name)
+                .unwrap_or_else(|| panic!("no block {} to copy into", b.name));
+            to.set(id, b.value.clone())
+                .unwrap_or_else(|e| panic!("copying block {}: {e}", b.name));
+        }
+    }
+}
+
+/// The dense lower-triangular factor of an unconstrained square block, as the tape's
+/// [`crate::tape::Tape::lower_cholesky_factor`] forms it: strict lower triangle as is,
+/// diagonal `softplus(raw_ii) + floor`, upper triangle zero.
+pub fn lower_factor(raw: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
+    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
+        if i == j {
+            crate::transforms::softplus(raw[(i, i)]) + floor
+        } else if i > j {
+            raw[(i, j)]
+        } else {
+            0.0
+        }
+    })
+}
+
+/// The unconstrained block whose [`lower_factor`] is the lower-triangular `l` (diagonal
+/// entries above `floor`): the inverse transform.
+pub fn raw_lower_factor(l: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
+    Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
+        if i == j {
+            crate::transforms::inv_softplus(l[(i, i)] - floor)
+        } else if i > j {
+            l[(i, j)]
+        } else {
+            0.0
+        }
+    })
+}
+
+/// `log N(y | 0, K + σ²I)` for the n×n kernel matrix `k` and noise variance `noise`, by a
+/// dense Cholesky factorisation: the exact GP log marginal likelihood, which a one-layer
+/// variational bound must not exceed.
+///
+/// # Panics
+/// When `K + σ²I` is not positive definite.
+pub fn exact_gp_log_marginal(mut k: Mat<f64>, noise: f64, y: MatRef<'_, f64>) -> f64 {
+    use faer::linalg::solvers::Solve;
+    let n = k.nrows();
+    for i in 0..n {
+        k[(i, i)] += noise;
+    }
+    let llt = k
+        .llt(faer::Side::Lower)
+        .expect("K + noise·I is positive definite");
+    let alpha = llt.solve(y);
+    let quad = (y.transpose() * &alpha)[(0, 0)];
+    let logdet = 2.0 * (0..n).map(|i| llt.L()[(i, i)].ln()).sum::<f64>();
+    -0.5 * quad - 0.5 * logdet - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::params::Role;
+    use crate::rng::Rng;
+    use crate::tape::{Backward, BackwardCtx, GradSink, Tape};
+
+    /// −Σ (x w − y)² with, when `wrong`, a backward rule that drops the factor 2 of the
+    /// square.
+    struct Toy {
+        params: ParamStore,
+        wrong: bool,
+    }
+
+    struct HalfSquare;
+
+    impl Backward for HalfSquare {
+        fn name(&self) -> &'static str {
+            "half_square"
+        }
+        fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+            let (r, g) = (ctx.input(0), ctx.grad()[(0, 0)]);
+            let d = Mat::from_fn(r.nrows(), r.ncols(), |i, j| g * r[(i, j)]);
+            sink.add(0, d.as_ref());
+        }
+    }
+
+    impl Toy {
+        fn new(wrong: bool) -> Toy {
+            let mut params = ParamStore::new();
+            params
+                .add(
+                    "w",
+                    Mat::from_fn(3, 1, |i, _| 0.1 * i as f64),
+                    Role::Optimised,
+                )
+                .unwrap();
+            params
+                .add("fixed", Mat::from_fn(1, 1, |_, _| 0.5), Role::Fixed)
+                .unwrap();
+            Toy { params, wrong }
+        }
+    }
+
+    impl Objective for Toy {
+        fn params(&self) -> &ParamStore {
+            &self.params
+        }
+        fn record(&self, t: &mut Tape, p: &[Var], b: &Batch<'_>, rng: &mut Rng) -> Result<Var> {
+            let noise = standard_normal(rng, b.x.nrows(), 1);
+            let x = t.constant(b.x.to_owned());
+            let y = t.constant(b.y.to_owned());
+            let e = t.constant(noise);
+            let f = t.matmul(x, p[0]);
+            let f = t.add(f, e);
+            let f = t.scale_by(f, p[1]);
+            let r = t.sub(f, y);
+            let s = if self.wrong {
+                let v = t.value(r);
+                let s: f64 = (0..v.nrows()).map(|i| v[(i, 0)] * v[(i, 0)]).sum();
+                t.push(Mat::from_fn(1, 1, |_, _| s), &[r], HalfSquare)
+            } else {
+                t.sum_squares(r)
+            };
+            Ok(t.neg(s))
+        }
+    }
+
+    #[test]
+    fn gradient_check_passes_a_right_and_catches_a_wrong_gradient() {
+        let data = toy_regression(10, 3, 1.0, 2);
+        let batch = Batch::new(data.x(), data.y(), 10).unwrap();
+        assert_objective_gradient(&Toy::new(false), &batch, 5, 1e-8, "right");
+        let report =
+            check_objective_gradient(&Toy::new(true), &batch, 5, GradCheck::default()).unwrap();
+        assert!(report.within(1e-2).is_err(), "{report:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "wrong toy: gradient mismatch")]
+    fn gradient_assertion_names_the_label() {
+        let data = toy_regression(10, 3, 1.0, 2);
+        let batch = Batch::new(data.x(), data.y(), 10).unwrap();
+        assert_objective_gradient(&Toy::new(true), &batch, 5, 1e-6, "wrong toy");
+    }
+
+    fn restore(json: &str) -> Result<u64> {
+        let v: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| Error::Serde(e.to_string()))?;
+        match (v["config"]["layers"].as_u64(), v["num_inducing"].as_u64()) {
+            (Some(l), Some(m)) if l > 0 && m > 0 => Ok(l * m),
+            _ => Err(Error::Config(
+                "layers and num_inducing must be at least 1".into(),
+            )),
+        }
+    }
+
+    #[test]
+    fn standard_checkpoint_edits_are_rejected_by_a_validating_reader() {
+        let json = r#"{"config":{"layers":2,"name":"x"},"num_inducing":7,"layers":[1,2]}"#;
+        assert_eq!(restore(json).unwrap(), 14);
+        assert_checkpoint_rejects(json, restore, &standard_checkpoint_edits());
+        assert_eq!(
+            set_numbers(json, "layers", 0.0).unwrap(),
+            r#"{"config":{"layers":0,"name":"x"},"layers":[1,2],"num_inducing":7}"#
+        );
+        assert_eq!(set_numbers(json, "absent", 0.0), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "was accepted")]
+    fn a_reader_that_accepts_anything_fails_the_checkpoint_check() {
+        let json = r#"{"layers":2,"num_inducing":3}"#;
+        assert_checkpoint_rejects(json, |_| Ok(()), &standard_checkpoint_edits());
+    }
+
+    #[test]
+    #[should_panic(expected = "found nothing to change")]
+    fn an_edit_that_does_not_apply_fails() {
+        let json = r#"{"num_inducing":3}"#;
+        assert_checkpoint_rejects(json, restore, &[CheckpointEdit::set_numbers("layers", 0.0)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not name \"depth\"")]
+    fn config_errors_must_name_their_key_words() {
+        assert_config_errors(&[(0usize, &["depth"][..])], |_| {
+            Err::<(), _>(Error::Config("layers must be at least 1".into()))
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "was accepted")]
+    fn accepted_bad_configs_fail() {
+        assert_config_errors(&[(0usize, &["layers"][..])], Ok::<_, Error>);
+    }
+
+    #[test]
+    fn dense_references() {
+        let raw = Mat::from_fn(3, 3, |i, j| 0.3 * i as f64 - 0.2 * j as f64 + 0.1);
+        let l = lower_factor(raw.as_ref(), 1e-4);
+        assert_eq!(l[(0, 1)], 0.0);
+        let back = raw_lower_factor(l.as_ref(), 1e-4);
+        for j in 0..3 {
+            for i in j..3 {
+                assert!((back[(i, j)] - raw[(i, j)]).abs() < 1e-12);
+            }
+        }
+        // n = 1: log N(y | 0, k + σ²).
+        let y = Mat::from_fn(1, 1, |_, _| 0.7);
+        let got = exact_gp_log_marginal(Mat::from_fn(1, 1, |_, _| 1.5), 0.5, y.as_ref());
+        let want = -0.5 * 0.49 / 2.0 - 0.5 * (2.0 * std::f64::consts::PI * 2.0).ln();
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+        let mut to = ParamStore::new();
+        let id = to.add("a.q.m", Mat::zeros(1, 1), Role::Optimised).unwrap();
+        let b = to.add("a.k", Mat::zeros(1, 1), Role::Optimised).unwrap();
+        let mut from = ParamStore::new();
+        from.add("a.q.m", Mat::from_fn(1, 1, |_, _| 1.0), Role::Optimised)
+            .unwrap();
+        from.add("a.k", Mat::from_fn(1, 1, |_, _| 2.0), Role::Optimised)
+            .unwrap();
+        copy_blocks(&from, &mut to, |n| !n.contains(".q."));
+        assert_eq!((to.get(id)[(0, 0)], to.get(b)[(0, 0)]), (0.0, 2.0));
+    }
 }

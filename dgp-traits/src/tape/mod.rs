@@ -10,8 +10,9 @@
 //! workspace is built from a small set of dense operations. Recording whole matrices keeps
 //! the tape's bookkeeping negligible next to the O(B·M²) algebra.
 //!
-//! Operations live in submodules, one family per file: [`ops`] (elementwise, reductions,
-//! broadcasts, matmul), [`linalg`] (Cholesky, triangular solve, log-determinant). Kernels add
+//! Operations live in submodules, one family per file: [`ops`] (matrix products,
+//! elementwise maps, reductions, broadcasts, softmax, structure, indexing; one file each
+//! under `tape/ops/`), [`linalg`] (Cholesky, triangular solve, log-determinant). Kernels add
 //! their fused operations in `crate::kernels`; backend crates add their own (for example
 //! psi-statistics) by implementing [`Backward`] and calling [`Tape::push`].
 //!
