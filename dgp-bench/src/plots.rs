@@ -151,20 +151,7 @@ pub fn plot_predictive_1d(
             .build_cartesian_2d(x0..x1, y0..y1)?;
         chart.configure_mesh().x_desc("x").y_desc("y").draw()?;
         let clip = |v: f64| v.clamp(y0, y1);
-        let band: Vec<(f64, f64)> = curve
-            .x
-            .iter()
-            .zip(&curve.upper)
-            .map(|(&x, &u)| (x, clip(u)))
-            .chain(
-                curve
-                    .x
-                    .iter()
-                    .zip(&curve.lower)
-                    .rev()
-                    .map(|(&x, &l)| (x, clip(l))),
-            )
-            .collect();
+        let band = band_polygon(curve, clip);
         let band_colour = RGBColor(120, 100, 200);
         chart
             .draw_series(std::iter::once(Polygon::new(
@@ -230,6 +217,19 @@ pub fn plot_predictive_1d(
         Ok(())
     };
     draw().map_err(|e| BenchError::output(path, e))
+}
+
+/// The outline of the predictive band: the upper bounds left to right, then the lower
+/// bounds right to left, each clipped by `clip`.
+fn band_polygon(curve: &Curve1d, clip: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+    let upper = curve
+        .x
+        .iter()
+        .zip(&curve.upper)
+        .map(|(&x, &u)| (x, clip(u)));
+    let lower = curve.x.iter().zip(&curve.lower).rev();
+    let lower: Vec<(f64, f64)> = lower.map(|(&x, &l)| (x, clip(l))).collect();
+    upper.chain(lower).collect()
 }
 
 /// Draws calibration curves (nominal vs empirical central-interval coverage), one line

@@ -8,11 +8,11 @@
 use std::time::Instant;
 
 use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
-use dgp_traits::model::{Batch, FitConfig, PredictConfig};
+use dgp_traits::model::{Batch, FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
-use faer::{Mat, Par};
+use faer::{Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{ArchSpec, BackendEntry};
@@ -189,15 +189,8 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         samples: spec.arch.predict_samples,
         seed: spec.seed.wrapping_add(1),
     };
-    let mut ptimes = Vec::with_capacity(spec.predict_reps);
-    for _ in 0..spec.predict_reps {
-        let t0 = Instant::now();
-        let pred = model
-            .predict(test_x.as_ref(), &cfg)
-            .map_err(|e| BenchError::run(ctx("predicting"), e))?;
-        ptimes.push(t0.elapsed().as_secs_f64() * 1e3);
-        std::hint::black_box(pred);
-    }
+    let ptimes = time_predictions(model.as_ref(), test_x.as_ref(), &cfg, spec.predict_reps)
+        .map_err(|e| BenchError::run(ctx("predicting"), e))?;
     Ok(TimingResult {
         backend: b.name().to_string(),
         dataset: spec.data.name.clone(),
@@ -222,6 +215,23 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         predict_ms_min: min(&ptimes),
         threads: rayon::current_num_threads(),
     })
+}
+
+/// Milliseconds of each of `reps` predictions of `x`.
+fn time_predictions(
+    model: &dyn Model,
+    x: MatRef<'_, f64>,
+    cfg: &PredictConfig,
+    reps: usize,
+) -> dgp_traits::Result<Vec<f64>> {
+    let mut ptimes = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        let pred = model.predict(x, cfg)?;
+        ptimes.push(t0.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(pred);
+    }
+    Ok(ptimes)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 use std::str::FromStr;
 
 use dgp_traits::backend::{
-    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
+    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
@@ -83,47 +83,20 @@ pub static DSPP_BACKEND: DsppBackend = DsppBackend;
 pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
 
 impl DsppBackend {
-    /// The configuration of the common settings (before tuning): M, layers, sites = the
-    /// mixture components, the hidden width where given; everything else
-    /// [`DsppConfig::default`].
-    pub fn base_config(common: &CommonSettings) -> DsppConfig {
-        let d = DsppConfig::default();
-        DsppConfig {
-            layers: common.layers,
-            num_inducing: common.num_inducing,
-            hidden_width: common.hidden_width.unwrap_or(d.hidden_width),
-            sites: common.predict_samples,
-            init_seed: common.seed,
-            ..d
-        }
-    }
-
-    /// The checked configuration of `common` with `settings` applied (before tuning).
-    ///
-    /// # Errors
-    /// Unknown or reserved keys, values of the wrong type, fields out of range.
-    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<DsppConfig>> {
-        let settings = normalised(settings)?;
-        Checked::new(apply_settings(
-            &SCHEMA,
-            &Self::base_config(common),
-            &settings,
-        )?)
-    }
-
-    /// [`DsppBackend::config`], with β_reg (and, for two or more layers, the hidden
+    /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
     /// width) chosen by [`select_beta`] on a validation part of `train` when
     /// `common.tune` is set and they are not given.
     ///
     /// # Errors
-    /// As [`DsppBackend::config`] and [`select_beta`].
+    /// As [`ConfigBackend::config`] and [`select_beta`].
     pub fn tuned_config(
+        &self,
+        base: Checked<DsppConfig>,
         common: &CommonSettings,
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Checked<DsppConfig>> {
-        let base = Self::config(common, settings)?;
         let betas: Vec<f64> = if settings.contains_key("beta") {
             vec![base.beta]
         } else {
@@ -145,20 +118,9 @@ impl DsppBackend {
     }
 }
 
-fn build_tuned(
-    common: &CommonSettings,
-    settings: &Settings,
-    fit: &FitConfig,
-    train: &Dataset,
-) -> Result<Box<dyn Model>> {
-    let cfg = DsppBackend::tuned_config(common, settings, fit, train)?.into_inner();
-    if cfg.layers == 1 {
-        return Ok(Box::new(Ppgpr::new(cfg, train)?));
-    }
-    Ok(Box::new(Dspp::new(cfg, train)?))
-}
+impl ConfigBackend for DsppBackend {
+    type Config = DsppConfig;
 
-impl Backend for DsppBackend {
     fn name(&self) -> &'static str {
         "dspp"
     }
@@ -167,38 +129,53 @@ impl Backend for DsppBackend {
         "deep sigma point processes, learned quadrature (Jankowiak, Pleiss & Gardner 2020)"
     }
 
-    fn allowed_keys(&self) -> Vec<String> {
-        SCHEMA.allowed_keys(&DsppConfig::default())
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
     }
 
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
-        Self::config(common, settings).map(|_| ())
+    /// The configuration of the common settings (before tuning): M, layers, sites = the
+    /// mixture components, the hidden width where given; everything else
+    /// [`DsppConfig::default`].
+    fn base_config(&self, common: &CommonSettings) -> DsppConfig {
+        let d = DsppConfig::default();
+        DsppConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width.unwrap_or(d.hidden_width),
+            sites: common.predict_samples,
+            init_seed: common.seed,
+            ..d
+        }
     }
 
-    fn build(
+    /// `rule`, `init` and `q_cov` in their canonical spelling.
+    fn normalise(&self, settings: &Settings) -> Result<Settings> {
+        normalised(settings)
+    }
+
+    /// [`Dspp`] for two or more layers, [`Ppgpr`] for one, after tuning
+    /// ([`DsppBackend::tuned_config`]).
+    fn build_checked(
         &self,
+        config: Checked<DsppConfig>,
         common: &CommonSettings,
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Box<dyn Model>> {
-        build_tuned(common, settings, fit, train)
-    }
-}
-
-impl PpgprBackend {
-    fn one_layer(common: &CommonSettings) -> Result<()> {
-        if common.layers != 1 {
-            return Err(Error::Config(format!(
-                "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
-                common.layers
-            )));
+        let cfg = self
+            .tuned_config(config, common, settings, fit, train)?
+            .into_inner();
+        if cfg.layers == 1 {
+            return Ok(Box::new(Ppgpr::new(cfg, train)?));
         }
-        Ok(())
+        Ok(Box::new(Dspp::new(cfg, train)?))
     }
 }
 
-impl Backend for PpgprBackend {
+impl ConfigBackend for PpgprBackend {
+    type Config = DsppConfig;
+
     fn name(&self) -> &'static str {
         "ppgpr"
     }
@@ -207,30 +184,45 @@ impl Backend for PpgprBackend {
         "parametric predictive GP regression, the one-layer DSPP (Jankowiak et al. 2020, eq. 16)"
     }
 
-    fn allowed_keys(&self) -> Vec<String> {
-        DSPP_BACKEND.allowed_keys()
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
     }
 
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
-        Self::one_layer(common)?;
-        DSPP_BACKEND.check(common, settings)
+    fn base_config(&self, common: &CommonSettings) -> DsppConfig {
+        DsppBackend.base_config(common)
     }
 
-    fn build(
+    /// ppgpr is the one-layer model: any other layer count is an error.
+    fn check_common(&self, common: &CommonSettings) -> Result<()> {
+        if common.layers != 1 {
+            return Err(Error::Config(format!(
+                "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
+                common.layers
+            )));
+        }
+        Ok(())
+    }
+
+    fn normalise(&self, settings: &Settings) -> Result<Settings> {
+        normalised(settings)
+    }
+
+    fn build_checked(
         &self,
+        config: Checked<DsppConfig>,
         common: &CommonSettings,
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Box<dyn Model>> {
-        Self::one_layer(common)?;
-        build_tuned(common, settings, fit, train)
+        DsppBackend.build_checked(config, common, settings, fit, train)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dgp_traits::backend::Backend;
 
     fn common(layers: usize) -> CommonSettings {
         CommonSettings {
@@ -246,15 +238,15 @@ mod tests {
 
     #[test]
     fn rule_and_beta_settings_match_the_struct() {
-        let base = DsppBackend::base_config(&common(2));
+        let base = DsppBackend.base_config(&common(2));
         assert_eq!(
-            *DsppBackend::config(&common(2), &Settings::new()).unwrap(),
+            *DsppBackend.config(&common(2), &Settings::new()).unwrap(),
             base
         );
         let mut s = Settings::new();
         s.insert("rule".into(), Value::from("QR1"));
         s.insert("beta".into(), Value::from(0.2));
-        let c = DsppBackend::config(&common(2), &s).unwrap();
+        let c = DsppBackend.config(&common(2), &s).unwrap();
         assert_eq!(
             *c,
             DsppConfig {
@@ -269,17 +261,17 @@ mod tests {
     fn bad_settings_name_the_key_or_field() {
         let mut s = Settings::new();
         s.insert("rule".into(), Value::from("qr9"));
-        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        let e = DsppBackend.config(&common(2), &s).unwrap_err().to_string();
         assert!(e.contains("'rule'") && e.contains("qr1, qr2 or qr3"), "{e}");
         let mut s = Settings::new();
         s.insert("restart_fraction".into(), Value::from(1.5));
-        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        let e = DsppBackend.config(&common(2), &s).unwrap_err().to_string();
         assert!(e.contains("restart_fraction must be in (0, 1)"), "{e}");
         let mut s = Settings::new();
         s.insert("betta".into(), Value::from(1.0));
-        let e = DsppBackend::config(&common(2), &s).unwrap_err().to_string();
+        let e = DsppBackend.config(&common(2), &s).unwrap_err().to_string();
         assert!(e.contains("'betta'") && e.contains("beta"), "{e}");
-        assert!(PPGPR_BACKEND.check(&common(2), &Settings::new()).is_err());
-        assert!(PPGPR_BACKEND.check(&common(1), &Settings::new()).is_ok());
+        assert!(Backend::check(&PPGPR_BACKEND, &common(2), &Settings::new()).is_err());
+        assert!(Backend::check(&PPGPR_BACKEND, &common(1), &Settings::new()).is_ok());
     }
 }

@@ -3,7 +3,6 @@
 //! (`shared/specs/dspp.md` §6).
 
 use crate::config::{DsppConfig, QCov};
-use crate::model::{Q_MEAN_INIT_SD, Q_SD_FLOOR, Z_NOISE_SD};
 use dgp_traits::error::Result;
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit};
@@ -16,6 +15,14 @@ use dgp_traits::transforms::inv_softplus;
 use faer::Mat;
 use serde::{Deserialize, Serialize};
 
+/// Lower bound of q(v)'s standard deviations (diagonal) and of the diagonal of its Cholesky
+/// factors (full), after the softplus transform.
+pub const Q_SD_FLOOR: f64 = 1e-8;
+/// Standard deviation of the initial q(v) means (GPyTorch `MeanFieldVariationalDistribution`).
+pub const Q_MEAN_INIT_SD: f64 = 1e-3;
+/// Standard deviation of the noise added to the shared k-means centres of independent
+/// first-layer GPs (GPyTorch notebook).
+pub const Z_NOISE_SD: f64 = 0.01;
 /// Parameter blocks of q(v) for one block of GPs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum QSqrtParams {

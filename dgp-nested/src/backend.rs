@@ -5,8 +5,7 @@
 //! `num_inducing`, `hidden_width` and `init_seed`.
 
 use dgp_traits::backend::{
-    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
-    describe_generic,
+    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate, describe_generic,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -39,9 +38,23 @@ pub struct NestedBackend;
 /// The value a harness registers.
 pub static NESTED_BACKEND: NestedBackend = NestedBackend;
 
-impl NestedBackend {
-    /// The configuration of the common settings (everything else [`NestedConfig::default`]).
-    pub fn base_config(common: &CommonSettings) -> NestedConfig {
+impl ConfigBackend for NestedBackend {
+    type Config = NestedConfig;
+
+    fn name(&self) -> &'static str {
+        "nested"
+    }
+
+    fn description(&self) -> &'static str {
+        "nested variational compression with psi-statistics (Hensman & Lawrence 2014)"
+    }
+
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
+    }
+
+    /// The common settings' fields; everything else [`NestedConfig::default`].
+    fn base_config(&self, common: &CommonSettings) -> NestedConfig {
         NestedConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
@@ -51,45 +64,15 @@ impl NestedBackend {
         }
     }
 
-    /// The checked configuration of `common` with `settings` applied.
-    ///
-    /// # Errors
-    /// Unknown or reserved keys, values of the wrong type, fields out of range.
-    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<NestedConfig>> {
-        Checked::new(apply_settings(
-            &SCHEMA,
-            &Self::base_config(common),
-            settings,
-        )?)
-    }
-}
-
-impl Backend for NestedBackend {
-    fn name(&self) -> &'static str {
-        "nested"
-    }
-
-    fn description(&self) -> &'static str {
-        "nested variational compression with psi-statistics (Hensman & Lawrence 2014)"
-    }
-
-    fn allowed_keys(&self) -> Vec<String> {
-        SCHEMA.allowed_keys(&NestedConfig::default())
-    }
-
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
-        Self::config(common, settings).map(|_| ())
-    }
-
-    fn build(
+    fn build_checked(
         &self,
-        common: &CommonSettings,
-        settings: &Settings,
+        config: Checked<NestedConfig>,
+        _common: &CommonSettings,
+        _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Box<dyn Model>> {
-        let cfg = Self::config(common, settings)?;
-        Ok(Box::new(NestedDgp::new(cfg.into_inner(), train)?))
+        Ok(Box::new(NestedDgp::new(config.into_inner(), train)?))
     }
 
     /// `linear_mean` reads "hidden mean linear" / "hidden mean zero"; the rest as
@@ -108,6 +91,7 @@ impl Backend for NestedBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dgp_traits::backend::Backend;
 
     #[test]
     fn linear_mean_setting_and_bad_keys() {
@@ -120,14 +104,14 @@ mod tests {
             seed: 3,
             tune: false,
         };
-        let base = NestedBackend::base_config(&common);
+        let base = NestedBackend.base_config(&common);
         assert_eq!(
-            *NestedBackend::config(&common, &Settings::new()).unwrap(),
+            *NestedBackend.config(&common, &Settings::new()).unwrap(),
             base
         );
         let mut s = Settings::new();
         s.insert("linear_mean".into(), Value::Bool(true));
-        let c = NestedBackend::config(&common, &s).unwrap();
+        let c = NestedBackend.config(&common, &s).unwrap();
         assert_eq!(
             *c,
             NestedConfig {
@@ -135,13 +119,16 @@ mod tests {
                 ..base
             }
         );
-        assert_eq!(NESTED_BACKEND.describe_settings(&s), ", hidden mean linear");
+        assert_eq!(
+            Backend::describe_settings(&NESTED_BACKEND, &s),
+            ", hidden mean linear"
+        );
         s.insert("hidden_q_scale".into(), Value::from(0.0));
-        let e = NestedBackend::config(&common, &s).unwrap_err().to_string();
+        let e = NestedBackend.config(&common, &s).unwrap_err().to_string();
         assert!(e.contains("hidden_q_scale must be in (0, 1]"), "{e}");
         let mut s = Settings::new();
         s.insert("mean".into(), Value::from("linear"));
-        let e = NestedBackend::config(&common, &s).unwrap_err().to_string();
+        let e = NestedBackend.config(&common, &s).unwrap_err().to_string();
         assert!(
             e.contains("unknown setting 'mean'") && e.contains("linear_mean"),
             "{e}"

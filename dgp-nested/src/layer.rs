@@ -2,14 +2,16 @@
 //! inducing inputs Z, a non-whitened q(u_d) = N(m_d, S_d) per output (S_d = L_d L_dᵀ), and
 //! Gaussian noise σ² (`shared/specs/nested.md` §1), plus the per-layer terms of the bound.
 
+use crate::config::NestedConfig;
 use crate::psi::{self, ExpectationRule};
 use dgp_traits::error::Result;
 use dgp_traits::kernels::{Kernel, KernelVars};
 use dgp_traits::layer::{HYPER_FLOOR, QSqrt, QVars, kl_divergence};
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::linalg::Tri;
-use dgp_traits::params::ParamId;
+use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::tape::{Tape, Var};
+use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
 /// Lower bound of the diagonal of q(u)'s Cholesky factors (softplus + floor).
@@ -394,4 +396,35 @@ fn propagated_variance(tape: &mut Tape, q_factors: &[Var], at: Var) -> Var {
     } else {
         tape.concat_cols(&cols)
     }
+}
+
+/// `softplus(raw) + floor`.
+pub(crate) fn positive(raw: f64, floor: f64) -> f64 {
+    dgp_traits::transforms::softplus(raw) + floor
+}
+
+/// Propagated q(h) of one layer for inputs N(mean, diag var) (`var = None`: points):
+/// means and variances including the layer's noise σ² (values).
+pub(crate) fn layer_moments(
+    layer: &NestedLayer,
+    params: &ParamStore,
+    mean: MatRef<'_, f64>,
+    var: Option<MatRef<'_, f64>>,
+    config: &NestedConfig,
+) -> Result<(Mat<f64>, Mat<f64>)> {
+    let mut tape = Tape::new();
+    let leaves = params.record(&mut tape);
+    let mv = tape.constant(mean.to_owned());
+    let input = match var {
+        None => LayerInput::Points(mv),
+        Some(v) => LayerInput::Gaussian {
+            mean: mv,
+            var: tape.constant(v.to_owned()),
+        },
+    };
+    let st = layer.stats(&mut tape, &leaves, input, &config.fallback, Need::Moments)?;
+    let noise = positive(params.get(layer.noise)[(0, 0)], NOISE_FLOOR);
+    let fv = tape.value(st.fvar);
+    let v = Mat::from_fn(fv.nrows(), fv.ncols(), |i, j| fv[(i, j)].max(0.0) + noise);
+    Ok((tape.value(st.mean).to_owned(), v))
 }

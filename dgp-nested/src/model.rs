@@ -3,8 +3,7 @@
 
 use crate::config::{NestedConfig, Optimiser, PredictMode};
 use crate::init::init_layer;
-use crate::layer::{NOISE_FLOOR, NestedLayer};
-use crate::moments::layer_moments;
+use crate::layer::{NOISE_FLOOR, NestedLayer, layer_moments, positive};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
@@ -18,7 +17,6 @@ use dgp_traits::skeleton::{
     check_inputs, checkpoint, describe_stack, layer_plans, predict_chunked,
 };
 use dgp_traits::train::{AdamStepper, Executor, FullBatchLbfgs, Progress};
-use dgp_traits::transforms::softplus;
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -36,11 +34,6 @@ pub struct NestedDgp {
     pub(crate) params: ParamStore,
     pub(crate) input_dim: usize,
     pub(crate) output_dim: usize,
-}
-
-/// `softplus(raw) + floor`.
-pub(crate) fn positive(raw: f64, floor: f64) -> f64 {
-    softplus(raw) + floor
 }
 
 impl NestedDgp {

@@ -2,13 +2,12 @@
 //! layer by layer (spec §3), the variance the bound does not propagate, and the
 //! single-Gaussian and sampled predictive of a chunk of test points.
 
-use crate::config::{NestedConfig, PredictMode};
-use crate::layer::{LayerInput, LayerStats, NOISE_FLOOR, Need, NestedLayer};
-use crate::model::{NestedDgp, positive};
+use crate::config::PredictMode;
+use crate::layer::{LayerInput, LayerStats, Need, layer_moments};
+use crate::model::NestedDgp;
 use crate::psi;
 use dgp_traits::error::Result;
 use dgp_traits::linalg::{Tri, chol_solve_in_place, tri_solve_in_place};
-use dgp_traits::params::ParamStore;
 use dgp_traits::rng::{Rng, standard_normal};
 use dgp_traits::skeleton::{ChunkMoments, check_inputs};
 use dgp_traits::tape::Tape;
@@ -197,30 +196,4 @@ impl NestedDgp {
         }
         unreachable!("the loop returns at the last layer")
     }
-}
-
-/// Propagated q(h) of one layer for inputs N(mean, diag var) (`var = None`: points):
-/// means and variances including the layer's noise σ² (values).
-pub(crate) fn layer_moments(
-    layer: &NestedLayer,
-    params: &ParamStore,
-    mean: MatRef<'_, f64>,
-    var: Option<MatRef<'_, f64>>,
-    config: &NestedConfig,
-) -> Result<(Mat<f64>, Mat<f64>)> {
-    let mut tape = Tape::new();
-    let leaves = params.record(&mut tape);
-    let mv = tape.constant(mean.to_owned());
-    let input = match var {
-        None => LayerInput::Points(mv),
-        Some(v) => LayerInput::Gaussian {
-            mean: mv,
-            var: tape.constant(v.to_owned()),
-        },
-    };
-    let st = layer.stats(&mut tape, &leaves, input, &config.fallback, Need::Moments)?;
-    let noise = positive(params.get(layer.noise)[(0, 0)], NOISE_FLOOR);
-    let fv = tape.value(st.fvar);
-    let v = Mat::from_fn(fv.nrows(), fv.ncols(), |i, j| fv[(i, j)].max(0.0) + noise);
-    Ok((tape.value(st.mean).to_owned(), v))
 }

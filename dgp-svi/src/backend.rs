@@ -5,8 +5,7 @@
 //! `num_inducing`, `hidden_width`, `train_samples` and `init_seed`.
 
 use dgp_traits::backend::{
-    Backend, Checked, CommonSettings, ConfigSchema, Settings, Validate, apply_settings,
-    describe_generic,
+    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate, describe_generic,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -48,9 +47,24 @@ pub struct SviBackend;
 /// The value a harness registers.
 pub static SVI_BACKEND: SviBackend = SviBackend;
 
-impl SviBackend {
-    /// The configuration of the common settings (everything else [`SviConfig::default`]).
-    pub fn base_config(common: &CommonSettings) -> SviConfig {
+impl ConfigBackend for SviBackend {
+    type Config = SviConfig;
+
+    fn name(&self) -> &'static str {
+        "svi"
+    }
+
+    fn description(&self) -> &'static str {
+        "doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)"
+    }
+
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
+    }
+
+    /// The common settings' fields; everything else [`SviConfig::default`] (Adam on
+    /// everything: no natural-gradient steps).
+    fn base_config(&self, common: &CommonSettings) -> SviConfig {
         SviConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
@@ -62,45 +76,15 @@ impl SviBackend {
         }
     }
 
-    /// The checked configuration of `common` with `settings` applied.
-    ///
-    /// # Errors
-    /// Unknown or reserved keys, values of the wrong type, fields out of range.
-    pub fn config(common: &CommonSettings, settings: &Settings) -> Result<Checked<SviConfig>> {
-        Checked::new(apply_settings(
-            &SCHEMA,
-            &Self::base_config(common),
-            settings,
-        )?)
-    }
-}
-
-impl Backend for SviBackend {
-    fn name(&self) -> &'static str {
-        "svi"
-    }
-
-    fn description(&self) -> &'static str {
-        "doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)"
-    }
-
-    fn allowed_keys(&self) -> Vec<String> {
-        SCHEMA.allowed_keys(&SviConfig::default())
-    }
-
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
-        Self::config(common, settings).map(|_| ())
-    }
-
-    fn build(
+    fn build_checked(
         &self,
-        common: &CommonSettings,
-        settings: &Settings,
+        config: Checked<SviConfig>,
+        _common: &CommonSettings,
+        _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
     ) -> Result<Box<dyn Model>> {
-        let cfg = Self::config(common, settings)?;
-        Ok(Box::new(DeepGp::new(cfg.into_inner(), train)?))
+        Ok(Box::new(DeepGp::new(config.into_inner(), train)?))
     }
 
     fn describe_settings(&self, settings: &Settings) -> String {
@@ -131,6 +115,7 @@ impl Backend for SviBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dgp_traits::backend::Backend;
     use dgp_traits::backend::{insert_dotted, parse_assignment};
 
     fn common() -> CommonSettings {
@@ -156,14 +141,15 @@ mod tests {
 
     #[test]
     fn settings_give_the_same_config_as_the_struct() {
-        let base = SviBackend::base_config(&common());
-        let c = SviBackend::config(&common(), &Settings::new()).unwrap();
+        let base = SviBackend.base_config(&common());
+        let c = SviBackend.config(&common(), &Settings::new()).unwrap();
         assert_eq!(*c, base);
-        let c = SviBackend::config(
-            &common(),
-            &set(&["natgrad.gamma=0.5", "natgrad.scheme=joint"]),
-        )
-        .unwrap();
+        let c = SviBackend
+            .config(
+                &common(),
+                &set(&["natgrad.gamma=0.5", "natgrad.scheme=joint"]),
+            )
+            .unwrap();
         let want = SviConfig {
             natgrad: Some(NatGradConfig {
                 gamma: 0.5,
@@ -174,21 +160,26 @@ mod tests {
         };
         assert_eq!(*c, want);
         // The JSON round trip of the whole configuration is exact.
-        let c = SviBackend::config(&common(), &set(&["whiten=true"])).unwrap();
+        let c = SviBackend
+            .config(&common(), &set(&["whiten=true"]))
+            .unwrap();
         assert_eq!(*c, base);
     }
 
     #[test]
     fn bad_settings_name_the_key_or_field() {
-        let e = SviBackend::config(&common(), &set(&["bogus=1"]))
+        let e = SviBackend
+            .config(&common(), &set(&["bogus=1"]))
             .unwrap_err()
             .to_string();
         assert!(e.contains("'bogus'") && e.contains("inner_q_scale"), "{e}");
-        let e = SviBackend::config(&common(), &set(&["inner_q_scale=2"]))
+        let e = SviBackend
+            .config(&common(), &set(&["inner_q_scale=2"]))
             .unwrap_err()
             .to_string();
         assert!(e.contains("inner_q_scale") && e.contains("(0, 1]"), "{e}");
-        let e = SviBackend::config(&common(), &set(&["num_inducing=3"]))
+        let e = SviBackend
+            .config(&common(), &set(&["num_inducing=3"]))
             .unwrap_err()
             .to_string();
         assert!(e.contains("--inducing"), "{e}");

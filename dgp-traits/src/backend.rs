@@ -134,6 +134,114 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// A backend whose settings are the serde fields of one configuration type. Implementing
+/// it gives [`Backend`] through a blanket impl: the allowed keys come from the
+/// [`ConfigSchema`], `check` builds the [`Checked`] configuration, `build` hands it to
+/// [`ConfigBackend::build_checked`]. A backend states only what is its own: the common
+/// settings' fields, any spelling normalisation and how a model is made.
+pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
+    /// The backend's configuration (validated once into [`Checked`]).
+    type Config: Serialize + DeserializeOwned + Clone + Default + Validate;
+
+    /// Name used on the command line and in reports.
+    fn name(&self) -> &'static str;
+
+    /// One-line description (paper and method).
+    fn description(&self) -> &'static str;
+
+    /// Which fields the common settings own, and the nested sections.
+    fn schema(&self) -> &ConfigSchema<'static>;
+
+    /// The configuration of the common settings (everything else the default).
+    fn base_config(&self, common: &CommonSettings) -> Self::Config;
+
+    /// Checks of the common settings beyond the configuration's own (none by default).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the setting.
+    fn check_common(&self, _common: &CommonSettings) -> Result<()> {
+        Ok(())
+    }
+
+    /// `settings` in canonical spelling before they are applied (unchanged by default).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the key whose value cannot be read.
+    fn normalise(&self, settings: &Settings) -> Result<Settings> {
+        Ok(settings.clone())
+    }
+
+    /// The checked configuration of `common` with `settings` applied.
+    ///
+    /// # Errors
+    /// Unknown or reserved keys, values of the wrong type, fields out of range.
+    fn config(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+    ) -> Result<Checked<Self::Config>> {
+        self.check_common(common)?;
+        let settings = self.normalise(settings)?;
+        Checked::new(apply_settings(
+            self.schema(),
+            &self.base_config(common),
+            &settings,
+        )?)
+    }
+
+    /// Builds an untrained model from the checked configuration; the settings, fit
+    /// configuration and data are at hand for a backend that tunes on validation data.
+    ///
+    /// # Errors
+    /// The model constructor's error.
+    fn build_checked(
+        &self,
+        config: Checked<Self::Config>,
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>>;
+
+    /// As [`Backend::describe_settings`].
+    fn describe_settings(&self, settings: &Settings) -> String {
+        describe_generic(settings)
+    }
+}
+
+impl<T: ConfigBackend> Backend for T {
+    fn name(&self) -> &'static str {
+        ConfigBackend::name(self)
+    }
+
+    fn description(&self) -> &'static str {
+        ConfigBackend::description(self)
+    }
+
+    fn allowed_keys(&self) -> Vec<String> {
+        self.schema().allowed_keys(&T::Config::default())
+    }
+
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
+        self.config(common, settings).map(|_| ())
+    }
+
+    fn build(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        let config = self.config(common, settings)?;
+        self.build_checked(config, common, settings, fit, train)
+    }
+
+    fn describe_settings(&self, settings: &Settings) -> String {
+        ConfigBackend::describe_settings(self, settings)
+    }
+}
+
 /// `", key value"` for every leaf of `settings` (dotted keys for nested fields; strings
 /// without quotes).
 pub fn describe_generic(settings: &Settings) -> String {

@@ -259,17 +259,7 @@ where
         }),
         scale: Cell::new(1.0),
     };
-    let mut start = match obj.eval(x0) {
-        Ok(e) => e,
-        Err(()) => {
-            return Err(match take_failure(&obj) {
-                Some(Failure::User(e)) => e,
-                _ => Error::Numerical(
-                    "L-BFGS: objective or gradient is not finite at the starting point".into(),
-                ),
-            });
-        }
-    };
+    let mut start = evaluate_start(&obj, x0)?;
     let mut iterations = 0u64;
     let mut restarts = 0usize;
     let (converged, termination) = loop {
@@ -281,31 +271,8 @@ where
             break (false, "maximum number of iterations reached".to_string());
         }
         let best_before = start.f;
-        let scale = 1.0 / norm(&start.g).max(1.0);
-        obj.scale.set(scale);
-        let solver: Solver = LBFGS::new(MoreThuenteLineSearch::new(), cfg.memory)
-            .with_tolerance_grad(scale * cfg.tol_grad)
-            .and_then(|s| s.with_tolerance_cost(scale * cfg.tol_cost))
-            .map_err(|e| Error::Config(format!("L-BFGS: {e}")))?;
-        // Only the point is passed: a preset cost would make argmin's cost-change test
-        // fire at once (init copies it into `prev_cost`); the cached evaluation makes the
-        // re-evaluation free.
-        let x_s = start.x.clone();
-        let run = Executor::new(&obj, solver)
-            .configure(|s| s.param(x_s).max_iters(remaining))
-            .ctrlc(false)
-            .timer(false)
-            .run();
-        let reason = match run {
-            Ok(res) => {
-                iterations += res.state().get_iter();
-                res.state().get_termination_reason().cloned()
-            }
-            Err(e) => {
-                // Failures while (re)initialising; count nothing, report below.
-                Some(TerminationReason::SolverExit(e.to_string()))
-            }
-        };
+        let (ran, reason) = run_segment(&obj, cfg, &start, remaining)?;
+        iterations += ran;
         let best = obj.inner.borrow().best.clone().expect("x0 was evaluated");
         match reason {
             Some(TerminationReason::SolverConverged) => {
@@ -355,6 +322,56 @@ where
         restarts,
         converged,
         termination,
+    })
+}
+
+/// The first evaluation, at `x0`; a user error is passed on, a non-finite value or
+/// gradient is [`Error::Numerical`].
+fn evaluate_start<F>(obj: &Objective<F>, x0: &[f64]) -> Result<Eval>
+where
+    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>)>,
+{
+    obj.eval(x0).map_err(|()| match take_failure(obj) {
+        Some(Failure::User(e)) => e,
+        _ => Error::Numerical(
+            "L-BFGS: objective or gradient is not finite at the starting point".into(),
+        ),
+    })
+}
+
+/// One run of argmin's L-BFGS from `start` for at most `remaining` iterations, with the
+/// objective scaled by `1/max(1, ‖∇f(start)‖)`: the iterations it took and why it stopped.
+fn run_segment<F>(
+    obj: &Objective<F>,
+    cfg: &LbfgsConfig,
+    start: &Eval,
+    remaining: u64,
+) -> Result<(u64, Option<TerminationReason>)>
+where
+    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>)>,
+{
+    let scale = 1.0 / norm(&start.g).max(1.0);
+    obj.scale.set(scale);
+    let solver: Solver = LBFGS::new(MoreThuenteLineSearch::new(), cfg.memory)
+        .with_tolerance_grad(scale * cfg.tol_grad)
+        .and_then(|s| s.with_tolerance_cost(scale * cfg.tol_cost))
+        .map_err(|e| Error::Config(format!("L-BFGS: {e}")))?;
+    // Only the point is passed: a preset cost would make argmin's cost-change test fire at
+    // once (init copies it into `prev_cost`); the cached evaluation makes the
+    // re-evaluation free.
+    let x_s = start.x.clone();
+    let run = Executor::new(obj, solver)
+        .configure(|s| s.param(x_s).max_iters(remaining))
+        .ctrlc(false)
+        .timer(false)
+        .run();
+    Ok(match run {
+        Ok(res) => (
+            res.state().get_iter(),
+            res.state().get_termination_reason().cloned(),
+        ),
+        // Failures while (re)initialising; count nothing, report below.
+        Err(e) => (0, Some(TerminationReason::SolverExit(e.to_string()))),
     })
 }
 
