@@ -5,7 +5,7 @@
 //! crate and exposes its trained model through the same three traits:
 //!
 //! * [`model::Layer`] — the prior side of a sparse-GP layer and the projection of inputs onto
-//!   its inducing points;
+//!   its inducing points ([`layer::SparseLayer`]);
 //! * [`model::Objective`] — the scalar a backend maximises on a minibatch, recorded on the
 //!   reverse-mode [`tape`], which gives its gradient;
 //! * [`model::Model`] — parameters, training, and prediction as a common
@@ -18,11 +18,38 @@
 //! [`skeleton`] of a deep GP (layer-stack initialisation, the propagation loop, chunked
 //! prediction, checkpoints, input checks).
 //!
-//! Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
-//! [`transforms`], [`optim`]isers (Adam, L-BFGS), [`data`] loading / standardisation /
+//! Training: [`params`] (blocks with roles), the [`train`]ing executor with its steppers and
+//! observers. Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
+//! [`transforms`], [`optim`]isers (Adam, L-BFGS, natural gradients), [`data`] loading / standardisation /
 //! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
 //! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness
 //! through [`backend::Backend`] (its own configuration, validated once, and a build function).
+//!
+//! ## The core at a glance
+//!
+//! ```text
+//!   backend crate (svi, dspp, nested, …)            dgp-bench
+//!   ├─ config (serde) ── backend::ConfigBackend ──▶ backend::Backend registry, --set / --config
+//!   ├─ model: skeleton::stack (Z, means, widths)
+//!   │         conditional + kl (+ joint_q)  ──▶ Objective::record on the tape
+//!   │         skeleton::propagate / predict ──▶ Predictive (likelihood finishes it)
+//!   └─ Model::fit = train::Executor { Stepper, Observers }   (or train::FullBatchLbfgs)
+//!                    │          │
+//!        params::Role decides   └─ Progress, HeldOutStopping, Checkpoint, SampleCollector
+//!        which flat positions
+//!        each stepper moves (Optimised: Adam; Natural: natural gradient; Sampled: a sampler)
+//! ```
+//!
+//! * [`params::ParamStore`] holds every parameter block with a [`params::Role`]; the flat
+//!   view (every non-fixed block) is what the tape differentiates, and
+//!   [`params::ParamStore::ranges`] tells each stepper which positions are its own.
+//! * [`train::Executor`] owns the one minibatch loop (batch order from the fit seed, Monte
+//!   Carlo noise from an independent stream); a [`train::Stepper`] makes each step and
+//!   [`train::Observer`]s watch it. No backend writes its own loop; `Model::fit` has no
+//!   default, so each backend states which stepper and observers it trains with.
+//! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
+//!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a
+//!   backend's test suite calls.
 //!
 //! ## How each backend maps onto the traits
 //!
