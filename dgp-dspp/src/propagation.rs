@@ -7,7 +7,6 @@ use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS, SITE_VAR_JITTER};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::layer::{QVars, marginals};
-use dgp_traits::model::Layer;
 use dgp_traits::skeleton::{ChunkMoments, Propagated, propagate, tile_rows};
 use dgp_traits::tape::{Tape, Var};
 use faer::{Mat, MatRef};

@@ -12,7 +12,7 @@ use dgp_traits::data::Dataset;
 use dgp_traits::layer::{QSqrt, QVars, kl_divergence, marginals};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::cholesky_jittered;
-use dgp_traits::model::{Batch, FitConfig, Layer, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};

@@ -9,8 +9,7 @@ use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Layer, Model, Objective, PredictConfig,
-    checked_backward,
+    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
 };
 use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};

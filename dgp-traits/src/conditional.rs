@@ -20,8 +20,8 @@
 //! The variance is assembled as `kff − aᵀa + ‖L_Sᵀ·‖²`, never as `k − α(Kuu − S)α`, which
 //! loses positive-definiteness numerically.
 
+use crate::layer::Projection;
 use crate::linalg::Tri;
-use crate::model::Projection;
 use crate::tape::{Tape, Var};
 
 /// The Cholesky factor(s) of q(u)'s covariance on the tape, already transformed.

@@ -12,7 +12,6 @@ pub use crate::kl::kl_divergence;
 use crate::linalg::JitterConfig;
 use crate::linalg::Tri;
 use crate::mean::{MeanFunction, MeanParams, MeanVars};
-use crate::model::{Layer, Projection};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::tape::{Tape, Var};
 use crate::transforms::inv_softplus;
@@ -21,6 +20,19 @@ use serde::{Deserialize, Serialize};
 
 /// Lower bound added to every softplus-transformed kernel hyperparameter.
 pub const HYPER_FLOOR: f64 = 1e-6;
+
+/// What a layer's projection of a batch onto its inducing points yields (all on the tape).
+#[derive(Clone, Copy, Debug)]
+pub struct Projection {
+    /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
+    pub chol: Var,
+    /// `A = L⁻¹ Kuf` (M×B).
+    pub a: Var,
+    /// `diag Kff` (B×1), including any white-noise variance of the layer.
+    pub kff_diag: Var,
+    /// The mean function at the inputs (B×D_out); `None` for the zero mean.
+    pub mean: Option<Var>,
+}
 
 /// One sparse-GP layer with `output_dim` GPs that share a kernel, a mean function and M
 /// inducing inputs Z (M×D_in).
@@ -179,20 +191,20 @@ impl SparseLayer {
     }
 }
 
-impl Layer for SparseLayer {
-    fn input_dim(&self) -> usize {
+impl SparseLayer {
+    /// Width of the layer's inputs.
+    pub fn input_dim(&self) -> usize {
         self.kernel.input_dim
     }
 
-    fn output_dim(&self) -> usize {
-        self.output_dim
-    }
-
-    fn num_inducing(&self) -> usize {
-        self.num_inducing
-    }
-
-    fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection> {
+    /// Projects inputs `x` (B×D_in, on the tape) onto the inducing points, using the
+    /// model's parameter leaves `params` (as returned by
+    /// [`ParamStore::record`](crate::params::ParamStore::record)): `chol(Kuu)`,
+    /// `A = L⁻¹Kuf`, `diag Kff` and the mean function at `x` (DSVI paper eqs. 7–8).
+    ///
+    /// # Errors
+    /// Kuu not positive definite after the jitter retries (the error names the layer).
+    pub fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection> {
         let hyp = self.kernel_vars(tape, params);
         let chol = self.chol_kuu(tape, params, hyp)?;
         let z = self.z.var(params);

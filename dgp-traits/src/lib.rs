@@ -2,10 +2,8 @@
 //!
 //! The shared vocabulary and building blocks of the deep-GP workspace. Every inference
 //! backend (`dgp-svi`, `dgp-structured`, `dgp-dspp`, `dgp-nested`, `dgp-hmc`) builds on this
-//! crate and exposes its trained model through the same three traits:
+//! crate and exposes its trained model through the same two traits:
 //!
-//! * [`model::Layer`] — the prior side of a sparse-GP layer and the projection of inputs onto
-//!   its inducing points ([`layer::SparseLayer`]);
 //! * [`model::Objective`] — the scalar a backend maximises on a minibatch, recorded on the
 //!   reverse-mode [`tape`], which gives its gradient;
 //! * [`model::Model`] — parameters, training, and prediction as a common
@@ -73,7 +71,7 @@
 //! the learned weights.
 //!
 //! **nested** (Hensman & Lawrence 2014). Layers see Gaussian *distributions* of inputs, so a
-//! nested layer implements [`model::Layer`]'s role with psi-statistics (ψ0, Ψ1, Ψ2) as fused
+//! nested layer plays [`layer::SparseLayer`]'s role with psi-statistics (ψ0, Ψ1, Ψ2) as fused
 //! tape operations; moments are propagated deterministically and the objective is the
 //! nested bound (eq. 19 as corrected in the spec). The predictive is one Gaussian per point
 //! (optionally a mixture from sampling the hidden layers).

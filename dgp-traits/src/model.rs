@@ -1,10 +1,8 @@
-//! The three traits every backend implements: [`Layer`], [`Objective`] and [`Model`].
+//! The two traits every backend implements, [`Objective`] and [`Model`]. (The prior side
+//! of a layer is the concrete [`crate::layer::SparseLayer`], shared by every backend that
+//! conditions on points; nested's layers see distributions and hold psi-statistics instead,
+//! so no method signature is common to both and no `Layer` trait abstracts over them.)
 //!
-//! * [`Layer`]: the prior side of one sparse-GP layer — kernel, mean function, inducing
-//!   inputs — and the projection of a batch of inputs onto its inducing points
-//!   ([`Projection`]: `chol(Kuu)`, `A = L⁻¹Kuf`, `diag Kff`, the mean function's value).
-//!   [`crate::layer::SparseLayer`] is the shared implementation; backends that propagate
-//!   distributions instead of points (nested) implement their own.
 //! * [`Objective`]: the scalar a backend *maximises* on a minibatch, recorded on a
 //!   [`Tape`] so that its gradient comes for free: the ELBO (svi, structured, nested), the
 //!   regularised predictive log-likelihood (dspp), the log joint of data and inducing
@@ -64,32 +62,6 @@ impl<'a> Batch<'a> {
     pub fn is_empty(&self) -> bool {
         self.x.nrows() == 0
     }
-}
-
-/// What a layer's projection of a batch onto its inducing points yields (all on the tape).
-#[derive(Clone, Copy, Debug)]
-pub struct Projection {
-    /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
-    pub chol: Var,
-    /// `A = L⁻¹ Kuf` (M×B).
-    pub a: Var,
-    /// `diag Kff` (B×1), including any white-noise variance of the layer.
-    pub kff_diag: Var,
-    /// The mean function at the inputs (B×D_out); `None` for the zero mean.
-    pub mean: Option<Var>,
-}
-
-/// The prior side of one sparse-GP layer; see the module docs.
-pub trait Layer {
-    /// Width of the layer's inputs.
-    fn input_dim(&self) -> usize;
-    /// Number of GPs (outputs) in the layer.
-    fn output_dim(&self) -> usize;
-    /// Number of inducing points M.
-    fn num_inducing(&self) -> usize;
-    /// Projects inputs `x` (B×D_in, on the tape) onto the inducing points, using the
-    /// model's parameter leaves `params` (as returned by [`ParamStore::record`]).
-    fn project(&self, tape: &mut Tape, params: &[Var], x: Var) -> Result<Projection>;
 }
 
 /// The scalar a backend maximises; see the module docs.

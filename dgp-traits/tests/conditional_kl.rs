@@ -10,8 +10,8 @@
 use dgp_traits::conditional::{QPart, QSqrt, QVars, conditional};
 use dgp_traits::joint_q::{JointQ, JointQVars};
 use dgp_traits::kl::{PriorBlock, gauss_kl_block_diag, kl_divergence};
+use dgp_traits::layer::Projection;
 use dgp_traits::linalg::{JitterConfig, Tri, cholesky_jittered, logdet_chol, tri_solve_in_place};
-use dgp_traits::model::Projection;
 use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use faer::{Mat, Par};

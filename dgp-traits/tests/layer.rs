@@ -4,10 +4,10 @@
 //! parameterisations, within 4 Monte Carlo standard errors.
 
 use dgp_traits::kernels::{Kernel, KernelKind, KernelVars};
+use dgp_traits::layer::Projection;
 use dgp_traits::layer::{QSqrt, QVars, marginals};
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::linalg::Tri;
-use dgp_traits::model::Projection;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use faer::Mat;
