@@ -104,6 +104,7 @@ pub enum LaterZInit {
 /// `factor` after each fraction `milestones[k]` of the steps (PyTorch `MultiStepLR`; the
 /// paper "progressively decreases" it, App. A.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LrDrops {
     /// Fractions of the total number of steps, each in (0, 1).
     pub milestones: Vec<f64>,

@@ -43,6 +43,7 @@ pub enum NatGradScheme {
 /// assert!(cfg.validate().is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NatGradConfig {
     /// Step size γ ∈ (0, 1] (0.1 in the DSVI natural-gradient demo; 1 is the exact
     /// conjugate update for a Gaussian likelihood on the full batch).
@@ -327,6 +328,17 @@ mod tests {
         }
     }
 
+    #[test]
+    fn config_files_with_unknown_fields_are_rejected() {
+        let ok = r#"{"gamma": 0.5, "max_halvings": 3, "scheme": "joint"}"#;
+        let cfg: NatGradConfig = serde_json::from_str(ok).unwrap();
+        assert_eq!((cfg.gamma, cfg.scheme), (0.5, NatGradScheme::Joint));
+        let typo = r#"{"gamma": 0.5, "max_halvings": 3, "gama": 1.0}"#;
+        let err = serde_json::from_str::<NatGradConfig>(typo)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("gama"), "{err}");
+    }
     #[test]
     fn hand_gradients_of_the_conjugate_elbo_match_finite_differences() {
         let c = Conjugate::new(4, 9, 3);
