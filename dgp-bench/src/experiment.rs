@@ -247,6 +247,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         batch_size,
         learning_rate: spec.learning_rate,
         seed: spec.seed,
+        ..FitConfig::default()
     };
     // Building includes any hyper-parameter selection on validation data, so it counts
     // as training time.

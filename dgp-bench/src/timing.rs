@@ -151,6 +151,7 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         batch_size: bsz,
         learning_rate: spec.learning_rate,
         seed: spec.seed,
+        ..FitConfig::default()
     };
     let mut model = b.build_model(&spec.arch, &fit_cfg, &train)?;
     let mut batches =

@@ -727,6 +727,7 @@ fn gpytorch_smoke_test() {
         batch_size: 0,
         learning_rate: 0.1,
         seed: 0,
+        ..FitConfig::default()
     };
     model.fit(&data, &fit, &mut Silent).unwrap();
     let xt = Mat::from_fn(10, 1, |i, _| -0.2 + 1.4 * i as f64 / 9.0);

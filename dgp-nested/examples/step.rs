@@ -73,6 +73,7 @@ fn main() -> dgp_traits::Result<()> {
                 batch_size: 0,
                 learning_rate: 0.01,
                 seed,
+                ..FitConfig::default()
             };
             let t0 = Instant::now();
             let report = model.fit(&train_s, &fit, &mut Silent)?;

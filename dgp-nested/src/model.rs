@@ -191,8 +191,10 @@ impl Model for NestedDgp {
         &mut self.params
     }
 
-    /// Adam over minibatches ([`Optimiser::Adam`], the shared loop) or full-batch L-BFGS
-    /// ([`Optimiser::Lbfgs`], at most `cfg.steps` iterations).
+    /// Adam over minibatches ([`Optimiser::Adam`], the shared loop, honouring
+    /// `cfg.early_stopping` and `cfg.lr_schedule` through
+    /// [`dgp_traits::train::fit_with_held_out`]) or full-batch L-BFGS
+    /// ([`Optimiser::Lbfgs`], at most `cfg.steps` iterations; no early stopping).
     fn fit(
         &mut self,
         data: &Dataset,
@@ -200,7 +202,19 @@ impl Model for NestedDgp {
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
         match self.config.optimiser {
-            Optimiser::Adam => self.fit_adam(data, cfg, observer),
+            // With `cfg.early_stopping == None` this is `fit_adam` (same executor run);
+            // `cfg.adam()` adds `cfg.lr_schedule` to `AdamConfig::with_lr`.
+            Optimiser::Adam => dgp_traits::train::fit_with_held_out(
+                self,
+                data,
+                cfg,
+                AdamStepper::new(cfg.adam()),
+                observer,
+            ),
+            Optimiser::Lbfgs if cfg.early_stopping.is_some() => Err(Error::Config(
+                "nested: early_stopping needs optimiser adam (L-BFGS runs full batch with no held-out rule)"
+                    .into(),
+            )),
             Optimiser::Lbfgs => self.fit_lbfgs(data, cfg, observer),
         }
     }

@@ -40,6 +40,7 @@ fn main() -> dgp_traits::Result<()> {
             batch_size: 10_000,
             learning_rate: 0.01,
             seed: k as u64,
+            ..FitConfig::default()
         };
         let t0 = Instant::now();
         model.fit(&train_s, &fit, &mut Silent)?;

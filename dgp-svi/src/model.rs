@@ -11,7 +11,7 @@ use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
 };
-use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
+use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded};
@@ -21,9 +21,7 @@ use dgp_traits::skeleton::{
     finish_predictive, predict_chunked, propagate, reparam_sample, tile_rows,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{
-    AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
-};
+use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
@@ -358,22 +356,24 @@ impl Model for DeepGp {
     /// Adam on every parameter ([`AdamStepper`]), or, when [`SviConfig::natgrad`] is set,
     /// natural-gradient steps on the last layer's q(u) (its blocks get
     /// [`Role::Natural`]) next to Adam on the rest ([`NaturalAdamStepper`], alternate or
-    /// joint scheme); both on the core's minibatch [`Executor`].
+    /// joint scheme); both on the core's minibatch executor through
+    /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
+    /// the rule's observer attached) and `cfg.lr_schedule`.
     fn fit(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        let adam = AdamConfig::with_lr(cfg.learning_rate);
-        let mut progress = Progress::new(observer);
+        // `cfg.adam()` is `AdamConfig::with_lr(cfg.learning_rate)` plus `cfg.lr_schedule`;
+        // with `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
+        let adam = cfg.adam();
         match self.config.natgrad {
-            Some(nat) => Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg)
-                .observe(&mut progress)
-                .run(self, data),
-            None => Executor::new(AdamStepper::new(adam), cfg)
-                .observe(&mut progress)
-                .run(self, data),
+            Some(nat) => {
+                let stepper = NaturalAdamStepper::new(adam, nat)?;
+                fit_with_held_out(self, data, cfg, stepper, observer)
+            }
+            None => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
         }
     }
 

@@ -15,10 +15,12 @@
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::optim::{AdamConfig, LrSchedule};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::Rng;
 use crate::tape::{Gradients, Tape, Var};
+use crate::train::rules::HeldOutRule;
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +143,9 @@ pub fn checked_backward(
 
 /// Settings shared by every backend's training loop. Backend-specific settings (numbers
 /// of training samples, natural-gradient steps, burn-in) live in the backend's own config.
+///
+/// Write literals with `..FitConfig::default()`: fields are added over time (each with a
+/// serde default, so older JSON still loads).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FitConfig {
     /// Optimisation (or sampler) steps.
@@ -151,6 +156,19 @@ pub struct FitConfig {
     pub learning_rate: f64,
     /// Seed for minibatch order and Monte Carlo noise.
     pub seed: u64,
+    /// Held-out early stopping (`None`: train on every row for `steps` steps). Honoured by
+    /// backends whose `fit` trains through [`crate::train::fit_with_held_out`] (svi and
+    /// nested's Adam, and any backend written on it).
+    #[serde(default)]
+    pub early_stopping: Option<HeldOutRule>,
+    /// Learning-rate schedule of the Adam steps ([`FitConfig::adam`]); default constant.
+    /// Backends with a schedule of their own (dspp's `lr_drops`) keep theirs.
+    #[serde(default = "constant_schedule")]
+    pub lr_schedule: LrSchedule,
+}
+
+fn constant_schedule() -> LrSchedule {
+    LrSchedule::Constant
 }
 
 impl Default for FitConfig {
@@ -160,6 +178,19 @@ impl Default for FitConfig {
             batch_size: 10_000,
             learning_rate: 0.01,
             seed: 0,
+            early_stopping: None,
+            lr_schedule: LrSchedule::Constant,
+        }
+    }
+}
+
+impl FitConfig {
+    /// Adam settings of this fit: `learning_rate` with `lr_schedule`, other settings at
+    /// their defaults (with the constant schedule, exactly `AdamConfig::with_lr(lr)`).
+    pub fn adam(&self) -> AdamConfig {
+        AdamConfig {
+            schedule: self.lr_schedule.clone(),
+            ..AdamConfig::with_lr(self.learning_rate)
         }
     }
 }

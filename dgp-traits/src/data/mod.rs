@@ -10,7 +10,8 @@
 //!   [`crate::predictive::Predictive::unstandardize`].
 //! * Splits — published UCI splits ([`UciDataset::split`]), seeded random splits
 //!   ([`random_split`]), the extrapolation split of Lindinger et al. (2020) §4.1
-//!   ([`extrapolation_split`]) and train/validation splits ([`validation_split`]).
+//!   ([`extrapolation_split`]), train/validation splits ([`validation_split`]) and the
+//!   early-stopping holdout drawn with replacement ([`holdout_with_replacement`]).
 //! * [`Minibatches`] — a seeded stream of shuffled index batches, and [`gather_rows_into`] to
 //!   copy the rows of a batch into preallocated buffers.
 //! * [`kmeans`] — k-means++ seeding followed by Lloyd iterations, for inducing inputs.
@@ -32,7 +33,7 @@ pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
 pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
-    extrapolation_split, permutation, random_split, validation_split,
+    extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
 pub use standardize::{CONSTANT_STD, DROP_FEATURE_STD, StandardizeOptions, Standardizer};
 pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};

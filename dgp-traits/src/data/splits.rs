@@ -98,6 +98,29 @@ pub fn validation_split(
     Ok((fit, val))
 }
 
+/// Early-stopping holdout drawn WITH replacement, as Structured_DGP's `prepare_data.py`:
+/// `floor(fraction · n)` indices drawn uniformly from `0..n` (Lemire's bounded integers on
+/// `crate::rng::seeded(seed)`); the distinct drawn rows are held out (so usually fewer than
+/// `fraction · n`: about `n(1 − e^{−fraction})`) and the others kept. Returns
+/// `(kept, held_out)`, both sorted ascending, disjoint, covering `0..n`.
+///
+/// # Errors
+/// [`Error::Config`] if `fraction ∉ (0, 1)` or no row would be drawn.
+pub fn holdout_with_replacement(
+    n: usize,
+    fraction: f64,
+    seed: u64,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let draws = held_out_count(n, fraction, "holdout")?;
+    let mut rng = seeded(seed);
+    let mut held = vec![false; n];
+    for _ in 0..draws {
+        held[uniform_below(&mut rng, n)] = true;
+    }
+    let (h, k): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| held[i]);
+    Ok((k, h))
+}
+
 /// Features with full-data std at most this are excluded from the random projection
 /// (step 1 of the extrapolation split).
 pub const EXTRAPOLATION_FEATURE_STD: f64 = 1e-3;
@@ -245,5 +268,30 @@ mod tests {
         assert_ne!(p, (0..100).collect::<Vec<_>>());
         p.sort_unstable();
         assert_eq!(p, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn holdout_with_replacement_draws_distinct_rows_once_each() {
+        let (kept, held) = holdout_with_replacement(455, 0.1, 3).unwrap();
+        // 45 draws with replacement: between ~35 and 45 distinct rows.
+        assert!(held.len() <= 45 && held.len() >= 35, "{}", held.len());
+        let mut all = kept.clone();
+        all.extend(&held);
+        all.sort_unstable();
+        assert_eq!(all, (0..455).collect::<Vec<_>>(), "disjoint cover");
+        assert!(held.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            holdout_with_replacement(455, 0.1, 3).unwrap(),
+            (kept, held.clone())
+        );
+        assert_ne!(holdout_with_replacement(455, 0.1, 4).unwrap().1, held);
+        // Reference arithmetic: the distinct values of the seeded draws.
+        let mut rng = seeded(3);
+        let mut want: Vec<usize> = (0..45).map(|_| uniform_below(&mut rng, 455)).collect();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(held, want);
+        assert!(holdout_with_replacement(5, 0.1, 0).is_err());
+        assert!(holdout_with_replacement(50, 1.0, 0).is_err());
     }
 }

@@ -10,57 +10,11 @@ use crate::data::validation_split;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::train::observer::{Control, Observer, StepInfo};
+use crate::train::rules::{EarlyStopping, LindingerStopping, LindingerTrace, Restore};
 use serde::{Deserialize, Serialize};
 
 /// Training data with fewer rows than this are never split for early stopping.
 pub const MIN_ROWS_FOR_EARLY_STOPPING: usize = 20;
-
-/// Early stopping on held-out training rows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EarlyStopping {
-    /// Fraction of the rows passed to `fit` that are held out (drawn with the fit seed);
-    /// default 2/17, the validation share of the paper's 15:3:2 partition.
-    pub fraction: f64,
-    /// Held-out score is evaluated every this many steps; 0 = automatically
-    /// `max(1, steps / 100)`.
-    pub every: usize,
-    /// Stop after this many evaluations without improvement; 0 = run all steps (the best
-    /// parameters are restored either way).
-    pub patience: usize,
-}
-
-impl Default for EarlyStopping {
-    fn default() -> Self {
-        EarlyStopping {
-            fraction: 2.0 / 17.0,
-            every: 0,
-            patience: 20,
-        }
-    }
-}
-
-impl EarlyStopping {
-    /// Checks the ranges: `fraction` in (0, 1).
-    pub fn validate(&self) -> Result<()> {
-        if !(self.fraction > 0.0 && self.fraction < 1.0) {
-            return Err(Error::Config(format!(
-                "early_stopping.fraction must be in (0, 1), got {}",
-                self.fraction
-            )));
-        }
-        Ok(())
-    }
-
-    /// The evaluation period for a run of `steps` steps (`every`, or `max(1, steps/100)`).
-    pub fn period(&self, steps: usize) -> usize {
-        if self.every > 0 {
-            self.every
-        } else {
-            (steps / 100).max(1)
-        }
-    }
-}
 
 /// The rows `(kept, held out)` of a data set of `n` rows held out for early stopping with
 /// `fraction` and fit seed `seed` (a [`validation_split`] with seed `seed + 0x5EED`).
@@ -167,6 +121,138 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> 
             model.params_mut().set_flat(params)?;
             self.summary.best_step = Some(*at);
             self.summary.best_heldout_nll = Some(*score);
+        }
+        Ok(())
+    }
+}
+
+/// Observer of the [`LindingerStopping`] rule: logs the held-out score (`score(model)` is a
+/// held-out NLL, lower is better; the rule works on its negative, the log-likelihood) at
+/// the start and before every `every`-th iteration, asks to stop when
+/// [`LindingerTrace::after_step`] says so, and ends with the parameters chosen by
+/// [`LindingerStopping::restore`]. A numerical failure of a step is absorbed once a
+/// finite score was logged; the run then ends with the last logged parameters.
+pub struct LindingerObserver<F> {
+    rule: LindingerStopping,
+    score: F,
+    trace: Option<LindingerTrace>,
+    /// Parameters at the last logged finite score, and the step count they belong to.
+    last_good: Option<(Vec<f64>, usize)>,
+    /// Parameters with the best logged score: (NLL, flat, steps).
+    best: Option<(f64, Vec<f64>, usize)>,
+    failed: bool,
+    summary: FitSummary,
+}
+
+impl<F> LindingerObserver<F> {
+    /// The rule `rule` on `heldout_rows` held-out rows, scored by `score(model)` (an NLL).
+    pub fn new(rule: &LindingerStopping, heldout_rows: usize, score: F) -> Self {
+        LindingerObserver {
+            rule: rule.clone(),
+            score,
+            trace: None,
+            last_good: None,
+            best: None,
+            failed: false,
+            summary: FitSummary {
+                heldout_rows,
+                ..FitSummary::default()
+            },
+        }
+    }
+
+    /// What the run did (complete after the executor's run). `best_step` and
+    /// `best_heldout_nll` describe the kept parameters when they were chosen by score
+    /// ([`Restore::Best`] or after a failure), and are `None` when the last are kept.
+    pub fn summary(&self) -> &FitSummary {
+        &self.summary
+    }
+
+    /// The logged and smoothed held-out scores (log-likelihoods), after a run.
+    pub fn trace(&self) -> Option<&LindingerTrace> {
+        self.trace.as_ref()
+    }
+}
+
+impl<F> LindingerObserver<F> {
+    /// Logs the score of `model` after `done` steps and keeps the snapshots.
+    fn log<M: Model + ?Sized>(&mut self, model: &M, done: usize)
+    where
+        F: FnMut(&M) -> f64,
+    {
+        let nll = (self.score)(model);
+        if let Some(t) = self.trace.as_mut() {
+            t.log(-nll);
+        }
+        if !nll.is_finite() {
+            return;
+        }
+        let slot = self.last_good.get_or_insert_with(|| (Vec::new(), 0));
+        copy_flat(model, &mut slot.0);
+        slot.1 = done;
+        if self.rule.restore == Restore::Best && self.best.as_ref().is_none_or(|b| nll < b.0) {
+            let b = self.best.get_or_insert_with(|| (nll, Vec::new(), done));
+            b.0 = nll;
+            copy_flat(model, &mut b.1);
+            b.2 = done;
+        }
+    }
+}
+
+/// `buf` ← the model's flat parameters, reusing `buf`'s allocation once it has the size.
+fn copy_flat<M: Model + ?Sized>(model: &M, buf: &mut Vec<f64>) {
+    if buf.len() == model.params().num_free() {
+        model.params().flat_into(buf);
+    } else {
+        *buf = model.params().flat();
+    }
+}
+
+impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for LindingerObserver<F> {
+    fn on_start(&mut self, model: &M, steps: usize) -> Result<()> {
+        self.rule.validate()?;
+        self.trace = Some(LindingerTrace::new(&self.rule, steps));
+        self.last_good = None;
+        self.best = None;
+        self.failed = false;
+        self.log(model, 0);
+        Ok(())
+    }
+
+    fn on_step(&mut self, model: &M, info: &StepInfo) -> Result<Control> {
+        let it = info.step;
+        self.summary.steps = it + 1;
+        let Some(trace) = self.trace.as_mut() else {
+            return Ok(Control::Continue);
+        };
+        if trace.after_step(it) {
+            return Ok(Control::Stop);
+        }
+        if it + 1 < info.steps && trace.logs_at(it + 1) {
+            self.log(model, it + 1);
+        }
+        Ok(Control::Continue)
+    }
+
+    fn absorbs_failure(&mut self, _model: &M, _error: &Error) -> bool {
+        let ok = self.last_good.is_some();
+        self.failed |= ok;
+        self.summary.stopped_on_numerical_failure |= ok;
+        ok
+    }
+
+    fn on_finish(&mut self, model: &mut M) -> Result<()> {
+        let kept = if self.failed && self.rule.restore == Restore::Last {
+            self.last_good.as_ref().map(|(p, at)| (None, p, *at))
+        } else if self.rule.restore == Restore::Best {
+            self.best.as_ref().map(|(s, p, at)| (Some(*s), p, *at))
+        } else {
+            None
+        };
+        if let Some((score, params, at)) = kept {
+            model.params_mut().set_flat(params)?;
+            self.summary.best_step = Some(at);
+            self.summary.best_heldout_nll = score;
         }
         Ok(())
     }

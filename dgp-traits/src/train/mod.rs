@@ -16,6 +16,11 @@
 //!   parameters; configured by [`EarlyStopping`]), [`Checkpoint`] (the model's JSON every
 //!   N steps to a sink) and [`SampleCollector`] (burn-in, thinning, a maximum number of
 //!   kept samples).
+//! * Held-out early stopping for every backend: `FitConfig::early_stopping` holds a
+//!   [`HeldOutRule`] (the patience rule [`EarlyStopping`], or Lindinger et al.'s
+//!   [`LindingerStopping`]); a backend's `fit` honours it by calling
+//!   [`fit_with_held_out`] (rows split, rule observer attached, scored by the model's own
+//!   held-out predictive NLL), which is the plain executor run when it is `None`.
 //! * [`FullBatchLbfgs`]: full-batch L-BFGS as its own driver, backing off from trial points
 //!   where the objective cannot be evaluated.
 //! * [`best_of`]: random restarts — train candidates briefly and keep the best-scoring.
@@ -30,20 +35,29 @@
 
 mod early_stopping;
 mod executor;
+mod held_out;
 mod lbfgs;
 mod natural;
 mod observer;
 mod restarts;
+pub(crate) mod rules;
 mod stepper;
 #[cfg(test)]
 mod tests;
 
 pub use early_stopping::{
-    EarlyStopping, FitSummary, HeldOutStopping, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
+    FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
 };
 pub use executor::{Executor, HISTORY_EVERY};
+pub use held_out::{
+    HOLDOUT_SEED_OFFSET, SCORE_SEED_OFFSET, fit_with_held_out, fit_with_held_out_observed,
+    held_out_rows, heldout_nll,
+};
 pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
 pub use observer::{Checkpoint, Control, Observer, Progress, SampleCollector, StepInfo};
 pub use restarts::{BestOf, best_of};
+pub use rules::{
+    EarlyStopping, HeldOutRule, LindingerStopping, LindingerTrace, PATIENCE_SCORE_SAMPLES, Restore,
+};
 pub use stepper::{AdamStepper, StepContext, Stepper};

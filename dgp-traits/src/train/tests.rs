@@ -113,6 +113,7 @@ fn cfg(steps: usize) -> FitConfig {
         batch_size: 7,
         learning_rate: 0.05,
         seed: 3,
+        ..FitConfig::default()
     }
 }
 
@@ -560,4 +561,72 @@ fn full_batch_lbfgs_finds_the_optimum_and_numbers_after_the_offset() {
     assert_eq!(trace.0[0].0, 7);
     assert_eq!(report.history[0].0, 7);
     assert!(report.steps > 7);
+}
+
+#[test]
+fn lindinger_observer_stops_where_the_trace_says_and_restores_per_setting() {
+    use crate::train::{LindingerObserver, LindingerStopping, Restore};
+    let data = toy_regression(20, 1, 1.0, 8);
+    // NLL scores: falling (tll rising) for 10 logs, then rising for ever.
+    let nll = |k: usize| {
+        if k <= 10 {
+            -(k as f64)
+        } else {
+            k as f64 - 20.0
+        }
+    };
+    let scripted = || {
+        let mut k = 0usize;
+        move |_: &Toy| {
+            k += 1;
+            nll(k - 1)
+        }
+    };
+    let rule = LindingerStopping {
+        every: 2,
+        window: 2,
+        lag: 2,
+        checks: 2,
+        min_steps: 4,
+        ..LindingerStopping::default()
+    };
+    // Independent replay of the rule on the same logs.
+    let logs: Vec<f64> = (0..100).map(|k| -nll(k)).collect();
+    let sm = |it: usize| {
+        let n = it / 2 + 1;
+        let lo = n.saturating_sub(2);
+        logs[lo..n].iter().sum::<f64>() / (n - lo) as f64
+    };
+    let expected = (5..100)
+        .find(|&it| (0..2).all(|k| sm(it - 2 * k) < sm(it - 2 * (k + 1))))
+        .unwrap();
+    for restore in [Restore::Last, Restore::Best] {
+        let r = LindingerStopping {
+            restore,
+            ..rule.clone()
+        };
+        let mut stop = LindingerObserver::new(&r, 3, scripted());
+        let mut m = toy(Role::Optimised);
+        let mut snapshots = Vec::new();
+        let mut snap = Snap(&mut snapshots);
+        let report = Executor::new(AdamStepper::new(AdamConfig::with_lr(0.05)), &cfg(100))
+            .observe(&mut snap)
+            .observe(&mut stop)
+            .run(&mut m, &data)
+            .unwrap();
+        assert_eq!(report.steps, expected + 1, "{restore:?}");
+        let s = stop.summary();
+        assert_eq!((s.steps, s.heldout_rows), (expected + 1, 3));
+        match restore {
+            Restore::Last => {
+                assert_eq!(s.best_step, None);
+                assert_eq!(bits(&m.params.flat()), bits(snapshots.last().unwrap()));
+            }
+            Restore::Best => {
+                // Best log: k = 10, taken after 20 steps.
+                assert_eq!((s.best_step, s.best_heldout_nll), (Some(20), Some(-10.0)));
+                assert_eq!(bits(&m.params.flat()), bits(&snapshots[19]));
+            }
+        }
+    }
 }

@@ -1,0 +1,165 @@
+//! The one call a backend's `fit` makes to honour [`FitConfig::early_stopping`]:
+//! [`fit_with_held_out`] (and [`fit_with_held_out_observed`] for extra observers and the
+//! early-stopping summary).
+//!
+//! With `early_stopping: None` (or fewer than [`MIN_ROWS_FOR_EARLY_STOPPING`] rows) it is
+//! exactly `Executor::new(stepper, cfg).observe(&mut Progress::new(observer)).run(model,
+//! data)`: same batches, same noise, same numbers. With a rule it
+//!
+//! 1. splits the rows passed to `fit` into kept and held-out rows with the fit seed
+//!    ([`HeldOutRule::Patience`]: [`heldout_split`], without replacement;
+//!    [`HeldOutRule::Lindinger`]: [`holdout_with_replacement`] with seed `cfg.seed +
+//!    0x5EED`, the reference's draw with replacement);
+//! 2. trains on the kept rows only (the executor's `N` is the kept count);
+//! 3. scores the model by its own predictive NLL on the held-out rows
+//!    ([`heldout_nll`]: [`Model::predict`] with [`HeldOutRule::score_samples`] samples,
+//!    then the mixture log density) inside the rule's observer ([`HeldOutStopping`] or
+//!    [`LindingerObserver`]), which stops the run and restores the parameters the rule
+//!    keeps.
+//!
+//! ```text
+//! // in a backend's Model::fit:
+//! let stepper = AdamStepper::new(cfg.adam());
+//! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, observer)
+//! ```
+
+use crate::data::{Dataset, holdout_with_replacement};
+use crate::error::Result;
+use crate::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use crate::train::early_stopping::{
+    FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
+};
+use crate::train::executor::Executor;
+use crate::train::observer::{Observer, Progress};
+use crate::train::rules::HeldOutRule;
+use crate::train::stepper::Stepper;
+
+/// Offset of the held-out rows' seed from the fit seed (as [`heldout_split`]).
+pub const HOLDOUT_SEED_OFFSET: u64 = 0x5EED;
+/// Offset of the held-out predictions' seed from the fit seed (the Lindinger rule adds the
+/// evaluation index, so every evaluation draws fresh samples as the reference does; the
+/// patience rule uses the same seed at every evaluation).
+pub const SCORE_SEED_OFFSET: u64 = 0x5C0E;
+
+/// `(kept, held_out)` rows of `n` training rows for `rule` and fit seed `seed`; `None`
+/// when `n` < [`MIN_ROWS_FOR_EARLY_STOPPING`] (no early stopping then).
+///
+/// # Errors
+/// Invalid rule settings, or a fraction that leaves an empty set.
+pub fn held_out_rows(
+    rule: &HeldOutRule,
+    n: usize,
+    seed: u64,
+) -> Result<Option<(Vec<usize>, Vec<usize>)>> {
+    rule.validate()?;
+    if n < MIN_ROWS_FOR_EARLY_STOPPING {
+        return Ok(None);
+    }
+    let split = match rule {
+        HeldOutRule::Patience(es) => heldout_split(n, es.fraction, seed)?,
+        HeldOutRule::Lindinger(l) => holdout_with_replacement(
+            n,
+            l.holdout_fraction,
+            seed.wrapping_add(HOLDOUT_SEED_OFFSET),
+        )?,
+    };
+    Ok(Some(split))
+}
+
+/// The model's mean negative log predictive density on `heldout` (model units), predicted
+/// with `samples` samples and seed `seed`; `+∞` when prediction fails or is not finite.
+pub fn heldout_nll<M: Model + ?Sized>(
+    model: &M,
+    heldout: &Dataset,
+    samples: usize,
+    seed: u64,
+) -> f64 {
+    let cfg = PredictConfig { samples, seed };
+    let ld = model
+        .predict(heldout.x(), &cfg)
+        .and_then(|p| p.log_density(heldout.y()));
+    match ld {
+        Ok(v) if !v.is_empty() => {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            if m.is_finite() { -m } else { f64::INFINITY }
+        }
+        _ => f64::INFINITY,
+    }
+}
+
+/// Trains `model` on `data` with `stepper` on the core executor, honouring
+/// `cfg.early_stopping` (see the module docs). This is what a backend's `Model::fit`
+/// calls; `observer` receives progress as with [`Progress`].
+///
+/// # Errors
+/// Invalid early-stopping settings; the executor's errors.
+pub fn fit_with_held_out<M, S>(
+    model: &mut M,
+    data: &Dataset,
+    cfg: &FitConfig,
+    stepper: S,
+    observer: &mut dyn FitObserver,
+) -> Result<FitReport>
+where
+    M: Model,
+    S: Stepper<M>,
+{
+    fit_with_held_out_observed(model, data, cfg, stepper, observer, &mut []).map(|(r, _)| r)
+}
+
+/// [`fit_with_held_out`] with `extra` observers (after progress, before the rule's
+/// observer, e.g. a sampler's collector or a checkpoint) and the rule's [`FitSummary`]
+/// (`None` when no early stopping ran).
+///
+/// # Errors
+/// As [`fit_with_held_out`].
+pub fn fit_with_held_out_observed<M, S>(
+    model: &mut M,
+    data: &Dataset,
+    cfg: &FitConfig,
+    stepper: S,
+    observer: &mut dyn FitObserver,
+    extra: &mut [&mut dyn Observer<M>],
+) -> Result<(FitReport, Option<FitSummary>)>
+where
+    M: Model,
+    S: Stepper<M>,
+{
+    let mut progress = Progress::new(observer);
+    let rows = match &cfg.early_stopping {
+        Some(rule) => held_out_rows(rule, data.n(), cfg.seed)?,
+        None => None,
+    };
+    let (Some(rule), Some((kept, held))) = (&cfg.early_stopping, rows) else {
+        let mut ex = Executor::new(stepper, cfg).observe(&mut progress);
+        for o in extra.iter_mut() {
+            ex = ex.observe(&mut **o);
+        }
+        return Ok((ex.run(model, data)?, None));
+    };
+    let train = data.select_rows(&kept)?;
+    let hold = data.select_rows(&held)?;
+    let samples = rule.score_samples();
+    let seed = cfg.seed.wrapping_add(SCORE_SEED_OFFSET);
+    let mut ex = Executor::new(stepper, cfg).observe(&mut progress);
+    for o in extra.iter_mut() {
+        ex = ex.observe(&mut **o);
+    }
+    match rule {
+        HeldOutRule::Patience(es) => {
+            let mut stop =
+                HeldOutStopping::new(es, hold.n(), |m: &M| heldout_nll(m, &hold, samples, seed));
+            let report = ex.observe(&mut stop).run(model, &train)?;
+            Ok((report, Some(stop.summary().clone())))
+        }
+        HeldOutRule::Lindinger(l) => {
+            let mut k = 0u64;
+            let mut stop = LindingerObserver::new(l, hold.n(), |m: &M| {
+                k += 1;
+                heldout_nll(m, &hold, samples, seed.wrapping_add(k - 1))
+            });
+            let report = ex.observe(&mut stop).run(model, &train)?;
+            Ok((report, Some(stop.summary().clone())))
+        }
+    }
+}
