@@ -12,7 +12,8 @@
 use std::path::Path;
 
 use dgp_traits::data::{
-    Dataset, UciDataset, UciSources, load_csv, load_uci, load_uci_from_str, random_split,
+    Dataset, StandardizeOptions, UciDataset, UciSources, extrapolation_split, load_csv, load_uci,
+    load_uci_from_str, random_split,
 };
 use dgp_traits::rng::{seeded, standard_normal};
 use faer::Mat;
@@ -25,6 +26,55 @@ pub const CSV_TEST_FRACTION: f64 = 0.1;
 /// Number of random splits a CSV file offers (`--splits all`), as the 20 published UCI
 /// splits.
 pub const CSV_SPLITS: usize = 20;
+
+/// Number of seeds of the extrapolation split and of Lindinger et al.'s random 90:10
+/// splits (protocol §1: seeds 0..9).
+pub const LINDINGER_SPLITS: usize = 10;
+/// Test fraction of Lindinger et al.'s random splits (Table 1: 90:10).
+pub const LINDINGER_TEST_FRACTION: f64 = 0.1;
+
+/// How a data set is split into train and test rows (`dgp-bench run --split-kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitKind {
+    /// The data set's own splits: the published ones of a UCI folder, the seeded random
+    /// 90/10 splits of a CSV file, the 80/20 splits of the step function.
+    Published,
+    /// [`LINDINGER_SPLITS`] random 90:10 splits, split k a permutation seeded with
+    /// `seed + k` whose first `floor(0.1·N)` rows are the test set (Structured_DGP's
+    /// `prepare_dataset`, Lindinger et al. Table 1).
+    Random,
+    /// The extrapolation split of protocol §1 (Lindinger et al. §4.1), seeds `seed + k`
+    /// for k = 0..9: the `floor(N/2)` rows with the smallest projection on a random
+    /// direction are the test set ([`extrapolation_split`]); features with train std ≤
+    /// 1e-3 are dropped when standardising.
+    Extrapolate,
+}
+
+impl SplitKind {
+    /// Parses `published`, `random` or `extrapolate`.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] naming the allowed values.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "published" => Ok(SplitKind::Published),
+            "random" => Ok(SplitKind::Random),
+            "extrapolate" => Ok(SplitKind::Extrapolate),
+            other => Err(BenchError::Usage(format!(
+                "--split-kind must be published, random or extrapolate, got '{other}'"
+            ))),
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitKind::Published => "published",
+            SplitKind::Random => "random",
+            SplitKind::Extrapolate => "extrapolate",
+        }
+    }
+}
 
 /// Size of the step-function data set (DGPS thesis §5.1 uses N ∈ {50, 100, 200}).
 pub const STEP_N: usize = 200;
@@ -122,6 +172,11 @@ enum Source {
     Random {
         data: Dataset,
         test_fraction: f64,
+        n_splits: usize,
+        seed: u64,
+    },
+    Extrapolate {
+        data: Dataset,
         n_splits: usize,
         seed: u64,
     },
@@ -250,11 +305,62 @@ impl BenchData {
         Self::with_random_splits(name, spec, data, CSV_TEST_FRACTION, CSV_SPLITS, seed)
     }
 
+    /// The same rows split another way (`--split-kind`): [`SplitKind::Published`] keeps
+    /// the data set's own splits; the others replace them, seeded with `seed + k`.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] when the data are too small for the split.
+    pub fn with_split_kind(self, kind: SplitKind, seed: u64) -> Result<Self> {
+        let data = self.data().clone();
+        let source = match kind {
+            SplitKind::Published => return Ok(self),
+            SplitKind::Random => {
+                if (LINDINGER_TEST_FRACTION * data.n() as f64).floor() < 1.0 {
+                    return Err(BenchError::Usage(format!(
+                        "--split-kind random: {} has {} rows, too few for a 90:10 split",
+                        self.name,
+                        data.n()
+                    )));
+                }
+                Source::Random {
+                    data,
+                    test_fraction: LINDINGER_TEST_FRACTION,
+                    n_splits: LINDINGER_SPLITS,
+                    seed,
+                }
+            }
+            SplitKind::Extrapolate => {
+                if data.n() < 4 {
+                    return Err(BenchError::Usage(format!(
+                        "--split-kind extrapolate: {} has {} rows, too few to split in halves",
+                        self.name,
+                        data.n()
+                    )));
+                }
+                Source::Extrapolate {
+                    data,
+                    n_splits: LINDINGER_SPLITS,
+                    seed,
+                }
+            }
+        };
+        Ok(BenchData { source, ..self })
+    }
+
+    /// How the training split is standardised: the extrapolation split drops features
+    /// whose train std is ≤ 1e-3 (protocol §1 step 3); every other split keeps them.
+    pub fn standardize_options(&self) -> StandardizeOptions {
+        match self.source {
+            Source::Extrapolate { .. } => StandardizeOptions::drop_near_constant(),
+            _ => StandardizeOptions::default(),
+        }
+    }
+
     /// All rows (inputs and targets in original units).
     pub fn data(&self) -> &Dataset {
         match &self.source {
             Source::Uci(u) => &u.data,
-            Source::Random { data, .. } => data,
+            Source::Random { data, .. } | Source::Extrapolate { data, .. } => data,
         }
     }
 
@@ -262,7 +368,7 @@ impl BenchData {
     pub fn n_splits(&self) -> usize {
         match &self.source {
             Source::Uci(u) => u.n_splits,
-            Source::Random { n_splits, .. } => *n_splits,
+            Source::Random { n_splits, .. } | Source::Extrapolate { n_splits, .. } => *n_splits,
         }
     }
 
@@ -287,6 +393,9 @@ impl BenchData {
                 "random {:.0}/{:.0} splits, split k seeded with {seed} + k ({n_splits} available)",
                 100.0 * (1.0 - test_fraction),
                 100.0 * test_fraction
+            ),
+            Source::Extrapolate { n_splits, seed, .. } => format!(
+                "extrapolation splits (Lindinger et al. §4.1: the half with the smaller projection on a random direction is the test set), split k seeded with {seed} + k ({n_splits} available)"
             ),
         }
     }
@@ -314,6 +423,16 @@ impl BenchData {
                 ..
             } => random_split(data.n(), *test_fraction, seed.wrapping_add(k as u64))
                 .map_err(BenchError::data),
+            Source::Extrapolate { data, seed, .. } => {
+                // The training half is `train ∪ holdout`: the early-stopping holdout is
+                // drawn inside `fit` by the rule (`FitConfig::early_stopping`).
+                let s = extrapolation_split(data.x(), seed.wrapping_add(k as u64))
+                    .map_err(BenchError::data)?;
+                let mut train = s.train;
+                train.extend(s.holdout);
+                train.sort_unstable();
+                Ok((train, s.test))
+            }
         }
     }
 
@@ -363,7 +482,8 @@ fn last_csv_column(path: &Path) -> Result<String> {
 }
 
 /// Parses a `--splits` value: `all`, or a comma-separated list of indices and ranges
-/// (`0,1,2`, `0-4`, `0-4,7`), checked against `n_splits`. Order is kept, repeats removed.
+/// (`0,1,2`, `0-4` and `0..=4` inclusive, `0..5` half-open as in Rust, `0-4,7`), checked
+/// against `n_splits`. Order is kept, repeats removed.
 ///
 /// # Errors
 /// [`BenchError::Usage`] naming the bad token or the out-of-range split.
@@ -374,7 +494,7 @@ pub fn parse_splits(text: &str, n_splits: usize) -> Result<Vec<usize>> {
     }
     let bad = |tok: &str| {
         BenchError::Usage(format!(
-            "--splits: '{tok}' is not a split index, a range a-b, or 'all'"
+            "--splits: '{tok}' is not a split index, a range a-b, a..b (b excluded), a..=b, or 'all'"
         ))
     };
     let mut out = Vec::new();
@@ -382,14 +502,26 @@ pub fn parse_splits(text: &str, n_splits: usize) -> Result<Vec<usize>> {
         if tok.is_empty() {
             return Err(bad(tok));
         }
-        let (a, b) = match tok.split_once('-') {
-            Some((a, b)) => (
-                a.trim().parse::<usize>().map_err(|_| bad(tok))?,
-                b.trim().parse::<usize>().map_err(|_| bad(tok))?,
-            ),
-            None => {
-                let k = tok.parse::<usize>().map_err(|_| bad(tok))?;
-                (k, k)
+        let num = |t: &str| t.trim().parse::<usize>().map_err(|_| bad(tok));
+        let (a, b) = if let Some((a, b)) = tok.split_once("..=") {
+            (num(a)?, num(b)?)
+        } else if let Some((a, b)) = tok.split_once("..") {
+            // Rust's half-open range: `0..3` is 0, 1, 2.
+            let (a, b) = (num(a)?, num(b)?);
+            if b <= a {
+                return Err(bad(tok));
+            }
+            (a, b - 1)
+        } else {
+            match tok.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse::<usize>().map_err(|_| bad(tok))?,
+                    b.trim().parse::<usize>().map_err(|_| bad(tok))?,
+                ),
+                None => {
+                    let k = tok.parse::<usize>().map_err(|_| bad(tok))?;
+                    (k, k)
+                }
             }
         };
         if a > b {
@@ -461,11 +593,51 @@ mod tests {
     }
 
     #[test]
+    fn split_kinds_replace_the_published_splits() {
+        let d = BenchData::embedded_concrete().unwrap();
+        let r = d.clone().with_split_kind(SplitKind::Random, 0).unwrap();
+        assert_eq!(r.n_splits(), 10);
+        let (tr, te) = r.split(3).unwrap();
+        assert_eq!((tr.len(), te.len()), (927, 103));
+        assert_eq!((tr, te), random_split(1030, 0.1, 3).unwrap());
+        assert_eq!(r.standardize_options(), StandardizeOptions::default());
+        let e = d
+            .clone()
+            .with_split_kind(SplitKind::Extrapolate, 0)
+            .unwrap();
+        assert_eq!(e.n_splits(), 10);
+        let (tr, te) = e.split(2).unwrap();
+        assert_eq!((tr.len(), te.len()), (515, 515));
+        let s = extrapolation_split(d.data().x(), 2).unwrap();
+        assert_eq!(te, s.test);
+        let z = |i: usize| s.projection[i];
+        let max_test = te.iter().map(|&i| z(i)).fold(f64::MIN, f64::max);
+        assert!(
+            tr.iter().all(|&i| z(i) >= max_test),
+            "test = smallest projections"
+        );
+        assert_eq!(e.split(2).unwrap(), (tr, te), "deterministic per seed");
+        assert_ne!(e.split(3).unwrap().1, s.test);
+        assert_eq!(
+            e.standardize_options(),
+            StandardizeOptions::drop_near_constant()
+        );
+        assert!(e.split_protocol().contains("extrapolation"));
+        let p = d.clone().with_split_kind(SplitKind::Published, 0).unwrap();
+        assert_eq!(p.n_splits(), 20);
+        for bad in ["", "extrapolation", "Published"] {
+            assert_eq!(SplitKind::parse(bad).unwrap_err().exit_code(), 2);
+        }
+    }
+
+    #[test]
     fn splits_parse() {
         assert_eq!(parse_splits("all", 3).unwrap(), vec![0, 1, 2]);
         assert_eq!(parse_splits("0,2", 3).unwrap(), vec![0, 2]);
         assert_eq!(parse_splits("1-3,0,2", 5).unwrap(), vec![1, 2, 3, 0]);
-        for bad in ["", "x", "3", "2-1", "0,,1", "-1"] {
+        assert_eq!(parse_splits("0..3", 5).unwrap(), vec![0, 1, 2]);
+        assert_eq!(parse_splits("1..=3", 5).unwrap(), vec![1, 2, 3]);
+        for bad in ["", "x", "3", "2-1", "0,,1", "-1", "2..2", "0..9", "a..b"] {
             let e = parse_splits(bad, 3).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad}");
         }

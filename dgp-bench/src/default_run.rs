@@ -173,6 +173,10 @@ fn spec_for<'a>(
         seed: opts.seed,
         splits: splits.to_vec(),
         progress: opts.progress,
+        early_stopping: None,
+        lr_schedule: dgp_traits::optim::LrSchedule::Constant,
+        per_point: false,
+        protocol: String::new(),
     }
 }
 

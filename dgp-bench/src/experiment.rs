@@ -12,6 +12,8 @@ use dgp_traits::backend::Settings;
 use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::metrics::{Metrics, pit};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
+use dgp_traits::optim::LrSchedule;
+use dgp_traits::train::HeldOutRule;
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{ArchSpec, BackendEntry};
@@ -54,6 +56,17 @@ pub struct ExperimentSpec<'a> {
     pub splits: Vec<usize>,
     /// Show a progress bar per split (on stderr, only when it is a terminal).
     pub progress: bool,
+    /// Held-out early stopping passed to `fit` ([`FitConfig::early_stopping`]); `steps`
+    /// is then the cap.
+    pub early_stopping: Option<HeldOutRule>,
+    /// Learning-rate schedule passed to `fit` ([`FitConfig::lr_schedule`]).
+    pub lr_schedule: LrSchedule,
+    /// Keep every test point's log predictive density in the record
+    /// ([`SplitRecord::log_density`]) for the per-point comparison (`dgp-bench compare`).
+    pub per_point: bool,
+    /// Protocol and split kind for the records (`lindinger/random`, ...); empty for the
+    /// default (published protocol on the data set's own splits).
+    pub protocol: String,
 }
 
 impl<'a> ExperimentSpec<'a> {
@@ -75,6 +88,10 @@ impl<'a> ExperimentSpec<'a> {
             seed: 0,
             splits: (0..data.n_splits()).collect(),
             progress: false,
+            early_stopping: None,
+            lr_schedule: LrSchedule::Constant,
+            per_point: false,
+            protocol: String::new(),
         }
     }
 
@@ -196,6 +213,27 @@ pub struct SplitRecord {
     /// omitted otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub command: String,
+    /// Protocol and split kind (`lindinger/random`, `published/extrapolate`, ...); empty
+    /// and omitted for the published protocol on the data set's own splits.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+    /// Step cap when held-out early stopping ran (`steps` is where it stopped); 0 and
+    /// omitted otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_steps: usize,
+    /// Log predictive density of every test point in original units (test-row order of
+    /// the split, rounded to 1e-6), with `run --per-point`; empty and omitted otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_density: Vec<f64>,
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
+}
+
+/// Rounds a log density to 1e-6 for compact records.
+pub fn round_log_density(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
 }
 
 /// One split's record plus what plots need: the trained model, the split's
@@ -233,8 +271,9 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         spec.data.name
     );
     let (train, test) = spec.data.split_data(k)?;
-    let standardizer = Standardizer::fit(&train);
     let ctx = |what: &str| format!("{label}: {what}");
+    let standardizer = Standardizer::fit_with(&train, spec.data.standardize_options())
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
     let train_std = standardizer
         .transform(&train)
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
@@ -247,7 +286,8 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         batch_size,
         learning_rate: spec.learning_rate,
         seed: spec.seed,
-        ..FitConfig::default()
+        early_stopping: spec.early_stopping.clone(),
+        lr_schedule: spec.lr_schedule.clone(),
     };
     // Building includes any hyper-parameter selection on validation data, so it counts
     // as training time.
@@ -275,6 +315,15 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         .map_err(|e| BenchError::run(ctx("unstandardising"), e))?;
     let m = Metrics::compute(&pred, test.y()).map_err(|e| BenchError::run(ctx("metrics"), e))?;
     let u = pit(&pred, test.y()).map_err(|e| BenchError::run(ctx("PIT"), e))?;
+    let log_density = if spec.per_point {
+        pred.log_density(test.y())
+            .map_err(|e| BenchError::run(ctx("log densities"), e))?
+            .into_iter()
+            .map(round_log_density)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let pit_values: Vec<f64> = (0..u.ncols())
         .flat_map(|j| (0..u.nrows()).map(move |i| (i, j)))
         .map(|(i, j)| u[(i, j)])
@@ -306,6 +355,13 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         model: model.describe(),
         settings: Settings::new(),
         command: String::new(),
+        protocol: spec.protocol.clone(),
+        max_steps: if spec.early_stopping.is_some() {
+            spec.steps
+        } else {
+            0
+        },
+        log_density,
     };
     Ok(SplitOutcome {
         record,

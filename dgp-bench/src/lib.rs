@@ -40,6 +40,7 @@ pub mod error;
 pub mod experiment;
 pub mod plots;
 pub mod progress;
+pub mod protocol;
 pub mod report;
 pub mod results;
 pub mod summary;

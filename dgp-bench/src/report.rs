@@ -291,6 +291,9 @@ pub(crate) mod tests {
             model: "svi L=2".into(),
             settings: Default::default(),
             command: String::new(),
+            protocol: String::new(),
+            max_steps: 0,
+            log_density: Vec::new(),
         }
     }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{ArchArgs, DataFlags, ModelFlags, SettingsInput, arch_from, nonzero, progress_enabled};
 use crate::backends::{ArchSpec, BackendEntry, find_backend};
-use crate::datasets::{BenchData, parse_splits};
+use crate::datasets::{BenchData, SplitKind, parse_splits};
 use crate::error::{BenchError, Result};
 use crate::experiment::{
     ExperimentSpec, PREDICT_SEED_OFFSET, SplitOutcome, SplitRecord, model_label,
@@ -17,8 +17,10 @@ use crate::experiment::{
 use crate::plots::{
     calibration_curve, calibration_levels, plot_calibration, plot_predictive_1d, predict_curve_1d,
 };
+use crate::protocol::Protocol;
 use crate::report::{JsonLinesWriter, Report, fmt_mean_se, markdown_table, write_report_files};
 use crate::summary::{SummaryRow, summarise};
+use dgp_traits::optim::LrSchedule;
 
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
 /// the DSVI reference settings: M = 100, 10 000 Adam steps at lr 0.01, batch min(N, 10 000),
@@ -77,6 +79,46 @@ pub struct RunArgs {
     /// evaluation, half the cost) [default: alternate].
     #[arg(long, value_name = "SCHEME", requires = "natgrad")]
     pub natgrad_scheme: Option<String>,
+    /// Evaluation protocol (shared/specs/protocol.md §1): published (the data set's own
+    /// splits, backend defaults) or lindinger (Lindinger et al. 2020 Table 1: 10 random
+    /// 90:10 splits seeded 0..9, their held-out early stopping, at most 20000 steps, batch
+    /// 512, 5 training samples, Adam 0.005 ×0.98 every 1000 steps, 100 test samples,
+    /// M = 128, hidden 5; flags given override these) [default: published].
+    #[arg(long, default_value = "published")]
+    pub protocol: String,
+    /// How rows are split: published (the data set's own splits), random (10 random 90:10
+    /// splits, split k seeded with --seed + k) or extrapolate (protocol §1: the half with
+    /// the smaller projection on a random direction is the test set, seeds --seed + 0..9,
+    /// always with Lindinger's held-out early stopping) [default: the protocol's:
+    /// published → published, lindinger → random].
+    #[arg(long, value_name = "KIND")]
+    pub split_kind: Option<String>,
+    /// Keep every test point's log predictive density in the JSON records (for
+    /// `dgp-bench compare`).
+    #[arg(long)]
+    pub per_point: bool,
+}
+
+/// The protocol and split kind of the command line (checked before any data is read).
+fn protocol_of(a: &RunArgs) -> Result<(Protocol, SplitKind)> {
+    let p = Protocol::parse(&a.protocol)?;
+    let k = match &a.split_kind {
+        Some(s) => SplitKind::parse(s)?,
+        None => p.default_split_kind(),
+    };
+    Ok((p, k))
+}
+
+/// `flags` with the protocol's defaults filled in where no flag was given.
+fn protocol_flags(flags: &ModelFlags, p: Protocol) -> ModelFlags {
+    let mut f = flags.clone();
+    if let Some(s) = p.settings() {
+        f.inducing = f.inducing.or(Some(s.num_inducing));
+        f.hidden = f.hidden.or(Some(s.hidden_width));
+        f.batch = f.batch.or(Some(s.batch));
+        f.lr = f.lr.or(Some(s.learning_rate));
+    }
+    f
 }
 
 /// Parses a comma-separated list of layer counts such as `1,2`.
@@ -120,6 +162,8 @@ struct RunSettings<'a> {
     learning_rate: f64,
     seed: u64,
     splits: &'a [usize],
+    #[serde(skip_serializing_if = "String::is_empty")]
+    protocol: String,
 }
 
 /// One line describing the settings of an experiment.
@@ -140,7 +184,31 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
         a.predict_samples,
         a.tune,
         spec.seed
-    )
+    ) + &training_note(spec)
+}
+
+/// The early stopping and schedule of a spec, for the one-line description.
+fn training_note(spec: &ExperimentSpec<'_>) -> String {
+    let mut out = String::new();
+    if let Some(r) = &spec.early_stopping {
+        out.push_str(&format!(
+            "; held-out early stopping: {} rule (shared/specs/structured.md §7), {} steps at most",
+            r.name(),
+            spec.steps
+        ));
+    }
+    if let LrSchedule::Exponential {
+        gamma,
+        every,
+        staircase,
+    } = &spec.lr_schedule
+    {
+        out.push_str(&format!(
+            "; lr ×{gamma} every {every} steps{}",
+            if *staircase { " (staircase)" } else { "" }
+        ));
+    }
+    out
 }
 
 /// The command line of this process, for the records (`dgp-bench run ...`).
@@ -168,43 +236,61 @@ fn build_specs<'d>(
 ) -> Result<Vec<ExperimentSpec<'d>>> {
     let backends_wanted = parse_backends(&a.backend)?;
     let layer_list = parse_layers(&a.layers)?;
+    let (protocol, kind) = protocol_of(a)?;
+    let ps = protocol.settings();
+    let flags = protocol_flags(&a.model, protocol);
     // The published splits of a data set all have the same size.
     let n_train = match splits.first() {
         Some(&k) => data.split_data(k)?.0.n(),
         None => data.data().n(),
     };
-    let settings: SettingsInput = a
-        .model
-        .settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
+    let settings: SettingsInput = flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
     let mut specs = Vec::new();
     for &b in &backends_wanted {
         let d = b.defaults;
-        let lr = a.model.learning_rate(b)?;
+        let lr = flags.learning_rate(b)?;
+        // A protocol's sample counts apply to Monte Carlo backends, not to backends whose
+        // --samples is the number of mixture components of the model (dspp's sites).
+        let ps_samples = ps.filter(|_| !b.samples_are_components);
         for &layers in &layer_list {
             let arch = arch_from(
                 b,
                 &ArchArgs {
                     layers,
-                    train_samples: a.train_samples.unwrap_or(d.train_samples),
-                    predict_samples: a.samples.unwrap_or(d.predict_samples),
+                    train_samples: a
+                        .train_samples
+                        .or(ps_samples.map(|s| s.train_samples))
+                        .unwrap_or(d.train_samples),
+                    predict_samples: a
+                        .samples
+                        .or(ps_samples.map(|s| s.predict_samples))
+                        .unwrap_or(d.predict_samples),
                     samples: a.samples,
-                    flags: &a.model,
+                    flags: &flags,
                     settings: &settings,
                     tune: !a.no_tune,
                     seed: a.seed,
                 },
             )?;
-            let batch_size = a.model.batch_size(b)?;
+            let batch_size = flags.batch_size(b)?;
+            let default_steps = match ps {
+                Some(s) => s.steps,
+                None => d.steps_for(n_train, batch_size),
+            };
             let spec = ExperimentSpec {
                 data,
                 backend: b,
                 arch,
-                steps: a.steps.unwrap_or(d.steps_for(n_train, batch_size)),
+                steps: nonzero("--steps", a.steps.unwrap_or(default_steps))?,
                 batch_size,
                 learning_rate: lr,
                 seed: a.seed,
                 splits: splits.to_vec(),
                 progress: progress_enabled(!a.quiet),
+                early_stopping: protocol.early_stopping(kind),
+                lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
+                per_point: a.per_point,
+                protocol: protocol.label(kind),
             };
             spec.validate()?;
             specs.push(spec);
@@ -318,6 +404,15 @@ fn write_outputs(
         data.origin,
         data.split_protocol()
     )];
+    if let Ok((protocol, kind)) = protocol_of(a) {
+        intro.push(format!(
+            "* protocol: {} (split kind {}; shared/specs/protocol.md §1), seed {} (split k uses seed {} + k for random and extrapolation splits)",
+            protocol.name(),
+            kind.name(),
+            a.seed,
+            a.seed
+        ));
+    }
     intro.extend(specs.iter().map(|s| format!("* {}", describe_spec(s))));
     intro.push(format!("* splits: {splits:?}"));
     let report = Report {
@@ -340,6 +435,7 @@ fn write_outputs(
             learning_rate: spec.learning_rate,
             seed: spec.seed,
             splits: &spec.splits,
+            protocol: spec.protocol.clone(),
         })
         .collect();
     write_report_files(dir, &report, settings, &acc.records)?;
@@ -348,7 +444,8 @@ fn write_outputs(
 }
 
 pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
-    let data = a.source.load(a.seed)?;
+    let (protocol, kind) = protocol_of(a)?;
+    let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let specs = build_specs(a, &data, &splits)?;
     // Output locations are arguments: check them before training (exit code 2).
@@ -372,6 +469,12 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
         data.origin,
         data.data().input_dim(),
         data.split_protocol()
+    );
+    println!(
+        "protocol {} (split kind {}), splits {:?}",
+        protocol.name(),
+        kind.name(),
+        splits
     );
     println!(
         "metrics in original target units; train/test standardised with training-split statistics"
