@@ -11,6 +11,12 @@
 //! * [`experiment`] — [`experiment::run_experiment`]: per split, standardise with training
 //!   statistics, build, fit, predict, un-standardise, and compute NLL/RMSE/CRPS/coverage in
 //!   original units ([`experiment::SplitRecord`]).
+//! * [`protocol`] — `run --protocol published | lindinger` (Lindinger et al.'s random
+//!   90:10 splits, held-out early stopping and settings) next to `--split-kind published |
+//!   random | extrapolate` ([`datasets::SplitKind`]; the extrapolation split of protocol
+//!   §1, which always trains with Lindinger's held-out early stopping).
+//! * [`compare`] — the per-point direct comparison of any two backends (Lindinger et al.
+//!   §4.2) from records with per-test-point log densities (`run --per-point`).
 //! * [`summary`] — mean ± standard error over splits (ddof = 1).
 //! * [`report`] — Markdown table, `report.md`, `results.json`, JSON Lines.
 //! * [`results`] — the repository's `RESULTS.md`, regenerated from the records in `results/`.
@@ -34,6 +40,7 @@
 
 pub mod backends;
 pub mod cli;
+pub mod compare;
 pub mod datasets;
 pub mod default_run;
 pub mod error;

@@ -1,5 +1,6 @@
 //! The command line: argument definitions (clap) shared by the subcommands, and one
-//! module per subcommand (`run`, `time`, `table`, `results`, `backends`, the default job).
+//! module per subcommand (`run`, `time`, `table`, `results`, `compare`, `backends`, the
+//! default job).
 //! `main.rs` only parses, dispatches and maps errors to exit codes.
 //!
 //! Backend-specific settings: `--set KEY=VALUE` (repeatable; dotted keys for nested
@@ -25,12 +26,14 @@ use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
 
 mod backends;
+mod compare;
 mod default;
 mod results;
 mod run;
 mod table;
 mod time;
 
+pub use compare::CompareArgs;
 pub use results::ResultsArgs;
 pub use run::RunArgs;
 pub use table::TableArgs;
@@ -70,6 +73,10 @@ pub enum Command {
     Table(TableArgs),
     /// Regenerate RESULTS.md from the committed records in results/ (or check it).
     Results(ResultsArgs),
+    /// Per-point direct comparison of two models (Lindinger et al. §4.2): per data set,
+    /// the fraction of test points where A's log density beats B's, mean ± s.e. over
+    /// splits, from the records of `run --json FILE --per-point`.
+    Compare(CompareArgs),
     /// List the registered backends, what --samples means for each and their settings.
     Backends,
 }
@@ -86,6 +93,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Some(Command::Time(a)) => time::cmd_time(&a),
         Some(Command::Table(a)) => table::cmd_table(&a),
         Some(Command::Results(a)) => results::cmd_results(&a),
+        Some(Command::Compare(a)) => compare::cmd_compare(&a),
         Some(Command::Backends) => {
             backends::cmd_backends();
             Ok(())
