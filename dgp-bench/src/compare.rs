@@ -98,6 +98,9 @@ pub fn fraction_better(a: &[f64], b: &[f64]) -> Result<f64> {
 
 type Key = (String, String, u64, usize);
 
+/// Per (data set, protocol): (split, fraction, test points) of every paired split.
+type Groups = BTreeMap<(String, String), Vec<(usize, f64, usize)>>;
+
 /// The one record of `sel` per (data set, protocol, seed, split).
 fn pick<'r>(records: &'r [SplitRecord], sel: &Selector) -> Result<BTreeMap<Key, &'r SplitRecord>> {
     let mut out: BTreeMap<Key, &SplitRecord> = BTreeMap::new();
@@ -138,7 +141,7 @@ pub fn direct_comparison(
             )));
         }
     }
-    let mut groups: BTreeMap<(String, String), Vec<(usize, f64, usize)>> = BTreeMap::new();
+    let mut groups = Groups::new();
     for (key, x) in &ra {
         let Some(y) = rb.get(key) else { continue };
         if x.log_density.is_empty() || y.log_density.is_empty() {
