@@ -45,6 +45,10 @@
 //!   Carlo noise from an independent stream); a [`train::Stepper`] makes each step and
 //!   [`train::Observer`]s watch it. No backend writes its own loop; `Model::fit` has no
 //!   default, so each backend states which stepper and observers it trains with.
+//! * Held-out early stopping is part of [`model::FitConfig`] (`early_stopping`: the
+//!   patience rule or Lindinger et al.'s, [`train::HeldOutRule`]); a backend honours it by
+//!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `Progress`
+//!   when it is `None`, bit for bit).
 //! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
 //!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a
 //!   backend's test suite calls.
