@@ -83,7 +83,7 @@ pub struct RunArgs {
     /// splits, backend defaults) or lindinger (Lindinger et al. 2020 Table 1: 10 random
     /// 90:10 splits seeded 0..9, their held-out early stopping, at most 20000 steps, batch
     /// 512, 5 training samples, Adam 0.005 ×0.98 every 1000 steps, 100 test samples,
-    /// M = 128, hidden 5; flags given override these) [default: published].
+    /// M = 128, hidden 5; flags given override these).
     #[arg(long, default_value = "published")]
     pub protocol: String,
     /// How rows are split: published (the data set's own splits), random (10 random 90:10
