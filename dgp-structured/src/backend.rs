@@ -28,9 +28,16 @@ const RESERVED: &[(&str, &str)] = &[
     ("init_seed", "--seed"),
 ];
 
-const STAR_SCHEMA: ConfigSchema<'static> = ConfigSchema { backend: "star", reserved: RESERVED, sections: &[] };
-const FC_SCHEMA: ConfigSchema<'static> =
-    ConfigSchema { backend: "fc", reserved: RESERVED, sections: &[("natgrad", natgrad_default)] };
+const STAR_SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "star",
+    reserved: RESERVED,
+    sections: &[],
+};
+const FC_SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "fc",
+    reserved: RESERVED,
+    sections: &[("natgrad", natgrad_default)],
+};
 
 /// A structured backend of one family.
 #[derive(Clone, Copy, Debug)]
@@ -39,9 +46,13 @@ pub struct StructuredBackend {
 }
 
 /// The stripes-and-arrow backend (`star`).
-pub static STAR_BACKEND: StructuredBackend = StructuredBackend { family: Family::Star };
+pub static STAR_BACKEND: StructuredBackend = StructuredBackend {
+    family: Family::Star,
+};
 /// The fully-coupled backend (`fc`).
-pub static FC_BACKEND: StructuredBackend = StructuredBackend { family: Family::FullyCoupled };
+pub static FC_BACKEND: StructuredBackend = StructuredBackend {
+    family: Family::FullyCoupled,
+};
 
 impl ConfigBackend for StructuredBackend {
     type Config = StructuredConfig;
@@ -55,7 +66,9 @@ impl ConfigBackend for StructuredBackend {
 
     fn description(&self) -> &'static str {
         match self.family {
-            Family::FullyCoupled => "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020)",
+            Family::FullyCoupled => {
+                "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020)"
+            }
             _ => "stripes-and-arrow structured DGP (Lindinger et al. 2020)",
         }
     }

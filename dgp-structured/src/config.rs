@@ -135,7 +135,9 @@ impl StructuredConfig {
         if !(self.inner_white_noise.is_finite() && self.inner_white_noise > 0.0) {
             return Err(err("inner_white_noise", "must be finite and > 0"));
         }
-        if !(self.inner_q_scale.is_finite() && self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0)
+        if !(self.inner_q_scale.is_finite()
+            && self.inner_q_scale > 0.0
+            && self.inner_q_scale <= 1.0)
         {
             return Err(err("inner_q_scale", "must be finite and in (0, 1]"));
         }

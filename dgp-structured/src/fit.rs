@@ -4,7 +4,7 @@
 
 use crate::config::Family;
 use crate::model::{SAMPLE_JITTER, StructuredDgp};
-use crate::q::{FactorTape, QParams, Q_SQRT_FLOOR};
+use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
@@ -14,9 +14,13 @@ use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal};
-use dgp_traits::skeleton::{ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked};
+use dgp_traits::skeleton::{
+    ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
+};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress};
+use dgp_traits::train::{
+    AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
+};
 use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef};
 
@@ -31,7 +35,13 @@ impl Objective for StructuredDgp {
 
     /// The ELBO of eq. (8) on a minibatch: `N/(|B|·S) Σ_{n,s} E[log p(y_n | f^L_ns)] −
     /// KL(q(f_M) ‖ p(f_M))`, f^L_ns from Theorem 1's sequential conditionals (spec §2–3).
-    fn record(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>, rng: &mut Rng) -> Result<Var> {
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
         self.elbo_parts(tape, params, batch, rng).map(|(e, _, _)| e)
     }
 }
@@ -43,9 +53,18 @@ impl StructuredDgp {
     ///
     /// # Errors
     /// Bad inputs; Kuu not positive definite.
-    pub fn latent_mixture(&self, x: MatRef<'_, f64>, samples: usize, seed: u64) -> Result<(Mat<f64>, Mat<f64>)> {
+    pub fn latent_mixture(
+        &self,
+        x: MatRef<'_, f64>,
+        samples: usize,
+        seed: u64,
+    ) -> Result<(Mat<f64>, Mat<f64>)> {
         check_inputs("structured predict", x, self.input_dim)?;
-        let samples = if self.layers.len() == 1 { 1 } else { samples.max(1) };
+        let samples = if self.layers.len() == 1 {
+            1
+        } else {
+            samples.max(1)
+        };
         let chunk = (PREDICT_ROWS / samples).max(1);
         let mut m = predict_chunked(x.nrows(), chunk, seed, |tape, s, len, rng| {
             tape.clear();
@@ -56,7 +75,9 @@ impl StructuredDgp {
             let reps = prop.reps;
             Ok(ChunkMoments {
                 means: vec![Mat::from_fn(len, reps, |i, r| mu[(0, r * len + i)])],
-                vars: vec![Mat::from_fn(len, reps, |i, r| var[(0, r * len + i)].max(0.0))],
+                vars: vec![Mat::from_fn(len, reps, |i, r| {
+                    var[(0, r * len + i)].max(0.0)
+                })],
             })
         })?;
         Ok((m.means.remove(0), m.vars.remove(0)))
@@ -73,9 +94,13 @@ impl StructuredDgp {
             let widths = m.config.widths(m.input_dim);
             if m.layers.len() != m.config.layers
                 || m.layout.size() != widths[1..].iter().sum::<usize>() * m.config.num_inducing
-                || m.layers.iter().any(|l| l.num_inducing != m.config.num_inducing)
+                || m.layers
+                    .iter()
+                    .any(|l| l.num_inducing != m.config.num_inducing)
             {
-                return Err(Error::Config("structured checkpoint: layers and q do not match the configuration".into()));
+                return Err(Error::Config(
+                    "structured checkpoint: layers and q do not match the configuration".into(),
+                ));
             }
             Ok(())
         })
@@ -152,9 +177,17 @@ impl NaturalGradientModel for StructuredDgp {
         let leaves = self.params.record(tape);
         let (out, _, q) = self.elbo_parts(tape, &leaves, batch, rng)?;
         let (value, grads, flat_grad) = checked_backward(tape, out, &self.params, &leaves)?;
-        let (QParams::Dense { mean: mean_id, factor: factor_id }, FactorTape::Dense(factor)) = (&self.q, &q.factor)
+        let (
+            QParams::Dense {
+                mean: mean_id,
+                factor: factor_id,
+            },
+            FactorTape::Dense(factor),
+        ) = (&self.q, &q.factor)
         else {
-            return Err(Error::Config("structured: natural gradients need the fully_coupled family".into()));
+            return Err(Error::Config(
+                "structured: natural gradients need the fully_coupled family".into(),
+            ));
         };
         let mean = self.params.get(*mean_id).to_owned();
         let n = mean.nrows();
@@ -162,7 +195,8 @@ impl NaturalGradientModel for StructuredDgp {
         let zero_mean = Mat::<f64>::zeros(n, 1);
         let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
         let g_factor = grads.get(*factor).unwrap_or(zeros.as_ref());
-        let step = natural_gradient_step(mean.as_ref(), tape.value(*factor), g_mean, g_factor, cfg)?;
+        let step =
+            natural_gradient_step(mean.as_ref(), tape.value(*factor), g_mean, g_factor, cfg)?;
         let raw = raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR);
         let (mean_id, factor_id) = (*mean_id, *factor_id);
         drop(grads);
@@ -188,14 +222,23 @@ impl Model for StructuredDgp {
     /// Adam on every trainable block ([`AdamStepper`]); for the fully-coupled family with
     /// [`crate::StructuredConfig::natgrad`] set, natural steps on (μ_M, S_M) next to Adam
     /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch [`Executor`].
-    fn fit(&mut self, data: &Dataset, cfg: &FitConfig, observer: &mut dyn FitObserver) -> Result<FitReport> {
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
         let adam = AdamConfig::with_lr(cfg.learning_rate);
         let mut progress = Progress::new(observer);
         match self.config.natgrad {
             Some(nat) if self.config.family == Family::FullyCoupled => {
-                Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg).observe(&mut progress).run(self, data)
+                Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg)
+                    .observe(&mut progress)
+                    .run(self, data)
             }
-            _ => Executor::new(AdamStepper::new(adam), cfg).observe(&mut progress).run(self, data),
+            _ => Executor::new(AdamStepper::new(adam), cfg)
+                .observe(&mut progress)
+                .run(self, data),
         }
     }
 
@@ -209,7 +252,10 @@ impl Model for StructuredDgp {
         finish_predictive(
             &self.config.likelihood,
             vec![1.0 / reps as f64; reps],
-            ChunkMoments { means: vec![means], vars: vec![vars] },
+            ChunkMoments {
+                means: vec![means],
+                vars: vec![vars],
+            },
             noise.as_ref().map(|v| v.as_slice()),
         )
     }
@@ -227,7 +273,12 @@ impl Model for StructuredDgp {
             if c.natgrad.is_some() { " natgrad" } else { "" },
             c.train_samples
         );
-        describe_stack(self.backend(), &c.widths(self.input_dim), c.num_inducing, &extra)
+        describe_stack(
+            self.backend(),
+            &c.widths(self.input_dim),
+            c.num_inducing,
+            &extra,
+        )
     }
 }
 

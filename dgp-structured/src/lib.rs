@@ -45,7 +45,7 @@
 //! let fit = FitConfig { steps: 30, learning_rate: 0.01, ..FitConfig::default() };
 //! model.fit(&data, &fit, &mut Silent)?;
 //! let pred = model.predict(data.x(), &PredictConfig { samples: 10, seed: 1 })?;
-//! assert_eq!(pred.num_points(), 40);
+//! assert_eq!((pred.n_points(), pred.n_components()), (40, 10));
 //! # Ok(())
 //! # }
 //! ```

@@ -14,8 +14,8 @@ use dgp_traits::mean::{LinearInit, MeanVars};
 use dgp_traits::model::Batch;
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::rng::{Rng, seeded, standard_normal};
-use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::check_batch;
+use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
@@ -99,7 +99,11 @@ impl StructuredDgp {
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
         let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
-        let hidden = StackMean::Linear { init: LinearInit::Pca, learned: false, bias: false };
+        let hidden = StackMean::Linear {
+            init: LinearInit::Pca,
+            learned: false,
+            bias: false,
+        };
         let mut params = ParamStore::new();
         let (mut layers, mut white, mut diag) = (Vec::new(), Vec::new(), Vec::new());
         for plan in layer_plans(&widths) {
@@ -123,7 +127,11 @@ impl StructuredDgp {
                     mean: mean_init,
                 },
             )?;
-            let wn = if plan.last { 0.0 } else { config.inner_white_noise };
+            let wn = if plan.last {
+                0.0
+            } else {
+                config.inner_white_noise
+            };
             white.push(if plan.last {
                 None
             } else {
@@ -154,7 +162,16 @@ impl StructuredDgp {
             )?),
             None => None,
         };
-        Ok(StructuredDgp { config, layers, white, layout, q, noise, params, input_dim: d_in })
+        Ok(StructuredDgp {
+            config,
+            layers,
+            white,
+            layout,
+            q,
+            noise,
+            params,
+            input_dim: d_in,
+        })
     }
 
     /// The configuration the model was built with.
@@ -174,7 +191,8 @@ impl StructuredDgp {
 
     /// The Gaussian noise variance σ², if the likelihood has one.
     pub fn noise_variance(&self) -> Option<f64> {
-        self.noise.map(|id| softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
+        self.noise
+            .map(|id| softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
     }
 
     /// The joint q as a dense mean (n×1) and lower factor L (n×n). Assembles an n×n
@@ -188,8 +206,13 @@ impl StructuredDgp {
     ///
     /// # Errors
     /// [`Error::Shape`] for a mean or factor of the wrong size.
-    pub fn set_joint_q_dense(&mut self, mean: MatRef<'_, f64>, factor: MatRef<'_, f64>) -> Result<()> {
-        self.q.set_dense(&mut self.params, &self.layout, mean, factor)
+    pub fn set_joint_q_dense(
+        &mut self,
+        mean: MatRef<'_, f64>,
+        factor: MatRef<'_, f64>,
+    ) -> Result<()> {
+        self.q
+            .set_dense(&mut self.params, &self.layout, mean, factor)
     }
 
     /// chol(K_l) of every layer at the current hyperparameters (the prior's blocks).
@@ -219,7 +242,8 @@ impl StructuredDgp {
         if let Some(w) = self.white_var(tape, leaves, l) {
             kuu = tape.add_diag_var(kuu, w);
         }
-        let (c, _) = tape.cholesky_jittered(kuu, &format!("Kuu of {}", layer.name), layer.jitter)?;
+        let (c, _) =
+            tape.cholesky_jittered(kuu, &format!("Kuu of {}", layer.name), layer.jitter)?;
         Ok(c)
     }
 
@@ -238,20 +262,37 @@ impl StructuredDgp {
         let q_nn = tape.col_sq_norms(a_w);
         let base = tape.sub(kdiag, q_nn);
         let base = tape.transpose(base);
-        let a = if self.config.whitened { a_w } else { tape.tri_solve(chol, a_w, Tri::LowerT) };
+        let a = if self.config.whitened {
+            a_w
+        } else {
+            tape.tri_solve(chol, a_w, Tri::LowerT)
+        };
         let mv = MeanVars {
             weights: layer.mean_weights.map(|id| id.var(leaves)),
             bias: layer.mean_bias.map(|id| id.var(leaves)),
         };
         let mean = layer.mean.record(tape, x, mv).map(|m| {
             let mt = tape.transpose(m);
-            (0..layer.output_dim).map(|t| tape.slice_rows(mt, t, 1)).collect()
+            (0..layer.output_dim)
+                .map(|t| tape.slice_rows(mt, t, 1))
+                .collect()
         });
-        Ok(Proj { chol, a, base, mean })
+        Ok(Proj {
+            chol,
+            a,
+            base,
+            mean,
+        })
     }
 
     /// [`Self::project`]'s a_l, k − aᵀKa and mean function (R×T_l) at `x`.
-    pub(crate) fn project_pub(&self, tape: &mut Tape, leaves: &[Var], l: usize, x: Var) -> Result<(Var, Var, Option<Var>)> {
+    pub(crate) fn project_pub(
+        &self,
+        tape: &mut Tape,
+        leaves: &[Var],
+        l: usize,
+        x: Var,
+    ) -> Result<(Var, Var, Option<Var>)> {
         let p = self.project(tape, leaves, l, x)?;
         let mean = p.mean.map(|rows| {
             let c = tape.concat_rows(&rows);
@@ -286,12 +327,20 @@ impl StructuredDgp {
         for l in 0..nl {
             let proj = self.project(tape, leaves, l, input)?;
             chols.push(proj.chol);
-            let (a, mt, s) = self.layer_terms(tape, &mut q, l, &proj, if l == 0 { reps } else { 1 });
+            let (a, mt, s) =
+                self.layer_terms(tape, &mut q, l, &proj, if l == 0 { reps } else { 1 });
             let b = self.cross_terms(tape, &mut q, l, &st, a);
             let cond = fields::condition(tape, &st.c, &st.r, &b, &s, &mt);
             if l + 1 == nl {
-                let var = cond.cov[0][0].ok_or_else(|| Error::Empty("structured: no variance".into()))?;
-                return Ok(Prop { mean: cond.mean[0], var, reps, chols, q });
+                let var =
+                    cond.cov[0][0].ok_or_else(|| Error::Empty("structured: no variance".into()))?;
+                return Ok(Prop {
+                    mean: cond.mean[0],
+                    var,
+                    reps,
+                    chols,
+                    q,
+                });
             }
             let l22 = fields::cholesky(tape, &cond.cov, SAMPLE_JITTER);
             let tl = mt.len();
@@ -343,8 +392,14 @@ impl StructuredDgp {
         for t in 0..tl {
             let mut row = Vec::with_capacity(t + 1);
             for t2 in 0..=t {
-                let e = q.s_block(tape, g0 + t2, g0 + t).map(|sb| quad(tape, a, sb, a));
-                row.push(if t == t2 { fields::add(tape, e, Some(proj.base)) } else { e });
+                let e = q
+                    .s_block(tape, g0 + t2, g0 + t)
+                    .map(|sb| quad(tape, a, sb, a));
+                row.push(if t == t2 {
+                    fields::add(tape, e, Some(proj.base))
+                } else {
+                    e
+                });
             }
             s.push(row);
         }
@@ -363,7 +418,14 @@ impl StructuredDgp {
 
     /// Spec §3 step 4: B = S̃^{<l,l}, entries a_{l'}ᵀ S_M^{(l',t'),(l,t)} a_l, each at the
     /// same row's own a's (pitfall 1).
-    fn cross_terms(&self, tape: &mut Tape, q: &mut QTape, l: usize, st: &State, a: Var) -> Vec<Vec<Field>> {
+    fn cross_terms(
+        &self,
+        tape: &mut Tape,
+        q: &mut QTape,
+        l: usize,
+        st: &State,
+        a: Var,
+    ) -> Vec<Vec<Field>> {
         let g0 = self.first_block(l);
         let tl = self.layers[l].output_dim;
         let mut b = Vec::with_capacity(g0);
@@ -371,7 +433,10 @@ impl StructuredDgp {
             let gp0 = self.first_block(lp);
             for tp in 0..self.layers[lp].output_dim {
                 let row = (0..tl)
-                    .map(|t| q.s_block(tape, gp0 + tp, g0 + t).map(|sb| quad(tape, st.a[lp], sb, a)))
+                    .map(|t| {
+                        q.s_block(tape, gp0 + tp, g0 + t)
+                            .map(|sb| quad(tape, st.a[lp], sb, a))
+                    })
                     .collect();
                 b.push(row);
             }
@@ -388,7 +453,12 @@ fn quad(tape: &mut Tape, u: Var, s: Var, v: Var) -> Var {
 }
 
 /// The prior's Cholesky factor of a new layer (identity when whitened), for the q init.
-fn prior_factor(layer: &SparseLayer, z: MatRef<'_, f64>, white: f64, whitened: bool) -> Result<Mat<f64>> {
+fn prior_factor(
+    layer: &SparseLayer,
+    z: MatRef<'_, f64>,
+    white: f64,
+    whitened: bool,
+) -> Result<Mat<f64>> {
     let m = layer.num_inducing;
     if whitened {
         return Ok(Mat::from_fn(m, m, |i, j| if i == j { 1.0 } else { 0.0 }));
@@ -398,7 +468,12 @@ fn prior_factor(layer: &SparseLayer, z: MatRef<'_, f64>, white: f64, whitened: b
     for i in 0..m {
         kuu[(i, i)] += white;
     }
-    Ok(cholesky_jittered(kuu.as_ref(), &format!("initial Kuu of {}", layer.name), layer.jitter)?.0)
+    Ok(cholesky_jittered(
+        kuu.as_ref(),
+        &format!("initial Kuu of {}", layer.name),
+        layer.jitter,
+    )?
+    .0)
 }
 
 impl StructuredDgp {
@@ -416,13 +491,20 @@ impl StructuredDgp {
         let b = batch.len();
         let rows = b * prop.reps;
         let y = tape.constant(Mat::from_fn(rows, 1, |r, _| batch.y[(r % b, 0)]));
-        let noise = self.noise.map(|id| tape.positive(id.var(leaves), NOISE_FLOOR));
+        let noise = self
+            .noise
+            .map(|id| tape.positive(id.var(leaves), NOISE_FLOOR));
         let mean = tape.transpose(prop.mean);
         let var = tape.transpose(prop.var);
-        let ell = self.config.likelihood.expected_log_lik(tape, y, mean, var, noise)?;
+        let ell = self
+            .config
+            .likelihood
+            .expected_log_lik(tape, y, mean, var, noise)?;
         let data = tape.sum(ell);
         let data = tape.scale(data, batch.num_data as f64 / rows as f64);
-        let kl = prop.q.kl(tape, &self.layout, self.config.whitened, &prop.chols)?;
+        let kl = prop
+            .q
+            .kl(tape, &self.layout, self.config.whitened, &prop.chols)?;
         let elbo = tape.sub(data, kl);
         Ok((elbo, kl, prop.q))
     }

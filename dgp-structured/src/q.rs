@@ -56,7 +56,12 @@ pub enum QParams {
 /// The (row, col) blocks of L that exist for `family` (spec §4): every diagonal block;
 /// for STAR with `stripes` the blocks (l, t)–(l', t) between hidden layers l' < l; with
 /// `arrow` the blocks from the output GP to every hidden GP. Fully coupled: all.
-pub fn block_pattern(layout: &JointQ, family: Family, stripes: bool, arrow: bool) -> Vec<(usize, usize)> {
+pub fn block_pattern(
+    layout: &JointQ,
+    family: Family,
+    stripes: bool,
+    arrow: bool,
+) -> Vec<(usize, usize)> {
     let nl = layout.num_layers();
     let total = layout.blocks().len();
     let mut out = Vec::new();
@@ -69,10 +74,7 @@ pub fn block_pattern(layout: &JointQ, family: Family, stripes: bool, arrow: bool
                 Family::MeanField => row == col,
                 Family::Star => {
                     row == col
-                        || (stripes
-                            && rb.layer + 1 < nl
-                            && cb.layer < rb.layer
-                            && cb.gp == rb.gp)
+                        || (stripes && rb.layer + 1 < nl && cb.layer < rb.layer && cb.gp == rb.gp)
                         || (arrow && rb.layer + 1 == nl && cb.layer + 1 < nl)
                 }
             };
@@ -143,7 +145,11 @@ impl QParams {
                 l.submatrix_mut(b.start, b.start, b.len, b.len)
                     .copy_from(diag_factors[g].as_ref());
             }
-            let factor = params.add("q.factor", raw_lower_factor(l.as_ref(), Q_SQRT_FLOOR), Role::Optimised)?;
+            let factor = params.add(
+                "q.factor",
+                raw_lower_factor(l.as_ref(), Q_SQRT_FLOOR),
+                Role::Optimised,
+            )?;
             return Ok(QParams::Dense { mean, factor });
         }
         let mut out = Vec::with_capacity(pattern.len());
@@ -182,7 +188,13 @@ impl QParams {
                 (mean.var(leaves), FactorTape::Blocks(table))
             }
         };
-        QTape { mean, factor, s_cache: vec![None; t * t], t, m }
+        QTape {
+            mean,
+            factor,
+            s_cache: vec![None; t * t],
+            t,
+            m,
+        }
     }
 
     /// The dense mean (n×1) and lower factor (n×n) of this q (for tests and for moving a
@@ -204,7 +216,8 @@ impl QParams {
                     } else {
                         raw.to_owned()
                     };
-                    l.submatrix_mut(rb.start, cb.start, rb.len, cb.len).copy_from(v.as_ref());
+                    l.submatrix_mut(rb.start, cb.start, rb.len, cb.len)
+                        .copy_from(v.as_ref());
                 }
             }
         }
@@ -222,7 +235,11 @@ impl QParams {
     ) -> Result<()> {
         let n = layout.size();
         if mean.nrows() != n || mean.ncols() != 1 || factor.nrows() != n || factor.ncols() != n {
-            return Err(Error::shape("joint q: mean n×1 and factor n×n", n, mean.nrows()));
+            return Err(Error::shape(
+                "joint q: mean n×1 and factor n×n",
+                n,
+                mean.nrows(),
+            ));
         }
         params.set(self.mean(), mean.to_owned())?;
         match self {
@@ -299,7 +316,10 @@ impl QTape {
         match &self.factor {
             FactorTape::Dense(l) => layout.kl(
                 tape,
-                JointQVars { mean: self.mean, factor: *l },
+                JointQVars {
+                    mean: self.mean,
+                    factor: *l,
+                },
                 whiten,
                 chols,
             ),
@@ -312,7 +332,12 @@ impl QTape {
 }
 
 /// The block-sparse KL of [`QTape::kl`].
-fn kl_blocks(tape: &mut Tape, q: &QTape, table: &[Option<Var>], prior: &[PriorBlock]) -> Result<Var> {
+fn kl_blocks(
+    tape: &mut Tape,
+    q: &QTape,
+    table: &[Option<Var>],
+    prior: &[PriorBlock],
+) -> Result<Var> {
     let t = q.t;
     let mut terms: Vec<Var> = Vec::new();
     for (i, p) in prior.iter().enumerate().take(t) {
@@ -332,7 +357,8 @@ fn kl_blocks(tape: &mut Tape, q: &QTape, table: &[Option<Var>], prior: &[PriorBl
         if let PriorBlock::Chol(l) = p {
             terms.push(tape.logdet_chol(*l));
         }
-        let d = table[i * t + i].ok_or_else(|| Error::Config("joint q: a diagonal block is missing".into()))?;
+        let d = table[i * t + i]
+            .ok_or_else(|| Error::Config("joint q: a diagonal block is missing".into()))?;
         let ld = tape.logdet_chol(d);
         terms.push(tape.neg(ld));
     }

@@ -9,7 +9,8 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb, toy_regression,
+    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
+    toy_regression,
 };
 use dgp_traits::train::NaturalGradientModel;
 use faer::Mat;
@@ -61,7 +62,8 @@ fn fc_with_block_diagonal_factor_equals_mean_field() {
     let data = toy_regression(12, 2, 1.5, 1);
     for &(layers, whitened) in &[(2, false), (3, false), (3, true)] {
         let mf = build(cfg(Family::MeanField, layers, 2, 4, whitened), &data, 3);
-        let mut fc = StructuredDgp::new(cfg(Family::FullyCoupled, layers, 2, 4, whitened), &data).unwrap();
+        let mut fc =
+            StructuredDgp::new(cfg(Family::FullyCoupled, layers, 2, 4, whitened), &data).unwrap();
         copy_model(&mf, &mut fc);
         let (e1, k1) = mf.elbo_and_kl(&full_batch(&data), 7).unwrap();
         let (e2, k2) = fc.elbo_and_kl(&full_batch(&data), 7).unwrap();
@@ -89,11 +91,20 @@ fn star_equals_fc(layers: usize, tau: usize, m: usize, seed: u64) {
                 c.stripes = stripes;
                 c.arrow = arrow;
                 let star = build(c.clone(), &data, seed + 11);
-                let mut fc = StructuredDgp::new(StructuredConfig { family: Family::FullyCoupled, ..c }, &data).unwrap();
+                let mut fc = StructuredDgp::new(
+                    StructuredConfig {
+                        family: Family::FullyCoupled,
+                        ..c
+                    },
+                    &data,
+                )
+                .unwrap();
                 copy_model(&star, &mut fc);
                 let (e1, k1) = star.elbo_and_kl(&full_batch(&data), seed).unwrap();
                 let (e2, k2) = fc.elbo_and_kl(&full_batch(&data), seed).unwrap();
-                let what = format!("L={layers} tau={tau} M={m} whitened={whitened} stripes={stripes} arrow={arrow}");
+                let what = format!(
+                    "L={layers} tau={tau} M={m} whitened={whitened} stripes={stripes} arrow={arrow}"
+                );
                 assert_close(e1, e2, 1e-8, &format!("ELBO {what}"));
                 assert_close(k1, k2, 1e-8, &format!("KL {what}"));
             }
@@ -154,7 +165,8 @@ fn block_prior(model: &StructuredDgp) -> Mat<f64> {
         } else {
             c * c.transpose()
         };
-        k.submatrix_mut(b.start, b.start, b.len, b.len).copy_from(kk.as_ref());
+        k.submatrix_mut(b.start, b.start, b.len, b.len)
+            .copy_from(kk.as_ref());
     }
     k
 }
@@ -204,14 +216,21 @@ fn whitened_equals_non_whitened(family: Family, layers: usize, tau: usize, m: us
     let n = mu.nrows();
     let mut lk = Mat::<f64>::zeros(n, n);
     for b in plain.layout().blocks() {
-        lk.submatrix_mut(b.start, b.start, b.len, b.len).copy_from(chols[b.layer].as_ref());
+        lk.submatrix_mut(b.start, b.start, b.len, b.len)
+            .copy_from(chols[b.layer].as_ref());
     }
     let inv = |b: &Mat<f64>| {
         let mut x = b.clone();
-        faer::linalg::triangular_solve::solve_lower_triangular_in_place(lk.as_ref(), x.as_mut(), faer::Par::Seq);
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            lk.as_ref(),
+            x.as_mut(),
+            faer::Par::Seq,
+        );
         x
     };
-    white.set_joint_q_dense(inv(&mu).as_ref(), inv(&l).as_ref()).unwrap();
+    white
+        .set_joint_q_dense(inv(&mu).as_ref(), inv(&l).as_ref())
+        .unwrap();
     let (e1, k1) = plain.elbo_and_kl(&full_batch(&data), seed).unwrap();
     let (e2, k2) = white.elbo_and_kl(&full_batch(&data), seed).unwrap();
     assert_close(e1, e2, 1e-8, &format!("{family:?} L={layers} ELBO"));
@@ -261,8 +280,18 @@ fn theorem_one_matches_sampling_the_inducing_outputs() {
             let b = moments((0..s).map(|k| (exact[(i, k)], exact[(i, k)].powi(2))));
             let se1 = (a.2 * a.2 + b.2 * b.2).sqrt();
             let se2 = (a.3 * a.3 + b.3 * b.3).sqrt();
-            assert!((a.0 - b.0).abs() < 4.0 * se1, "{family:?} point {i}: mean {} vs {} (se {se1})", a.0, b.0);
-            assert!((a.1 - b.1).abs() < 4.0 * se2, "{family:?} point {i}: E f² {} vs {} (se {se2})", a.1, b.1);
+            assert!(
+                (a.0 - b.0).abs() < 4.0 * se1,
+                "{family:?} point {i}: mean {} vs {} (se {se1})",
+                a.0,
+                b.0
+            );
+            assert!(
+                (a.1 - b.1).abs() < 4.0 * se2,
+                "{family:?} point {i}: E f² {} vs {} (se {se2})",
+                a.1,
+                b.1
+            );
         }
     }
 }
@@ -282,7 +311,13 @@ fn finite_difference_gradients_star_and_fc() {
         (Family::MeanField, 2, false),
     ] {
         let model = build(cfg(family, layers, 2, 3, whitened), &data, 6);
-        assert_objective_gradient(&model, &batch, 3, 1e-6, format_args!("{family:?} L={layers} whitened={whitened}"));
+        assert_objective_gradient(
+            &model,
+            &batch,
+            3,
+            1e-6,
+            format_args!("{family:?} L={layers} whitened={whitened}"),
+        );
     }
 }
 
@@ -314,8 +349,13 @@ fn unit_natural_step_lands_on_the_sparse_gp_posterior() {
         c.stripes = false;
         c.arrow = false;
         let mut model = build(c, &data, 1);
-        let unit = NatGradConfig { gamma: 1.0, ..NatGradConfig::default() };
-        model.natural_step(&mut Tape::new(), &full_batch(&data), &mut seeded(0), &unit).unwrap();
+        let unit = NatGradConfig {
+            gamma: 1.0,
+            ..NatGradConfig::default()
+        };
+        model
+            .natural_step(&mut Tape::new(), &full_batch(&data), &mut seeded(0), &unit)
+            .unwrap();
         let (mu_opt, s_opt) = optimal_q(&model, &data);
         let (mu, l) = model.joint_q_dense();
         let mut s = &l * l.transpose();
@@ -326,9 +366,15 @@ fn unit_natural_step_lands_on_the_sparse_gp_posterior() {
             s = c * &s * c.transpose();
         }
         for i in 0..mu.nrows() {
-            assert!((mu[(i, 0)] - mu_opt[(i, 0)]).abs() < 1e-6 * mu_opt[(i, 0)].abs().max(1.0), "whitened={whitened} μ");
+            assert!(
+                (mu[(i, 0)] - mu_opt[(i, 0)]).abs() < 1e-6 * mu_opt[(i, 0)].abs().max(1.0),
+                "whitened={whitened} μ"
+            );
             for j in 0..mu.nrows() {
-                assert!((s[(i, j)] - s_opt[(i, j)]).abs() < 1e-6 * s_opt[(i, i)].abs().max(1e-3), "whitened={whitened} S");
+                assert!(
+                    (s[(i, j)] - s_opt[(i, j)]).abs() < 1e-6 * s_opt[(i, i)].abs().max(1e-3),
+                    "whitened={whitened} S"
+                );
             }
         }
     }
@@ -338,11 +384,20 @@ fn unit_natural_step_lands_on_the_sparse_gp_posterior() {
 fn natural_steps_train_fc() {
     let data = toy_regression(40, 2, 1.5, 2);
     let mut c = cfg(Family::FullyCoupled, 2, 2, 6, false);
-    c.natgrad = Some(NatGradConfig { gamma: 0.1, ..NatGradConfig::default() });
+    c.natgrad = Some(NatGradConfig {
+        gamma: 0.1,
+        ..NatGradConfig::default()
+    });
     let mut model = StructuredDgp::new(c, &data).unwrap();
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
-    let fit = FitConfig { steps: 30, learning_rate: 0.01, ..FitConfig::default() };
-    model.fit(&data, &fit, &mut dgp_traits::model::Silent).unwrap();
+    let fit = FitConfig {
+        steps: 30,
+        learning_rate: 0.01,
+        ..FitConfig::default()
+    };
+    model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
 }
@@ -354,9 +409,21 @@ fn same_result_on_one_and_two_threads() {
     let data = toy_regression(60, 2, 1.5, 1);
     for family in [Family::Star, Family::FullyCoupled] {
         let c = cfg(family, 3, 2, 5, false);
-        let fit = FitConfig { steps: 8, batch_size: 25, ..FitConfig::default() };
-        let predict = PredictConfig { samples: 4, seed: 2 };
-        assert_fit_same_on_one_and_two_threads(|| StructuredDgp::new(c.clone(), &data), &data, &fit, &predict);
+        let fit = FitConfig {
+            steps: 8,
+            batch_size: 25,
+            ..FitConfig::default()
+        };
+        let predict = PredictConfig {
+            samples: 4,
+            seed: 2,
+        };
+        assert_fit_same_on_one_and_two_threads(
+            || StructuredDgp::new(c.clone(), &data),
+            &data,
+            &fit,
+            &predict,
+        );
     }
 }
 
@@ -365,7 +432,10 @@ fn checkpoint_round_trip_and_bad_inputs() {
     let data = toy_regression(20, 2, 1.5, 1);
     for family in [Family::Star, Family::FullyCoupled] {
         let model = build(cfg(family, 3, 2, 4, false), &data, 2);
-        let pc = PredictConfig { samples: 5, seed: 9 };
+        let pc = PredictConfig {
+            samples: 5,
+            seed: 9,
+        };
         assert_checkpoint_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
         assert_predict_rejects_bad_inputs(&model, 2);
     }
@@ -375,17 +445,79 @@ fn checkpoint_round_trip_and_bad_inputs() {
 fn bad_configurations_name_the_field() {
     let data = toy_regression(20, 2, 1.5, 1);
     let base = cfg(Family::Star, 3, 2, 4, false);
-    let nat = |g: f64| Some(NatGradConfig { gamma: g, ..NatGradConfig::default() });
+    let nat = |g: f64| {
+        Some(NatGradConfig {
+            gamma: g,
+            ..NatGradConfig::default()
+        })
+    };
     let cases: Vec<(StructuredConfig, &[&str])> = vec![
-        (StructuredConfig { hidden_widths: Some(vec![2, 3]), ..base.clone() }, &["hidden_widths", "equal", "STAR"]),
-        (StructuredConfig { layers: 1, ..base.clone() }, &["stripes", "L = 1"]),
-        (StructuredConfig { family: Family::FullyCoupled, natgrad: nat(0.0), ..base.clone() }, &["natgrad.gamma"]),
-        (StructuredConfig { family: Family::FullyCoupled, natgrad: nat(-1.0), ..base.clone() }, &["natgrad.gamma"]),
-        (StructuredConfig { family: Family::FullyCoupled, natgrad: nat(f64::NAN), ..base.clone() }, &["natgrad.gamma"]),
-        (StructuredConfig { natgrad: nat(0.5), ..base.clone() }, &["natgrad", "fully_coupled"]),
-        (StructuredConfig { inner_white_noise: f64::INFINITY, ..base.clone() }, &["inner_white_noise"]),
-        (StructuredConfig { inner_q_scale: f64::NAN, ..base.clone() }, &["inner_q_scale"]),
-        (StructuredConfig { num_inducing: 0, ..base.clone() }, &["num_inducing"]),
+        (
+            StructuredConfig {
+                hidden_widths: Some(vec![2, 3]),
+                ..base.clone()
+            },
+            &["hidden_widths", "equal", "STAR"],
+        ),
+        (
+            StructuredConfig {
+                layers: 1,
+                ..base.clone()
+            },
+            &["stripes", "L = 1"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(0.0),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(-1.0),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(f64::NAN),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                natgrad: nat(0.5),
+                ..base.clone()
+            },
+            &["natgrad", "fully_coupled"],
+        ),
+        (
+            StructuredConfig {
+                inner_white_noise: f64::INFINITY,
+                ..base.clone()
+            },
+            &["inner_white_noise"],
+        ),
+        (
+            StructuredConfig {
+                inner_q_scale: f64::NAN,
+                ..base.clone()
+            },
+            &["inner_q_scale"],
+        ),
+        (
+            StructuredConfig {
+                num_inducing: 0,
+                ..base.clone()
+            },
+            &["num_inducing"],
+        ),
     ];
     assert_config_errors(&cases, |c| StructuredDgp::new(c, &data));
     // T_L = 1: two target columns are an error naming it.
@@ -400,8 +532,14 @@ fn training_improves_the_elbo() {
     let data = toy_regression(50, 2, 1.5, 4);
     let mut model = StructuredDgp::new(cfg(Family::Star, 3, 2, 8, false), &data).unwrap();
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
-    let fit = FitConfig { steps: 60, learning_rate: 0.02, ..FitConfig::default() };
-    model.fit(&data, &fit, &mut dgp_traits::model::Silent).unwrap();
+    let fit = FitConfig {
+        steps: 60,
+        learning_rate: 0.02,
+        ..FitConfig::default()
+    };
+    model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
 }
