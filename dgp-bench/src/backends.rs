@@ -255,12 +255,12 @@ const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
 /// Structured quick settings of the default job (kept small: STAR L = 3 adds at most
 /// about 25 s).
 const STRUCTURED_QUICK: QuickSettings = QuickSettings {
-    steps: 600,
-    steps_1d: 600,
-    num_inducing: 30,
+    steps: 250,
+    steps_1d: 250,
+    num_inducing: 20,
     batch_cap: 256,
-    learning_rate: 0.01,
-    predict_samples: 50,
+    learning_rate: 0.02,
+    predict_samples: 30,
 };
 
 /// Every backend the benchmark knows, in the order reports list them.
