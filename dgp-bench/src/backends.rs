@@ -239,6 +239,30 @@ const DSPP_DEFAULTS: BackendDefaults = BackendDefaults {
     predict_samples: 8,
 };
 
+/// Structured DGP settings of `dgp-bench run` (`shared/specs/structured.md` §7, reference
+/// `extrapolation_study.py`): M = 128, Adam lr 0.005, batch 512, 20 000 steps, S = 5
+/// training samples, 100 test samples.
+const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
+    num_inducing: 128,
+    steps: 20_000,
+    epochs: None,
+    learning_rate: 0.005,
+    batch_cap: 512,
+    train_samples: 5,
+    predict_samples: 100,
+};
+
+/// Structured quick settings of the default job (kept small: STAR L = 3 adds at most
+/// about 25 s).
+const STRUCTURED_QUICK: QuickSettings = QuickSettings {
+    steps: 250,
+    steps_1d: 250,
+    num_inducing: 20,
+    batch_cap: 256,
+    learning_rate: 0.02,
+    predict_samples: 30,
+};
+
 /// Every backend the benchmark knows, in the order reports list them.
 pub static BACKENDS: &[BackendEntry] = &[
     BackendEntry {
@@ -293,6 +317,29 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_in_run: "ignored: the predictive is one Gaussian",
         samples_in_time: "ignored",
         samples_are_components: true,
+    },
+    BackendEntry {
+        backend: &dgp_structured::STAR_BACKEND,
+        defaults: STRUCTURED_DEFAULTS,
+        quick: STRUCTURED_QUICK,
+        layers_in_default_run: &[3],
+        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
+        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_are_components: false,
+    },
+    BackendEntry {
+        backend: &dgp_structured::FC_BACKEND,
+        defaults: STRUCTURED_DEFAULTS,
+        quick: QuickSettings {
+            steps: 300,
+            steps_1d: 300,
+            num_inducing: 20,
+            ..STRUCTURED_QUICK
+        },
+        layers_in_default_run: &[2],
+        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
+        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_are_components: false,
     },
 ];
 

@@ -1,0 +1,108 @@
+//! Registration of the STAR and FC backends with a harness
+//! ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`StructuredConfig`] (e.g. `whitened=true`,
+//! `stripes=false`, `natgrad.gamma=0.1` for `fc`); the common settings set `layers`,
+//! `num_inducing`, `tau` (`--hidden`), `train_samples` and `init_seed`; the family is the
+//! backend's name.
+
+use crate::{Family, StructuredConfig, StructuredDgp};
+use dgp_traits::backend::{Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::optim::NatGradConfig;
+use serde_json::Value;
+
+fn natgrad_default() -> Value {
+    serde_json::to_value(NatGradConfig::default()).unwrap_or(Value::Null)
+}
+
+/// Keys of [`StructuredConfig`] that the common settings (or the backend name) own.
+const RESERVED: &[(&str, &str)] = &[
+    ("family", "the backend name (star / fc)"),
+    ("layers", "--layers"),
+    ("num_inducing", "--inducing"),
+    ("tau", "--hidden"),
+    ("train_samples", "--train-samples (run) / --samples (time)"),
+    ("init_seed", "--seed"),
+];
+
+const STAR_SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "star",
+    reserved: RESERVED,
+    sections: &[],
+};
+const FC_SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "fc",
+    reserved: RESERVED,
+    sections: &[("natgrad", natgrad_default)],
+};
+
+/// A structured backend of one family.
+#[derive(Clone, Copy, Debug)]
+pub struct StructuredBackend {
+    family: Family,
+}
+
+/// The stripes-and-arrow backend (`star`).
+pub static STAR_BACKEND: StructuredBackend = StructuredBackend {
+    family: Family::Star,
+};
+/// The fully-coupled backend (`fc`).
+pub static FC_BACKEND: StructuredBackend = StructuredBackend {
+    family: Family::FullyCoupled,
+};
+
+impl ConfigBackend for StructuredBackend {
+    type Config = StructuredConfig;
+
+    fn name(&self) -> &'static str {
+        match self.family {
+            Family::FullyCoupled => "fc",
+            _ => "star",
+        }
+    }
+
+    fn description(&self) -> &'static str {
+        match self.family {
+            Family::FullyCoupled => {
+                "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020)"
+            }
+            _ => "stripes-and-arrow structured DGP (Lindinger et al. 2020)",
+        }
+    }
+
+    fn schema(&self) -> &ConfigSchema<'static> {
+        match self.family {
+            Family::FullyCoupled => &FC_SCHEMA,
+            _ => &STAR_SCHEMA,
+        }
+    }
+
+    /// The common settings' fields (`--hidden` sets τ, default 5); everything else
+    /// [`StructuredConfig::default`] (non-whitened, S = 5, Adam only).
+    fn base_config(&self, common: &CommonSettings) -> StructuredConfig {
+        let d = StructuredConfig::default();
+        StructuredConfig {
+            family: self.family,
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            tau: common.hidden_width.unwrap_or(d.tau),
+            train_samples: common.train_samples,
+            init_seed: common.seed,
+            ..d
+        }
+    }
+
+    fn build_checked(
+        &self,
+        config: Checked<StructuredConfig>,
+        _common: &CommonSettings,
+        _settings: &Settings,
+        _fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
+    }
+}

@@ -1,0 +1,176 @@
+//! Configuration of a structured deep GP with the defaults of the reference code
+//! (`shared/specs/structured.md` §7).
+
+use dgp_traits::backend::Validate;
+use dgp_traits::error::{Error, Result};
+use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::optim::NatGradConfig;
+use serde::{Deserialize, Serialize};
+
+/// The variational family of the joint q(f_M) = N(μ_M, LLᵀ) (spec §4–5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Block-diagonal L (one block per GP): mean-field DSVI, non-whitened by default.
+    MeanField,
+    /// Stripes-and-arrow L (paper §3.2, spec §4): diagonal blocks, stripes between the same
+    /// GP of different hidden layers, an arrow from the output GP to every hidden GP.
+    Star,
+    /// Dense lower-triangular L over all layers (paper §3.1, spec §5).
+    FullyCoupled,
+}
+
+/// Architecture and inference settings of a [`crate::StructuredDgp`].
+///
+/// ```
+/// use dgp_structured::{Family, StructuredConfig};
+/// let cfg = StructuredConfig { family: Family::Star, ..Default::default() };
+/// assert_eq!((cfg.layers, cfg.tau, cfg.num_inducing), (3, 5, 128));
+/// assert!(cfg.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StructuredConfig {
+    /// The variational family.
+    pub family: Family,
+    /// Number of GP layers L ≥ 1 (the last has T_L = 1 GP).
+    pub layers: usize,
+    /// Width τ of every hidden layer (the paper's τ; reference 5).
+    pub tau: usize,
+    /// Optional per-hidden-layer widths overriding `tau` (L − 1 entries). STAR needs them
+    /// all equal (its stripes couple GP t of every hidden layer).
+    #[serde(default)]
+    pub hidden_widths: Option<Vec<usize>>,
+    /// Inducing points M per layer (reference 128).
+    pub num_inducing: usize,
+    /// Whitened prior (K_l replaced by I, spec §1); `false` is the published default.
+    pub whitened: bool,
+    /// Monte Carlo samples S per point in the training ELBO (eq. 8; reference 5).
+    pub train_samples: usize,
+    /// STAR: the stripe blocks (need L ≥ 3 to exist).
+    pub stripes: bool,
+    /// STAR: the arrow blocks (need L ≥ 2 to exist).
+    pub arrow: bool,
+    /// Natural-gradient steps of size γ on (μ_M, S_M) jointly (spec §6); fully-coupled
+    /// family only (STAR's map to a full Gaussian is not invertible, paper §3.2).
+    #[serde(default)]
+    pub natgrad: Option<NatGradConfig>,
+    /// Initial variance of the trainable white-noise kernel of every hidden layer (1e-3).
+    pub inner_white_noise: f64,
+    /// Scale of the hidden layers' initial diagonal blocks relative to chol(K_l) (1e-5).
+    pub inner_q_scale: f64,
+    /// Likelihood (Gaussian with initial variance 0.01).
+    pub likelihood: Likelihood,
+    /// Lloyd iterations of the k-means++ initialisation of Z (30).
+    pub kmeans_iters: usize,
+    /// Seed of the initialisation (k-means++).
+    pub init_seed: u64,
+}
+
+impl Default for StructuredConfig {
+    fn default() -> Self {
+        StructuredConfig {
+            family: Family::Star,
+            layers: 3,
+            tau: 5,
+            hidden_widths: None,
+            num_inducing: 128,
+            whitened: false,
+            train_samples: 5,
+            stripes: true,
+            arrow: true,
+            natgrad: None,
+            inner_white_noise: 1e-3,
+            inner_q_scale: 1e-5,
+            likelihood: Likelihood::gaussian(0.01),
+            kmeans_iters: 30,
+            init_seed: 0,
+        }
+    }
+}
+
+fn err(field: &str, what: &str) -> Error {
+    Error::Config(format!("structured: {field} {what}"))
+}
+
+impl StructuredConfig {
+    /// Checks every field once (errors name the field); called by
+    /// [`crate::StructuredDgp::new`] and, through [`Validate`], by the backend registry.
+    pub fn validate(&self) -> Result<()> {
+        if self.layers == 0 {
+            return Err(err("layers", "must be at least 1"));
+        }
+        if self.num_inducing == 0 {
+            return Err(err("num_inducing", "must be at least 1"));
+        }
+        if self.tau == 0 {
+            return Err(err("tau", "must be at least 1"));
+        }
+        if self.train_samples == 0 {
+            return Err(err("train_samples", "must be at least 1"));
+        }
+        if let Some(w) = &self.hidden_widths {
+            if w.len() != self.layers - 1 {
+                return Err(err(
+                    "hidden_widths",
+                    &format!("must have layers − 1 = {} entries", self.layers - 1),
+                ));
+            }
+            if w.contains(&0) {
+                return Err(err("hidden_widths", "entries must be at least 1"));
+            }
+            if self.family == Family::Star && w.windows(2).any(|p| p[0] != p[1]) {
+                return Err(err(
+                    "hidden_widths",
+                    "(tau per inner layer) must be equal across inner layers for STAR",
+                ));
+            }
+        }
+        if self.family == Family::Star && self.layers == 1 && (self.stripes || self.arrow) {
+            return Err(err(
+                "stripes/arrow",
+                "need at least 2 layers (L = 1 with stripes or arrow); use family mean_field",
+            ));
+        }
+        if !(self.inner_white_noise.is_finite() && self.inner_white_noise > 0.0) {
+            return Err(err("inner_white_noise", "must be finite and > 0"));
+        }
+        if !(self.inner_q_scale.is_finite()
+            && self.inner_q_scale > 0.0
+            && self.inner_q_scale <= 1.0)
+        {
+            return Err(err("inner_q_scale", "must be finite and in (0, 1]"));
+        }
+        if let Some(n) = &self.natgrad {
+            if self.family != Family::FullyCoupled {
+                return Err(err(
+                    "natgrad",
+                    "is only available for the fully_coupled family (paper §3.2)",
+                ));
+            }
+            if !(n.gamma.is_finite() && n.gamma > 0.0) {
+                return Err(err("natgrad.gamma", "must be finite and > 0"));
+            }
+            n.validate()
+                .map_err(|e| err("natgrad.gamma", &format!("invalid: {e}")))?;
+        }
+        self.likelihood.validate()
+    }
+
+    /// Widths D⁰ (inputs), T_1 … T_{L−1} (hidden), T_L = 1.
+    pub fn widths(&self, input_dim: usize) -> Vec<usize> {
+        let mut w = vec![input_dim];
+        match &self.hidden_widths {
+            Some(h) => w.extend(h.iter().copied()),
+            None => w.extend(std::iter::repeat_n(self.tau, self.layers - 1)),
+        }
+        w.push(1);
+        w
+    }
+}
+
+impl Validate for StructuredConfig {
+    fn validate(&self) -> Result<()> {
+        StructuredConfig::validate(self)
+    }
+}

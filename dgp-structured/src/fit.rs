@@ -1,0 +1,302 @@
+//! [`Objective`], [`Model`] and [`NaturalGradientModel`] for [`StructuredDgp`]: training on
+//! the core's executor, the predictive mixture, checkpoints, and the exact "sample f_M"
+//! propagation used to test Theorem 1.
+
+use crate::config::Family;
+use crate::model::{SAMPLE_JITTER, StructuredDgp};
+use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::{Error, Result};
+use dgp_traits::model::{
+    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+};
+use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
+use dgp_traits::params::{ParamId, ParamStore};
+use dgp_traits::predictive::Predictive;
+use dgp_traits::rng::{Rng, seeded, standard_normal};
+use dgp_traits::skeleton::{
+    ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
+};
+use dgp_traits::tape::{Tape, Var};
+use dgp_traits::train::{
+    AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
+};
+use dgp_traits::transforms::raw_lower_factor;
+use faer::{Mat, MatRef};
+
+/// Largest number of rows (points × samples) pushed through the layers at once when
+/// predicting.
+const PREDICT_ROWS: usize = 8_192;
+
+impl Objective for StructuredDgp {
+    fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// The ELBO of eq. (8) on a minibatch: `N/(|B|·S) Σ_{n,s} E[log p(y_n | f^L_ns)] −
+    /// KL(q(f_M) ‖ p(f_M))`, f^L_ns from Theorem 1's sequential conditionals (spec §2–3).
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
+        self.elbo_parts(tape, params, batch, rng).map(|(e, _, _)| e)
+    }
+}
+
+impl StructuredDgp {
+    /// Latent mixture moments at `x`: per point, `samples` components (means, variances;
+    /// n×S each; one component for L = 1) from Theorem 1 with the noise of chunk k drawn
+    /// from stream k of `seed`.
+    ///
+    /// # Errors
+    /// Bad inputs; Kuu not positive definite.
+    pub fn latent_mixture(
+        &self,
+        x: MatRef<'_, f64>,
+        samples: usize,
+        seed: u64,
+    ) -> Result<(Mat<f64>, Mat<f64>)> {
+        check_inputs("structured predict", x, self.input_dim)?;
+        let samples = if self.layers.len() == 1 {
+            1
+        } else {
+            samples.max(1)
+        };
+        let chunk = (PREDICT_ROWS / samples).max(1);
+        let mut m = predict_chunked(x.nrows(), chunk, seed, |tape, s, len, rng| {
+            tape.clear();
+            let leaves = self.params.record(tape);
+            let xv = tape.constant(x.subrows(s, len).to_owned());
+            let prop = self.propagate(tape, &leaves, xv, samples, rng)?;
+            let (mu, var) = (tape.value(prop.mean), tape.value(prop.var));
+            let reps = prop.reps;
+            Ok(ChunkMoments {
+                means: vec![Mat::from_fn(len, reps, |i, r| mu[(0, r * len + i)])],
+                vars: vec![Mat::from_fn(len, reps, |i, r| {
+                    var[(0, r * len + i)].max(0.0)
+                })],
+            })
+        })?;
+        Ok((m.means.remove(0), m.vars.remove(0)))
+    }
+
+    /// Restores a model written by [`Model::to_json`].
+    ///
+    /// # Errors
+    /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
+    /// its ranges or parameters that do not fit it.
+    pub fn from_json(s: &str) -> Result<Self> {
+        checkpoint::from_json(s, |m: &StructuredDgp| {
+            m.config.validate()?;
+            let widths = m.config.widths(m.input_dim);
+            if m.layers.len() != m.config.layers
+                || m.layout.size() != widths[1..].iter().sum::<usize>() * m.config.num_inducing
+                || m.layers
+                    .iter()
+                    .any(|l| l.num_inducing != m.config.num_inducing)
+            {
+                return Err(Error::Config(
+                    "structured checkpoint: layers and q do not match the configuration".into(),
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Draws `count` samples of f^L at each row of `x` by sampling f_M ~ q first and then
+    /// propagating each layer exactly given f_M, `f^l = m_l + a_lᵀ f_M^l + √(k − aᵀKa) ε`
+    /// (the reference's `Full_DGP_Sampled`, spec §9 last bullet; hidden layers get the
+    /// same 1e-6 jitter as Theorem 1's samples). Returns n×count. Dense in n = MT: a test
+    /// of Theorem 1, not a prediction path.
+    ///
+    /// # Errors
+    /// Bad inputs; Kuu not positive definite.
+    pub fn sample_exact(&self, x: MatRef<'_, f64>, count: usize, seed: u64) -> Result<Mat<f64>> {
+        check_inputs("structured sample_exact", x, self.input_dim)?;
+        let (mu, l) = self.joint_q_dense();
+        let n_q = mu.nrows();
+        let mut rng = seeded(seed);
+        let z = standard_normal(&mut rng, n_q, count);
+        let fm = &l * &z; // n_q × count
+        let n = x.nrows();
+        let rows = n * count;
+        let mut tape = Tape::new();
+        let leaves = self.params.record(&mut tape);
+        let mut input = tape.constant(Mat::from_fn(rows, x.ncols(), |r, j| x[(r % n, j)]));
+        let nl = self.layers.len();
+        for li in 0..nl {
+            let p = self.project_values(&mut tape, &leaves, li, input)?;
+            let (a, base, mean) = p;
+            let tl = self.layers[li].output_dim;
+            let g0: usize = (0..li).map(|k| self.layers[k].output_dim).sum();
+            let m = a.nrows();
+            let eps = standard_normal(&mut rng, rows, tl);
+            let jit = if li + 1 < nl { SAMPLE_JITTER } else { 0.0 };
+            let out = Mat::from_fn(rows, tl, |r, t| {
+                let s = r / n;
+                let start = (g0 + t) * m;
+                let mut v = mean.as_ref().map_or(0.0, |mm| mm[(r, t)]);
+                for k in 0..m {
+                    v += a[(k, r)] * (mu[(start + k, 0)] + fm[(start + k, s)]);
+                }
+                v + (base[r].max(0.0) + jit).sqrt() * eps[(r, t)]
+            });
+            if li + 1 == nl {
+                return Ok(Mat::from_fn(n, count, |i, s| out[(s * n + i, 0)]));
+            }
+            input = tape.constant(out);
+        }
+        Err(Error::Empty("a deep GP needs at least one layer".into()))
+    }
+}
+
+impl NaturalGradientModel for StructuredDgp {
+    /// The joint q's mean and dense factor (fully-coupled family; empty otherwise).
+    fn natural_blocks(&self) -> Vec<ParamId> {
+        match &self.q {
+            QParams::Dense { mean, factor } => vec![*mean, *factor],
+            QParams::Blocks { .. } => Vec::new(),
+        }
+    }
+
+    /// One natural-gradient step (spec §6, Salimbeni et al. 2018) on (μ_M, S_M) jointly,
+    /// all MT dimensions of the fully-coupled q, by the core's
+    /// [`natural_gradient_step`] (γ halved and retried when the new S is not positive
+    /// definite). A failed step leaves q as it was.
+    fn natural_step(
+        &mut self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+        cfg: &NatGradConfig,
+    ) -> Result<(f64, Vec<f64>)> {
+        tape.clear();
+        let leaves = self.params.record(tape);
+        let (out, _, q) = self.elbo_parts(tape, &leaves, batch, rng)?;
+        let (value, grads, flat_grad) = checked_backward(tape, out, &self.params, &leaves)?;
+        let (
+            QParams::Dense {
+                mean: mean_id,
+                factor: factor_id,
+            },
+            FactorTape::Dense(factor),
+        ) = (&self.q, &q.factor)
+        else {
+            return Err(Error::Config(
+                "structured: natural gradients need the fully_coupled family".into(),
+            ));
+        };
+        let mean = self.params.get(*mean_id).to_owned();
+        let n = mean.nrows();
+        let zeros = Mat::<f64>::zeros(n, n);
+        let zero_mean = Mat::<f64>::zeros(n, 1);
+        let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
+        let g_factor = grads.get(*factor).unwrap_or(zeros.as_ref());
+        let step =
+            natural_gradient_step(mean.as_ref(), tape.value(*factor), g_mean, g_factor, cfg)?;
+        let raw = raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR);
+        let (mean_id, factor_id) = (*mean_id, *factor_id);
+        drop(grads);
+        self.params.set(factor_id, raw)?;
+        self.params.set(mean_id, step.mean)?;
+        Ok((value, flat_grad))
+    }
+}
+
+impl Model for StructuredDgp {
+    fn backend(&self) -> &'static str {
+        match self.config.family {
+            Family::Star => "star",
+            Family::FullyCoupled => "fc",
+            Family::MeanField => "structured-mf",
+        }
+    }
+
+    fn params_mut(&mut self) -> &mut ParamStore {
+        &mut self.params
+    }
+
+    /// Adam on every trainable block ([`AdamStepper`]); for the fully-coupled family with
+    /// [`crate::StructuredConfig::natgrad`] set, natural steps on (μ_M, S_M) next to Adam
+    /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch [`Executor`].
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        let adam = AdamConfig::with_lr(cfg.learning_rate);
+        let mut progress = Progress::new(observer);
+        match self.config.natgrad {
+            Some(nat) if self.config.family == Family::FullyCoupled => {
+                Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg)
+                    .observe(&mut progress)
+                    .run(self, data)
+            }
+            _ => Executor::new(AdamStepper::new(adam), cfg)
+                .observe(&mut progress)
+                .run(self, data),
+        }
+    }
+
+    /// The equal-weight mixture of `cfg.samples` Gaussians per test point, each
+    /// `N(mû^L_s, Σ̂^L_s + σ²)` from one draw of the hidden layers by Theorem 1; chunked
+    /// and parallel, chunk k with noise stream k of `cfg.seed` (thread-count independent).
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        let (means, vars) = self.latent_mixture(x, cfg.samples, cfg.seed)?;
+        let reps = means.ncols();
+        let noise = self.noise_variance().map(|v| [v]);
+        finish_predictive(
+            &self.config.likelihood,
+            vec![1.0 / reps as f64; reps],
+            ChunkMoments {
+                means: vec![means],
+                vars: vec![vars],
+            },
+            noise.as_ref().map(|v| v.as_slice()),
+        )
+    }
+
+    fn to_json(&self) -> Result<String> {
+        checkpoint::to_json(self)
+    }
+
+    fn describe(&self) -> String {
+        let c = &self.config;
+        let extra = format!(
+            "{:?}{}{} S_train={}",
+            c.family,
+            if c.whitened { " whitened" } else { "" },
+            if c.natgrad.is_some() { " natgrad" } else { "" },
+            c.train_samples
+        );
+        describe_stack(
+            self.backend(),
+            &c.widths(self.input_dim),
+            c.num_inducing,
+            &extra,
+        )
+    }
+}
+
+impl StructuredDgp {
+    /// Values of a_l (M×R), k − aᵀKa (R) and the mean function (R×T_l) at `input`.
+    #[allow(clippy::type_complexity)]
+    fn project_values(
+        &self,
+        tape: &mut Tape,
+        leaves: &[Var],
+        l: usize,
+        input: Var,
+    ) -> Result<(Mat<f64>, Vec<f64>, Option<Mat<f64>>)> {
+        let p = self.project_pub(tape, leaves, l, input)?;
+        let a = tape.value(p.0).to_owned();
+        let b = tape.value(p.1);
+        let base = (0..b.ncols()).map(|j| b[(0, j)]).collect();
+        let mean = p.2.map(|m| tape.value(m).to_owned());
+        Ok((a, base, mean))
+    }
+}

@@ -1,0 +1,371 @@
+//! The joint q(f_M) = N(μ_M, LLᵀ) over the inducing outputs of all layers (spec §1, §4,
+//! §5): its parameter blocks, the blocks S_M^{(i),(j)} of LLᵀ it implies, and its KL
+//! against the block-diagonal prior (spec §2).
+//!
+//! Blocks are indexed by the global GP index g = Σ_{l'<l} T_{l'} + t of the core's
+//! [`JointQ`] layout. The fully-coupled family stores one dense n×n factor (n = MT) and
+//! uses the core's [`JointQ::kl`]; the mean-field and STAR families store only their
+//! non-zero M×M blocks of L, never an n×n matrix.
+
+use crate::config::Family;
+use dgp_traits::error::{Error, Result};
+use dgp_traits::joint_q::{JointQ, JointQVars};
+use dgp_traits::kl::PriorBlock;
+use dgp_traits::linalg::Tri;
+use dgp_traits::params::{ParamId, ParamStore, Role};
+use dgp_traits::tape::{Tape, Var};
+use dgp_traits::transforms::raw_lower_factor;
+use faer::{Mat, MatRef};
+use serde::{Deserialize, Serialize};
+
+/// Lower bound of the diagonal of the diagonal blocks of L (softplus + floor), as for the
+/// svi backend's q(u) factors.
+pub const Q_SQRT_FLOOR: f64 = 1e-10;
+
+/// One stored M×M block of L: row block `row`, column block `col` (global GP indices,
+/// `col ≤ row`); diagonal blocks are lower triangular with a positive diagonal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactorBlock {
+    /// Row block (global GP index).
+    pub row: usize,
+    /// Column block (global GP index).
+    pub col: usize,
+    /// The raw parameter block.
+    pub id: ParamId,
+}
+
+/// Parameter blocks of the joint q.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum QParams {
+    /// Fully coupled: the mean (n×1) and one raw dense n×n factor.
+    Dense {
+        /// μ_M, n×1.
+        mean: ParamId,
+        /// Raw factor (strict lower part as is, diagonal through softplus).
+        factor: ParamId,
+    },
+    /// Block-sparse (mean-field, STAR): the mean and the non-zero blocks of L.
+    Blocks {
+        /// μ_M, n×1.
+        mean: ParamId,
+        /// The stored blocks, sorted by (row, col).
+        blocks: Vec<FactorBlock>,
+    },
+}
+
+/// The (row, col) blocks of L that exist for `family` (spec §4): every diagonal block;
+/// for STAR with `stripes` the blocks (l, t)–(l', t) between hidden layers l' < l; with
+/// `arrow` the blocks from the output GP to every hidden GP. Fully coupled: all.
+pub fn block_pattern(
+    layout: &JointQ,
+    family: Family,
+    stripes: bool,
+    arrow: bool,
+) -> Vec<(usize, usize)> {
+    let nl = layout.num_layers();
+    let total = layout.blocks().len();
+    let mut out = Vec::new();
+    for row in 0..total {
+        let rb = layout.blocks()[row];
+        for col in 0..=row {
+            let cb = layout.blocks()[col];
+            let keep = match family {
+                Family::FullyCoupled => true,
+                Family::MeanField => row == col,
+                Family::Star => {
+                    row == col
+                        || (stripes && rb.layer + 1 < nl && cb.layer < rb.layer && cb.gp == rb.gp)
+                        || (arrow && rb.layer + 1 == nl && cb.layer + 1 < nl)
+                }
+            };
+            if keep {
+                out.push((row, col));
+            }
+        }
+    }
+    out
+}
+
+/// The lower factor a raw block stands for: strict lower part as is, diagonal
+/// `softplus + floor` (the value of `Tape::lower_cholesky_factor`).
+pub fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
+    Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Equal => dgp_traits::transforms::softplus(raw[(i, i)]) + Q_SQRT_FLOOR,
+        std::cmp::Ordering::Greater => raw[(i, j)],
+        std::cmp::Ordering::Less => 0.0,
+    })
+}
+
+/// The joint q on the tape.
+#[derive(Clone, Debug)]
+pub struct QTape {
+    /// μ_M, n×1.
+    pub mean: Var,
+    /// The factor: dense lower n×n, or the present blocks (T×T table, row-major).
+    pub factor: FactorTape,
+    /// Lazily formed blocks S_M^{(i),(j)} (i ≤ j), T×T table.
+    s_cache: Vec<Option<Option<Var>>>,
+    /// Number of GP blocks T.
+    t: usize,
+    /// Block size M.
+    m: usize,
+}
+
+/// L on the tape.
+#[derive(Clone, Debug)]
+pub enum FactorTape {
+    /// Dense lower-triangular n×n.
+    Dense(Var),
+    /// Present blocks, `blocks[row * T + col]`.
+    Blocks(Vec<Option<Var>>),
+}
+
+impl QParams {
+    /// The mean block.
+    pub fn mean(&self) -> ParamId {
+        match self {
+            QParams::Dense { mean, .. } | QParams::Blocks { mean, .. } => *mean,
+        }
+    }
+
+    /// New parameters: μ = 0 and L = blockdiag(`diag_factors[g]`) (off-diagonal blocks 0).
+    pub fn init(
+        params: &mut ParamStore,
+        layout: &JointQ,
+        pattern: &[(usize, usize)],
+        dense: bool,
+        diag_factors: &[Mat<f64>],
+    ) -> Result<Self> {
+        let n = layout.size();
+        let mean = params.add("q.mean", Mat::zeros(n, 1), Role::Optimised)?;
+        let blocks = layout.blocks();
+        if dense {
+            let mut l = Mat::<f64>::zeros(n, n);
+            for (g, b) in blocks.iter().enumerate() {
+                l.submatrix_mut(b.start, b.start, b.len, b.len)
+                    .copy_from(diag_factors[g].as_ref());
+            }
+            let factor = params.add(
+                "q.factor",
+                raw_lower_factor(l.as_ref(), Q_SQRT_FLOOR),
+                Role::Optimised,
+            )?;
+            return Ok(QParams::Dense { mean, factor });
+        }
+        let mut out = Vec::with_capacity(pattern.len());
+        for &(row, col) in pattern {
+            let m = blocks[row].len;
+            let value = if row == col {
+                raw_lower_factor(diag_factors[row].as_ref(), Q_SQRT_FLOOR)
+            } else {
+                Mat::zeros(m, blocks[col].len)
+            };
+            let id = params.add(format!("q.L{row}.{col}"), value, Role::Optimised)?;
+            out.push(FactorBlock { row, col, id });
+        }
+        Ok(QParams::Blocks { mean, blocks: out })
+    }
+
+    /// This q on the tape.
+    pub fn record(&self, tape: &mut Tape, leaves: &[Var], layout: &JointQ) -> QTape {
+        let t = layout.blocks().len();
+        let m = layout.blocks()[0].len;
+        let (mean, factor) = match self {
+            QParams::Dense { mean, factor } => (
+                mean.var(leaves),
+                FactorTape::Dense(tape.lower_cholesky_factor(factor.var(leaves), Q_SQRT_FLOOR)),
+            ),
+            QParams::Blocks { mean, blocks } => {
+                let mut table = vec![None; t * t];
+                for b in blocks {
+                    let raw = b.id.var(leaves);
+                    table[b.row * t + b.col] = Some(if b.row == b.col {
+                        tape.lower_cholesky_factor(raw, Q_SQRT_FLOOR)
+                    } else {
+                        raw
+                    });
+                }
+                (mean.var(leaves), FactorTape::Blocks(table))
+            }
+        };
+        QTape {
+            mean,
+            factor,
+            s_cache: vec![None; t * t],
+            t,
+            m,
+        }
+    }
+
+    /// The dense mean (n×1) and lower factor (n×n) of this q (for tests and for moving a
+    /// q between families).
+    pub fn dense(&self, params: &ParamStore, layout: &JointQ) -> (Mat<f64>, Mat<f64>) {
+        let n = layout.size();
+        let mean = params.get(self.mean()).to_owned();
+        let mut l = Mat::<f64>::zeros(n, n);
+        match self {
+            QParams::Dense { factor, .. } => {
+                l = lower_factor(params.get(*factor));
+            }
+            QParams::Blocks { blocks, .. } => {
+                for b in blocks {
+                    let (rb, cb) = (layout.blocks()[b.row], layout.blocks()[b.col]);
+                    let raw = params.get(b.id);
+                    let v = if b.row == b.col {
+                        lower_factor(raw)
+                    } else {
+                        raw.to_owned()
+                    };
+                    l.submatrix_mut(rb.start, cb.start, rb.len, cb.len)
+                        .copy_from(v.as_ref());
+                }
+            }
+        }
+        (mean, l)
+    }
+
+    /// Sets this q from a dense mean and lower factor (positive diagonal); the blocks a
+    /// sparse family does not store are ignored.
+    pub fn set_dense(
+        &self,
+        params: &mut ParamStore,
+        layout: &JointQ,
+        mean: MatRef<'_, f64>,
+        factor: MatRef<'_, f64>,
+    ) -> Result<()> {
+        let n = layout.size();
+        if mean.nrows() != n || mean.ncols() != 1 || factor.nrows() != n || factor.ncols() != n {
+            return Err(Error::shape(
+                "joint q: mean n×1 and factor n×n",
+                n,
+                mean.nrows(),
+            ));
+        }
+        params.set(self.mean(), mean.to_owned())?;
+        match self {
+            QParams::Dense { factor: id, .. } => {
+                params.set(*id, raw_lower_factor(factor, Q_SQRT_FLOOR))?;
+            }
+            QParams::Blocks { blocks, .. } => {
+                for b in blocks {
+                    let (rb, cb) = (layout.blocks()[b.row], layout.blocks()[b.col]);
+                    let v = factor.submatrix(rb.start, cb.start, rb.len, cb.len);
+                    let raw = if b.row == b.col {
+                        raw_lower_factor(v, Q_SQRT_FLOOR)
+                    } else {
+                        v.to_owned()
+                    };
+                    params.set(b.id, raw)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl QTape {
+    /// μ_M of block g (M×1).
+    pub fn mean_block(&self, tape: &mut Tape, g: usize) -> Var {
+        tape.slice_rows(self.mean, g * self.m, self.m)
+    }
+
+    /// S_M^{(i),(j)} = Σ_k L_{ik} L_{jk}ᵀ for i ≤ j (spec §4's sums for STAR, stripe×stripe
+    /// terms included; spec §5's row-block products for FC); `None` when it is
+    /// structurally zero. Formed once per tape.
+    pub fn s_block(&mut self, tape: &mut Tape, i: usize, j: usize) -> Option<Var> {
+        debug_assert!(i <= j);
+        let key = i * self.t + j;
+        if let Some(s) = self.s_cache[key] {
+            return s;
+        }
+        let m = self.m;
+        let s = match &self.factor {
+            FactorTape::Dense(l) => {
+                // Columns beyond the end of block i are zero in row block i.
+                let ri = tape.slice_rows(*l, i * m, m);
+                let rj = tape.slice_rows(*l, j * m, m);
+                let ri = tape.slice_cols(ri, 0, (i + 1) * m);
+                let rj = tape.slice_cols(rj, 0, (i + 1) * m);
+                Some(tape.matmul_nt(ri, rj))
+            }
+            FactorTape::Blocks(table) => {
+                let mut acc: Option<Var> = None;
+                for k in 0..=i {
+                    if let (Some(a), Some(b)) = (table[i * self.t + k], table[j * self.t + k]) {
+                        let p = tape.matmul_nt(a, b);
+                        acc = Some(match acc {
+                            None => p,
+                            Some(x) => tape.add(x, p),
+                        });
+                    }
+                }
+                acc
+            }
+        };
+        self.s_cache[key] = Some(s);
+        s
+    }
+
+    /// KL(q ‖ p) against the block-diagonal prior (spec §2): the core's
+    /// [`JointQ::kl`] for the dense factor; for block factors the same formula summed over
+    /// the stored blocks (`tr = Σ_{(i,j)} ‖P_i⁻¹ L_ij‖²_F`, `log|S| = Σ_i log|L_ii|²`).
+    ///
+    /// # Errors
+    /// Shape errors of the core KL.
+    pub fn kl(&self, tape: &mut Tape, layout: &JointQ, whiten: bool, chols: &[Var]) -> Result<Var> {
+        match &self.factor {
+            FactorTape::Dense(l) => layout.kl(
+                tape,
+                JointQVars {
+                    mean: self.mean,
+                    factor: *l,
+                },
+                whiten,
+                chols,
+            ),
+            FactorTape::Blocks(table) => {
+                let prior = layout.prior_blocks(whiten, chols)?;
+                kl_blocks(tape, self, table, &prior)
+            }
+        }
+    }
+}
+
+/// The block-sparse KL of [`QTape::kl`].
+fn kl_blocks(
+    tape: &mut Tape,
+    q: &QTape,
+    table: &[Option<Var>],
+    prior: &[PriorBlock],
+) -> Result<Var> {
+    let t = q.t;
+    let mut terms: Vec<Var> = Vec::new();
+    for (i, p) in prior.iter().enumerate().take(t) {
+        let mu = q.mean_block(tape, i);
+        let solve = |tape: &mut Tape, v: Var| match p {
+            PriorBlock::Identity(_) => v,
+            PriorBlock::Chol(l) => tape.tri_solve(*l, v, Tri::Lower),
+        };
+        let sm = solve(tape, mu);
+        terms.push(tape.sum_squares(sm));
+        for k in 0..=i {
+            if let Some(b) = table[i * t + k] {
+                let sb = solve(tape, b);
+                terms.push(tape.sum_squares(sb));
+            }
+        }
+        if let PriorBlock::Chol(l) = p {
+            terms.push(tape.logdet_chol(*l));
+        }
+        let d = table[i * t + i]
+            .ok_or_else(|| Error::Config("joint q: a diagonal block is missing".into()))?;
+        let ld = tape.logdet_chol(d);
+        terms.push(tape.neg(ld));
+    }
+    let mut kl = terms[0];
+    for &x in &terms[1..] {
+        kl = tape.add(kl, x);
+    }
+    let kl = tape.add_scalar(kl, -((t * q.m) as f64));
+    Ok(tape.scale(kl, 0.5))
+}

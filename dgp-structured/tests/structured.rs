@@ -1,0 +1,545 @@
+//! Tests of issue 14 (1 first half, 2–7) for the structured families, plus the backend kit
+//! checks (checkpoint, determinism, bad inputs, config errors).
+
+use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+use dgp_traits::data::Dataset;
+use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig};
+use dgp_traits::optim::NatGradConfig;
+use dgp_traits::rng::{seeded, standard_normal};
+use dgp_traits::tape::Tape;
+use dgp_traits::testing::{
+    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
+    toy_regression,
+};
+use dgp_traits::train::NaturalGradientModel;
+use faer::Mat;
+use faer::prelude::Solve;
+use proptest::prelude::*;
+
+fn cfg(family: Family, layers: usize, tau: usize, m: usize, whitened: bool) -> StructuredConfig {
+    StructuredConfig {
+        family,
+        layers,
+        tau,
+        num_inducing: m,
+        whitened,
+        train_samples: 2,
+        kmeans_iters: 5,
+        ..Default::default()
+    }
+}
+
+fn build(c: StructuredConfig, data: &Dataset, seed: u64) -> StructuredDgp {
+    let mut m = StructuredDgp::new(c, data).unwrap();
+    perturb(&mut m, 0.3, seed);
+    m
+}
+
+/// `to` with `from`'s non-q blocks and `from`'s q (dense mean and factor) copied in.
+fn copy_model(from: &StructuredDgp, to: &mut StructuredDgp) {
+    copy_blocks(from.params(), to.params_mut(), |n| !n.starts_with("q."));
+    let (mu, l) = from.joint_q_dense();
+    to.set_joint_q_dense(mu.as_ref(), l.as_ref()).unwrap();
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / a.abs().max(b.abs()).max(1e-300)
+}
+
+fn assert_close(a: f64, b: f64, tol: f64, what: &str) {
+    assert!(rel(a, b) <= tol, "{what}: {a} vs {b} (rel {})", rel(a, b));
+}
+
+fn full_batch(data: &Dataset) -> Batch<'_> {
+    Batch::new(data.x(), data.y(), data.n()).unwrap()
+}
+
+// ---------------------------------------------------------------- test 1 (first half)
+
+#[test]
+fn fc_with_block_diagonal_factor_equals_mean_field() {
+    let data = toy_regression(12, 2, 1.5, 1);
+    for &(layers, whitened) in &[(2, false), (3, false), (3, true)] {
+        let mf = build(cfg(Family::MeanField, layers, 2, 4, whitened), &data, 3);
+        let mut fc =
+            StructuredDgp::new(cfg(Family::FullyCoupled, layers, 2, 4, whitened), &data).unwrap();
+        copy_model(&mf, &mut fc);
+        let (e1, k1) = mf.elbo_and_kl(&full_batch(&data), 7).unwrap();
+        let (e2, k2) = fc.elbo_and_kl(&full_batch(&data), 7).unwrap();
+        assert_close(e1, e2, 1e-8, "ELBO");
+        assert_close(k1, k2, 1e-8, "KL");
+        let (m1, v1) = mf.latent_mixture(data.x(), 3, 5).unwrap();
+        let (m2, v2) = fc.latent_mixture(data.x(), 3, 5).unwrap();
+        for j in 0..3 {
+            for i in 0..data.n() {
+                assert!((m1[(i, j)] - m2[(i, j)]).abs() <= 1e-8 * m1[(i, j)].abs().max(1.0));
+                assert!((v1[(i, j)] - v2[(i, j)]).abs() <= 1e-8 * v1[(i, j)].abs().max(1e-3));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- test 2
+
+fn star_equals_fc(layers: usize, tau: usize, m: usize, seed: u64) {
+    let data = toy_regression(9, 2, 1.5, seed);
+    for whitened in [false, true] {
+        for stripes in [false, true] {
+            for arrow in [false, true] {
+                let mut c = cfg(Family::Star, layers, tau, m, whitened);
+                c.stripes = stripes;
+                c.arrow = arrow;
+                let star = build(c.clone(), &data, seed + 11);
+                let mut fc = StructuredDgp::new(
+                    StructuredConfig {
+                        family: Family::FullyCoupled,
+                        ..c
+                    },
+                    &data,
+                )
+                .unwrap();
+                copy_model(&star, &mut fc);
+                let (e1, k1) = star.elbo_and_kl(&full_batch(&data), seed).unwrap();
+                let (e2, k2) = fc.elbo_and_kl(&full_batch(&data), seed).unwrap();
+                let what = format!(
+                    "L={layers} tau={tau} M={m} whitened={whitened} stripes={stripes} arrow={arrow}"
+                );
+                assert_close(e1, e2, 1e-8, &format!("ELBO {what}"));
+                assert_close(k1, k2, 1e-8, &format!("KL {what}"));
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+    #[test]
+    fn star_fast_path_equals_fc_on_the_assembled_factor(
+        layers in 2usize..=4, tau in 1usize..=3, m in 2usize..=6, seed in 0u64..1000
+    ) {
+        star_equals_fc(layers, tau, m, seed);
+    }
+}
+
+#[test]
+fn star_blocks_of_s_match_the_dense_product_and_pattern() {
+    // The STAR factor has exactly the block sparsity of spec §4 (non-zeros counted directly).
+    let data = toy_regression(9, 2, 1.5, 2);
+    let star = build(cfg(Family::Star, 3, 2, 3, false), &data, 4);
+    let (_, l) = star.joint_q_dense();
+    let t = 5; // 2 + 2 + 1 GPs
+    let nz = (0..t)
+        .flat_map(|i| (0..t).map(move |j| (i, j)))
+        .filter(|&(i, j)| (0..3).any(|a| (0..3).any(|b| l[(3 * i + a, 3 * j + b)] != 0.0)))
+        .count();
+    // T diagonal + tau·(L−1)(L−2)/2 stripes + tau(L−1) arrow = 5 + 2 + 4.
+    assert_eq!(nz, 11);
+}
+
+// ---------------------------------------------------------------- test 3
+
+/// KL(N(μ, LLᵀ) ‖ N(0, K)) by the dense formula.
+fn dense_kl(mu: &Mat<f64>, l: &Mat<f64>, k: &Mat<f64>) -> f64 {
+    let n = mu.nrows();
+    let lk = k.llt(faer::Side::Lower).unwrap();
+    let s = l * l.transpose();
+    let kis = lk.solve(&s);
+    let kim = lk.solve(mu);
+    let tr: f64 = (0..n).map(|i| kis[(i, i)]).sum();
+    let quad: f64 = (0..n).map(|i| mu[(i, 0)] * kim[(i, 0)]).sum();
+    let lkf = lk.L();
+    let logdet_k: f64 = (0..n).map(|i| 2.0 * lkf[(i, i)].ln()).sum();
+    let logdet_s: f64 = (0..n).map(|i| 2.0 * l[(i, i)].abs().ln()).sum();
+    0.5 * (tr + quad - n as f64 + logdet_k - logdet_s)
+}
+
+fn block_prior(model: &StructuredDgp) -> Mat<f64> {
+    let n = model.layout().size();
+    let mut k = Mat::<f64>::zeros(n, n);
+    let chols = model.prior_cholesky().unwrap();
+    for b in model.layout().blocks() {
+        let c = &chols[b.layer];
+        let kk = if model.config().whitened {
+            Mat::from_fn(b.len, b.len, |i, j| if i == j { 1.0 } else { 0.0 })
+        } else {
+            c * c.transpose()
+        };
+        k.submatrix_mut(b.start, b.start, b.len, b.len)
+            .copy_from(kk.as_ref());
+    }
+    k
+}
+
+fn random_q(n: usize, seed: u64) -> (Mat<f64>, Mat<f64>) {
+    let mut rng = seeded(seed);
+    let mu = standard_normal(&mut rng, n, 1);
+    let z = standard_normal(&mut rng, n, n);
+    let l = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+        std::cmp::Ordering::Greater => 0.3 * z[(i, j)],
+        std::cmp::Ordering::Equal => 0.5 + z[(i, j)].abs(),
+        std::cmp::Ordering::Less => 0.0,
+    });
+    (mu, l)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+    #[test]
+    fn joint_kl_equals_the_dense_gaussian_formula(
+        layers in 1usize..=3, tau in 1usize..=3, m in 2usize..=5, whitened in any::<bool>(), seed in 0u64..1000
+    ) {
+        let data = toy_regression(8, 2, 1.5, seed);
+        for family in [Family::FullyCoupled, Family::Star, Family::MeanField] {
+            let mut c = cfg(family, layers, tau, m, whitened);
+            if layers == 1 { c.stripes = false; c.arrow = false; }
+            let mut model = build(c, &data, seed + 1);
+            let (mu, l) = random_q(model.layout().size(), seed + 2);
+            model.set_joint_q_dense(mu.as_ref(), l.as_ref()).unwrap();
+            let (mu, l) = model.joint_q_dense(); // the family's own sparsity
+            let (_, kl) = model.elbo_and_kl(&full_batch(&data), 0).unwrap();
+            let want = dense_kl(&mu, &l, &block_prior(&model));
+            prop_assert!(rel(kl, want) < 1e-9, "{family:?}: {kl} vs {want}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- test 4
+
+fn whitened_equals_non_whitened(family: Family, layers: usize, tau: usize, m: usize, seed: u64) {
+    let data = toy_regression(9, 2, 1.5, seed);
+    let plain = build(cfg(family, layers, tau, m, false), &data, seed + 5);
+    let mut white = StructuredDgp::new(cfg(family, layers, tau, m, true), &data).unwrap();
+    copy_blocks(plain.params(), white.params_mut(), |n| !n.starts_with("q."));
+    let (mu, l) = plain.joint_q_dense();
+    let chols = plain.prior_cholesky().unwrap();
+    let n = mu.nrows();
+    let mut lk = Mat::<f64>::zeros(n, n);
+    for b in plain.layout().blocks() {
+        lk.submatrix_mut(b.start, b.start, b.len, b.len)
+            .copy_from(chols[b.layer].as_ref());
+    }
+    let inv = |b: &Mat<f64>| {
+        let mut x = b.clone();
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            lk.as_ref(),
+            x.as_mut(),
+            faer::Par::Seq,
+        );
+        x
+    };
+    white
+        .set_joint_q_dense(inv(&mu).as_ref(), inv(&l).as_ref())
+        .unwrap();
+    let (e1, k1) = plain.elbo_and_kl(&full_batch(&data), seed).unwrap();
+    let (e2, k2) = white.elbo_and_kl(&full_batch(&data), seed).unwrap();
+    assert_close(e1, e2, 1e-8, &format!("{family:?} L={layers} ELBO"));
+    assert_close(k1, k2, 1e-8, &format!("{family:?} L={layers} KL"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+    #[test]
+    fn whitened_and_non_whitened_give_the_same_elbo(
+        layers in 1usize..=3, tau in 1usize..=2, m in 2usize..=5, seed in 0u64..1000
+    ) {
+        whitened_equals_non_whitened(Family::FullyCoupled, layers, tau, m, seed);
+        if layers > 1 {
+            whitened_equals_non_whitened(Family::Star, layers, tau, m, seed);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- test 5
+
+fn moments(v: impl Iterator<Item = (f64, f64)>) -> (f64, f64, f64, f64) {
+    // (value of f-moment 1, of moment 2) per draw → means and standard errors.
+    let d: Vec<(f64, f64)> = v.collect();
+    let n = d.len() as f64;
+    let m1 = d.iter().map(|x| x.0).sum::<f64>() / n;
+    let m2 = d.iter().map(|x| x.1).sum::<f64>() / n;
+    let v1 = d.iter().map(|x| (x.0 - m1).powi(2)).sum::<f64>() / (n - 1.0);
+    let v2 = d.iter().map(|x| (x.1 - m2).powi(2)).sum::<f64>() / (n - 1.0);
+    (m1, m2, (v1 / n).sqrt(), (v2 / n).sqrt())
+}
+
+#[test]
+fn theorem_one_matches_sampling_the_inducing_outputs() {
+    let data = toy_regression(6, 2, 1.0, 3);
+    for family in [Family::FullyCoupled, Family::Star] {
+        let mut model = build(cfg(family, 3, 2, 4, false), &data, 8);
+        // A q with strong cross-layer coupling (within the family's sparsity).
+        let (mu, l) = random_q(model.layout().size(), 4);
+        model.set_joint_q_dense(mu.as_ref(), l.as_ref()).unwrap();
+        let x = data.x().subrows(0, 4);
+        let s = 20_000;
+        let (means, vars) = model.latent_mixture(x, s, 11).unwrap();
+        let exact = model.sample_exact(x, s, 12).unwrap();
+        for i in 0..x.nrows() {
+            let a = moments((0..s).map(|k| (means[(i, k)], vars[(i, k)] + means[(i, k)].powi(2))));
+            let b = moments((0..s).map(|k| (exact[(i, k)], exact[(i, k)].powi(2))));
+            let se1 = (a.2 * a.2 + b.2 * b.2).sqrt();
+            let se2 = (a.3 * a.3 + b.3 * b.3).sqrt();
+            assert!(
+                (a.0 - b.0).abs() < 4.0 * se1,
+                "{family:?} point {i}: mean {} vs {} (se {se1})",
+                a.0,
+                b.0
+            );
+            assert!(
+                (a.1 - b.1).abs() < 4.0 * se2,
+                "{family:?} point {i}: E f² {} vs {} (se {se2})",
+                a.1,
+                b.1
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- test 6
+
+#[test]
+fn finite_difference_gradients_star_and_fc() {
+    let data = toy_regression(7, 2, 1.5, 5);
+    let batch = Batch::new(data.x(), data.y(), 20).unwrap();
+    for (family, layers, whitened) in [
+        (Family::Star, 3, false),
+        (Family::Star, 3, true),
+        (Family::Star, 2, false),
+        (Family::FullyCoupled, 3, false),
+        (Family::FullyCoupled, 2, true),
+        (Family::MeanField, 2, false),
+    ] {
+        let model = build(cfg(family, layers, 2, 3, whitened), &data, 6);
+        assert_objective_gradient(
+            &model,
+            &batch,
+            3,
+            1e-6,
+            format_args!("{family:?} L={layers} whitened={whitened}"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------- test 7
+
+fn optimal_q(model: &StructuredDgp, data: &Dataset) -> (Mat<f64>, Mat<f64>) {
+    let mut tape = Tape::new();
+    let leaves = model.params().record(&mut tape);
+    let layer = &model.layers()[0];
+    let hyp = layer.kernel_vars(&mut tape, &leaves);
+    let x = tape.constant(data.x().to_owned());
+    let kuf = layer.kernel.record(&mut tape, layer.z.var(&leaves), x, hyp);
+    let kuf = tape.value(kuf).to_owned();
+    let c = &model.prior_cholesky().unwrap()[0];
+    let k = c * c.transpose();
+    let s2 = model.noise_variance().unwrap();
+    let a = &k + (&kuf * kuf.transpose()) * faer::Scale(1.0 / s2);
+    let la = a.llt(faer::Side::Lower).unwrap();
+    let s = &k * la.solve(&k);
+    let mu = (&k * la.solve(&kuf * data.y())) * faer::Scale(1.0 / s2);
+    (mu, s)
+}
+
+#[test]
+fn unit_natural_step_lands_on_the_sparse_gp_posterior() {
+    let data = toy_regression(20, 1, 1.5, 2);
+    for whitened in [false, true] {
+        let mut c = cfg(Family::FullyCoupled, 1, 1, 5, whitened);
+        c.stripes = false;
+        c.arrow = false;
+        let mut model = build(c, &data, 1);
+        let unit = NatGradConfig {
+            gamma: 1.0,
+            ..NatGradConfig::default()
+        };
+        model
+            .natural_step(&mut Tape::new(), &full_batch(&data), &mut seeded(0), &unit)
+            .unwrap();
+        let (mu_opt, s_opt) = optimal_q(&model, &data);
+        let (mu, l) = model.joint_q_dense();
+        let mut s = &l * l.transpose();
+        let mut mu = mu;
+        if whitened {
+            let c = &model.prior_cholesky().unwrap()[0];
+            mu = c * &mu;
+            s = c * &s * c.transpose();
+        }
+        for i in 0..mu.nrows() {
+            assert!(
+                (mu[(i, 0)] - mu_opt[(i, 0)]).abs() < 1e-6 * mu_opt[(i, 0)].abs().max(1.0),
+                "whitened={whitened} μ"
+            );
+            for j in 0..mu.nrows() {
+                assert!(
+                    (s[(i, j)] - s_opt[(i, j)]).abs() < 1e-6 * s_opt[(i, i)].abs().max(1e-3),
+                    "whitened={whitened} S"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn natural_steps_train_fc() {
+    let data = toy_regression(40, 2, 1.5, 2);
+    let mut c = cfg(Family::FullyCoupled, 2, 2, 6, false);
+    c.natgrad = Some(NatGradConfig {
+        gamma: 0.1,
+        ..NatGradConfig::default()
+    });
+    let mut model = StructuredDgp::new(c, &data).unwrap();
+    let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
+    let fit = FitConfig {
+        steps: 30,
+        learning_rate: 0.01,
+        ..FitConfig::default()
+    };
+    model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap();
+    let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
+    assert!(after > before, "{before} → {after}");
+}
+
+// ---------------------------------------------------------------- kit
+
+#[test]
+fn same_result_on_one_and_two_threads() {
+    let data = toy_regression(60, 2, 1.5, 1);
+    for family in [Family::Star, Family::FullyCoupled] {
+        let c = cfg(family, 3, 2, 5, false);
+        let fit = FitConfig {
+            steps: 8,
+            batch_size: 25,
+            ..FitConfig::default()
+        };
+        let predict = PredictConfig {
+            samples: 4,
+            seed: 2,
+        };
+        assert_fit_same_on_one_and_two_threads(
+            || StructuredDgp::new(c.clone(), &data),
+            &data,
+            &fit,
+            &predict,
+        );
+    }
+}
+
+#[test]
+fn checkpoint_round_trip_and_bad_inputs() {
+    let data = toy_regression(20, 2, 1.5, 1);
+    for family in [Family::Star, Family::FullyCoupled] {
+        let model = build(cfg(family, 3, 2, 4, false), &data, 2);
+        let pc = PredictConfig {
+            samples: 5,
+            seed: 9,
+        };
+        assert_checkpoint_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
+        assert_predict_rejects_bad_inputs(&model, 2);
+    }
+}
+
+#[test]
+fn bad_configurations_name_the_field() {
+    let data = toy_regression(20, 2, 1.5, 1);
+    let base = cfg(Family::Star, 3, 2, 4, false);
+    let nat = |g: f64| {
+        Some(NatGradConfig {
+            gamma: g,
+            ..NatGradConfig::default()
+        })
+    };
+    let cases: Vec<(StructuredConfig, &[&str])> = vec![
+        (
+            StructuredConfig {
+                hidden_widths: Some(vec![2, 3]),
+                ..base.clone()
+            },
+            &["hidden_widths", "equal", "STAR"],
+        ),
+        (
+            StructuredConfig {
+                layers: 1,
+                ..base.clone()
+            },
+            &["stripes", "L = 1"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(0.0),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(-1.0),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                family: Family::FullyCoupled,
+                natgrad: nat(f64::NAN),
+                ..base.clone()
+            },
+            &["natgrad.gamma"],
+        ),
+        (
+            StructuredConfig {
+                natgrad: nat(0.5),
+                ..base.clone()
+            },
+            &["natgrad", "fully_coupled"],
+        ),
+        (
+            StructuredConfig {
+                inner_white_noise: f64::INFINITY,
+                ..base.clone()
+            },
+            &["inner_white_noise"],
+        ),
+        (
+            StructuredConfig {
+                inner_q_scale: f64::NAN,
+                ..base.clone()
+            },
+            &["inner_q_scale"],
+        ),
+        (
+            StructuredConfig {
+                num_inducing: 0,
+                ..base.clone()
+            },
+            &["num_inducing"],
+        ),
+    ];
+    assert_config_errors(&cases, |c| StructuredDgp::new(c, &data));
+    // T_L = 1: two target columns are an error naming it.
+    let y2 = Mat::from_fn(20, 2, |i, j| data.y()[(i, 0)] + j as f64);
+    let two = Dataset::new(data.x().to_owned(), y2).unwrap();
+    let e = StructuredDgp::new(base, &two).unwrap_err().to_string();
+    assert!(e.contains("T_L = 1"), "{e}");
+}
+
+#[test]
+fn training_improves_the_elbo() {
+    let data = toy_regression(50, 2, 1.5, 4);
+    let mut model = StructuredDgp::new(cfg(Family::Star, 3, 2, 8, false), &data).unwrap();
+    let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
+    let fit = FitConfig {
+        steps: 60,
+        learning_rate: 0.02,
+        ..FitConfig::default()
+    };
+    model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap();
+    let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
+    assert!(after > before, "{before} → {after}");
+}
