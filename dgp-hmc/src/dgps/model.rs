@@ -131,6 +131,7 @@ impl Dgps {
     /// `H = μ + ε ⊙ σ`, ε from `rng` per `mode`), rows replicate-major. Returns the last
     /// layer's (μ, σ²) ((reps·B)×D⁽ᴸ⁾; B×D⁽ᴸ⁾ with one replicate for L = 1) and, when
     /// `log_prior` is given, pushes every unit's `log N(ȳ | 0, K_X̄X̄)` onto it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn propagate_paths(
         &self,
         tape: &mut Tape,
