@@ -132,7 +132,8 @@ impl BackendDefaults {
 /// minutes on two cores for all registered backends together).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct QuickSettings {
-    /// Optimisation steps on the real data set (concrete).
+    /// Optimisation steps on the real data set (concrete); 0 = the backend does not run
+    /// on it in the default job.
     pub steps: usize,
     /// Optimisation steps on the 1-D step function (N = 160 training points).
     pub steps_1d: usize,
@@ -263,6 +264,20 @@ const STRUCTURED_QUICK: QuickSettings = QuickSettings {
     predict_samples: 30,
 };
 
+/// DGPS settings of `dgp-bench run` (Vafa 2016, §5.1.4): M = 10 pseudo points per unit,
+/// K = 10 fixed sample paths, at most 1000 L-BFGS iterations per restart (best of the
+/// model's 10 restarts), full batch (batch size and learning rate are not used), 100
+/// predictive sample paths.
+const DGPS_DEFAULTS: BackendDefaults = BackendDefaults {
+    num_inducing: 10,
+    steps: 1_000,
+    epochs: None,
+    learning_rate: 0.01,
+    batch_cap: 100_000,
+    train_samples: 10,
+    predict_samples: 100,
+};
+
 /// Every backend the benchmark knows, in the order reports list them.
 pub static BACKENDS: &[BackendEntry] = &[
     BackendEntry {
@@ -339,6 +354,24 @@ pub static BACKENDS: &[BackendEntry] = &[
         layers_in_default_run: &[2],
         samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
         samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_are_components: false,
+    },
+    BackendEntry {
+        backend: &dgp_hmc::DGPS_BACKEND,
+        defaults: DGPS_DEFAULTS,
+        quick: QuickSettings {
+            // The default job runs DGPS on the step function only (thesis §5.1), with at
+            // most 500 L-BFGS iterations per restart instead of the thesis' 1000.
+            steps: 0,
+            steps_1d: 500,
+            num_inducing: 10,
+            batch_cap: 100_000,
+            learning_rate: 0.01,
+            predict_samples: 100,
+        },
+        layers_in_default_run: &[1, 2],
+        samples_in_run: "fresh sample paths of the hidden layers = predictive mixture components (thesis §4.3.7: 100; L = 1 gives one Gaussian)",
+        samples_in_time: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",
         samples_are_components: false,
     },
 ];

@@ -337,6 +337,9 @@ pub fn default_run(
             let q = opts.quick(b);
             for &layers in b.layers_in_default_run {
                 let steps = if is_step { q.steps_1d } else { q.steps };
+                if steps == 0 {
+                    continue;
+                }
                 let spec = spec_for(data, b, q, layers, steps, splits, opts);
                 let label = format!("{} {}", b.name(), model_label(layers));
                 let mut pit = Vec::new();

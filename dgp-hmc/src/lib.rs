@@ -8,3 +8,6 @@
 //! `dgp_traits::layer::SparseLayer` and the log joint of data and inducing outputs as their
 //! `Objective`. Algorithm notes: `shared/specs/sghmc.md`.
 //! Nothing is exported yet; this crate compiles so that the workspace layout is final.
+
+pub mod dgps;
+pub use dgps::{DGPS_BACKEND, Dgps, DgpsConfig};

@@ -1,0 +1,79 @@
+//! Registration of the DGPS backend with a harness ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`DgpsConfig`] (e.g. `restarts=3`, `max_iters=500`,
+//! `init_noise_variance=0.001`); the common settings set `layers`, `num_inducing`,
+//! `hidden_width`, `samples` (the K fixed sample paths: `train_samples`) and `init_seed`.
+
+use dgp_traits::backend::{
+    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
+};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{FitConfig, Model};
+
+use super::{Dgps, DgpsConfig};
+
+impl Validate for DgpsConfig {
+    fn validate(&self) -> Result<()> {
+        DgpsConfig::validate(self)
+    }
+}
+
+const SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "dgps",
+    reserved: &[
+        ("layers", "--layers"),
+        ("num_inducing", "--inducing"),
+        ("hidden_width", "--hidden"),
+        ("samples", "--train-samples (run) / --samples (time)"),
+        ("init_seed", "--seed"),
+    ],
+    sections: &[],
+};
+
+/// The DGPS backend ([`Dgps`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DgpsBackend;
+
+/// The value a harness registers.
+pub static DGPS_BACKEND: DgpsBackend = DgpsBackend;
+
+impl ConfigBackend for DgpsBackend {
+    type Config = DgpsConfig;
+
+    fn name(&self) -> &'static str {
+        "dgps"
+    }
+
+    fn description(&self) -> &'static str {
+        "DGPS: point-estimate pseudo data per unit, K fixed sample paths, L-BFGS with restarts (Vafa 2016)"
+    }
+
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
+    }
+
+    /// The common settings' fields (`train_samples` is K); everything else
+    /// [`DgpsConfig::default`].
+    fn base_config(&self, common: &CommonSettings) -> DgpsConfig {
+        DgpsConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width,
+            samples: common.train_samples,
+            init_seed: common.seed,
+            ..DgpsConfig::default()
+        }
+    }
+
+    fn build_checked(
+        &self,
+        config: Checked<DgpsConfig>,
+        _common: &CommonSettings,
+        _settings: &Settings,
+        _fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(Dgps::new(config.into_inner(), train)?))
+    }
+}
