@@ -34,6 +34,7 @@ mod lbfgs;
 mod natural;
 mod observer;
 mod restarts;
+mod sghmc;
 mod stepper;
 #[cfg(test)]
 mod tests;
@@ -46,4 +47,8 @@ pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
 pub use observer::{Checkpoint, Control, Observer, Progress, SampleCollector, StepInfo};
 pub use restarts::{BestOf, best_of};
+pub use sghmc::{
+    SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, SghmcStepper,
+    step_rng,
+};
 pub use stepper::{AdamStepper, StepContext, Stepper};
