@@ -422,13 +422,18 @@ impl Model for SghmcDgp {
     fn describe(&self) -> String {
         let widths = self.config.widths(self.input_dim, self.output_dim);
         let s = &self.config.sampler;
+        // The schedule of the run (a step budget may have shrunk the configured one).
+        let run = self
+            .sampler
+            .as_ref()
+            .map_or_else(|| s.full_schedule(), |st| st.schedule);
         let extra = format!(
             "SGHMC eps={} mdecay={} burn-in {} thin {} kept {} window {}{}",
             s.step_size,
             s.mdecay,
-            s.burn_in,
-            s.thinning,
-            s.kept,
+            run.burn_in,
+            run.thinning,
+            run.kept,
             s.window,
             if s.mcem { " MCEM" } else { "" }
         );
