@@ -75,11 +75,13 @@ fn main() -> dgp_traits::Result<()> {
         burn_in: 100_000,
         thinning: 1,
         kept: 1,
+        window: 100,
     };
     let samp_sched = SghmcSchedule {
         burn_in: 100,
         thinning: 1,
         kept: 100_000,
+        window: 100,
     };
     let mut hmc_s = SghmcDgp::new(cfg, &train)?;
     let one = FitConfig {

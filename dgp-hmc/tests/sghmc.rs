@@ -237,7 +237,8 @@ fn checkpoint_round_trip_and_bad_inputs() {
 }
 
 /// `FitConfig::steps` is the budget of the whole run: a short budget shrinks burn-in and
-/// thinning but keeps every sample; one that cannot hold them is an error naming `steps`.
+/// thinning but keeps every sample, a tiny one keeps fewer; below 2 it is an error naming
+/// `steps`.
 #[test]
 fn steps_budget_and_config_errors() {
     let data = toy_regression(30, 2, 1.0, 9);
@@ -249,19 +250,24 @@ fn steps_budget_and_config_errors() {
     let report = model.fit(&data, &fit, &mut Silent).unwrap();
     assert_eq!(report.steps, 50);
     assert_eq!(model.kept_samples().len(), 8);
+    // A tiny budget shrinks the number of kept samples too.
     let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let fit10 = FitConfig {
+        steps: 10,
+        ..fit.clone()
+    };
+    assert_eq!(model.fit(&data, &fit10, &mut Silent).unwrap().steps, 10);
+    assert_eq!(model.kept_samples().len(), 4);
+    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let fit1 = FitConfig {
+        steps: 1,
+        ..fit.clone()
+    };
     let e = model
-        .fit(
-            &data,
-            &FitConfig {
-                steps: 10,
-                ..fit.clone()
-            },
-            &mut Silent,
-        )
+        .fit(&data, &fit1, &mut Silent)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("steps (10)"), "{e}");
+    assert!(e.contains("steps (1)"), "{e}");
     let bad = SghmcDgpConfig {
         sampler: sampler(60, 5, 0, 20),
         ..small_config(1)

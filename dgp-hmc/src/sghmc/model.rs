@@ -464,7 +464,15 @@ impl SghmcDgp {
             }
             let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
             if let Some(st) = &m.sampler
-                && (st.chain.len() != n || st.kept.iter().any(|k| k.len() != n))
+                && (st.chain.len() != n
+                    || st.kept.iter().any(|k| k.len() != n)
+                    || st.window.iter().any(|k| k.len() != n)
+                    || st.schedule.thinning == 0
+                    || st.schedule.kept == 0
+                    || st.schedule.window == 0
+                    || st.schedule.window > st.schedule.burn_in
+                    || st.window.len() > st.schedule.window
+                    || st.window_next >= st.schedule.window)
             {
                 return Err(Error::Config(
                     "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),

@@ -121,6 +121,8 @@ pub struct SghmcSchedule {
     pub thinning: usize,
     /// Kept samples.
     pub kept: usize,
+    /// Size of the MCEM window (at most `burn_in`).
+    pub window: usize,
 }
 
 impl SghmcSchedule {
@@ -189,41 +191,44 @@ impl SghmcConfig {
             burn_in: self.burn_in,
             thinning: self.thinning,
             kept: self.kept,
+            window: self.window,
         }
     }
 
     /// The schedule of a run with a budget of `budget` steps (what a backend's `fit` makes
     /// of `FitConfig::steps`): the configured schedule when the budget holds it (extra
-    /// budget is not used); else burn-in and thinning shrunk by the same factor
-    /// `budget / total` (thinning at least 1), the burn-in taking the rest, so that the
-    /// run is exactly `budget` steps and still keeps `kept` samples.
+    /// budget is not used); else every phase shrunk by the factor `f = budget / total`:
+    /// burn-in `max(1, ⌊burn_in·f⌉)`, thinning `max(1, ⌊thinning·f⌋)`, as many kept samples
+    /// as the rest holds (at most `kept`; all of them unless the budget is tiny), the
+    /// burn-in taking what is left, so that the run is exactly `budget` steps; the window
+    /// at most the burn-in. E.g. the defaults with a budget of 1 000: burn-in 700, thinning
+    /// 3, 100 samples.
     ///
     /// # Errors
-    /// [`Error::Config`] (naming `steps`) when the budget cannot hold `kept` samples at
-    /// thinning 1 after a burn-in of at least `window` steps; the config's own errors.
+    /// [`Error::Config`] (naming `steps`) for a budget below 2; the config's own errors.
     pub fn schedule(&self, budget: usize) -> Result<SghmcSchedule> {
         self.validate()?;
         let full = self.full_schedule();
         if budget >= full.total() {
             return Ok(full);
         }
-        let f = budget as f64 / full.total() as f64;
-        let thinning = ((self.thinning as f64 * f).floor() as usize).max(1);
-        let s = SghmcSchedule {
-            burn_in: budget.saturating_sub(self.kept * thinning),
-            thinning,
-            kept: self.kept,
-        };
-        if s.burn_in < self.window || s.total() != budget {
+        if budget < 2 {
             return Err(Error::Config(format!(
-                "sghmc: steps ({budget}) cannot hold a burn-in of at least window ({}) steps \
-                 plus kept ({}) samples; give at least {} steps or lower kept/window",
-                self.window,
-                self.kept,
-                self.window + self.kept
+                "sghmc: steps ({budget}) must be at least 2 (one burn-in step, one kept sample)"
             )));
         }
-        Ok(s)
+        let f = budget as f64 / full.total() as f64;
+        let burn_min = ((self.burn_in as f64 * f).round() as usize).clamp(1, budget - 1);
+        let sampling = budget - burn_min;
+        let thinning = ((self.thinning as f64 * f).floor() as usize).clamp(1, sampling);
+        let kept = (sampling / thinning).min(self.kept);
+        let burn_in = budget - kept * thinning;
+        Ok(SghmcSchedule {
+            burn_in,
+            thinning,
+            kept,
+            window: self.window.min(burn_in),
+        })
     }
 }
 
@@ -405,10 +410,14 @@ impl SghmcStepper {
     /// The config's validation error.
     pub fn new(config: SghmcConfig, schedule: SghmcSchedule, seed: u64) -> Result<Self> {
         config.validate()?;
-        if schedule.kept == 0 || schedule.thinning == 0 {
-            return Err(Error::Config(
-                "sghmc: the schedule needs kept ≥ 1 and thinning ≥ 1".into(),
-            ));
+        if schedule.kept == 0
+            || schedule.thinning == 0
+            || schedule.window == 0
+            || schedule.window > schedule.burn_in
+        {
+            return Err(Error::Config(format!(
+                "sghmc: the schedule needs kept, thinning and window ≥ 1 and window ≤ burn_in, got {schedule:?}"
+            )));
         }
         Ok(SghmcStepper {
             config,
@@ -465,13 +474,13 @@ impl SghmcStepper {
         if let (true, Some(opt)) = (burn_in, adam.as_mut()) {
             // The window after this step's sample joins it; one entry drawn uniformly.
             // (When the ring is full, its oldest entry leaves as the new one joins.)
-            let dropped = usize::from(st.window.len() == self.config.window);
+            let dropped = usize::from(st.window.len() == st.schedule.window);
             let len = st.window.len() - dropped + 1;
             let j = rng.random_range(0..len);
             let at = if j == len - 1 {
                 &theta
             } else {
-                &st.window[window_slot(st, j + dropped, self.config.window)]
+                &st.window[window_slot(st, j + dropped, st.schedule.window)]
             };
             let mut probe = self.flat.clone();
             self.scatter(at, &mut probe);
@@ -501,7 +510,7 @@ impl SghmcStepper {
         self.flat = flat;
         written?;
         if st.schedule.is_burn_in(t) {
-            let w = self.config.window;
+            let w = st.schedule.window;
             if st.window.len() < w {
                 st.window.push(prop.theta.clone());
             } else {
@@ -580,7 +589,7 @@ impl<M: SampledModel + ?Sized> Stepper<M> for SghmcStepper {
                     step: 0,
                     seed: self.seed,
                     chain: SghmcChain::new(n_sampled),
-                    window: Vec::with_capacity(self.config.window),
+                    window: Vec::with_capacity(self.schedule.window),
                     window_next: 0,
                     adam,
                     kept: Vec::with_capacity(self.schedule.kept),
@@ -1029,8 +1038,25 @@ mod tests {
             (s.total(), s.kept, s.thinning, s.burn_in),
             (3_000, 100, 10, 2_000)
         );
-        let e = c.schedule(150).unwrap_err().to_string();
-        assert!(e.contains("steps (150)"), "{e}");
-        assert!(c.schedule(200).is_ok());
+        let s = c.schedule(1_000).unwrap();
+        assert_eq!(
+            (s.burn_in, s.thinning, s.kept, s.window),
+            (700, 3, 100, 100)
+        );
+        let s = c.schedule(20).unwrap();
+        assert_eq!(
+            (s.total(), s.burn_in, s.thinning, s.kept, s.window),
+            (20, 13, 1, 7, 13)
+        );
+        for b in 2..400 {
+            let s = c.schedule(b).unwrap();
+            assert_eq!(s.total(), b);
+            assert!(
+                s.kept >= 1 && s.window >= 1 && s.window <= s.burn_in,
+                "{b}: {s:?}"
+            );
+        }
+        let e = c.schedule(1).unwrap_err().to_string();
+        assert!(e.contains("steps (1)"), "{e}");
     }
 }
