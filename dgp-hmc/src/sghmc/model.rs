@@ -289,10 +289,8 @@ impl SghmcDgp {
         let stepper = SghmcStepper::new(self.config.sampler.clone(), schedule, seed)?;
         let run = FitConfig {
             steps: remaining,
-            batch_size: cfg.batch_size,
             learning_rate: self.config.sampler.hyper_lr,
-            seed: cfg.seed,
-            ..FitConfig::default()
+            ..cfg.clone()
         };
         let mut progress = crate::sghmc::progress::PhaseProgress::new(observer, schedule, done);
         let mut ex = Executor::new(stepper, &run).observe(&mut progress);
