@@ -374,7 +374,43 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_in_time: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",
         samples_are_components: false,
     },
+    BackendEntry {
+        backend: &dgp_hmc::SGHMC_BACKEND,
+        defaults: SGHMC_DEFAULTS,
+        quick: SGHMC_QUICK,
+        layers_in_default_run: &[2],
+        samples_in_run: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
+        samples_in_time: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures one gradient evaluation of the potential",
+        samples_are_components: false,
+    },
 ];
+
+/// SGHMC settings of `dgp-bench run` (`shared/specs/sghmc.md` §4, the reference's
+/// `RegressionModel`): M = 100, full batch up to 10 000 rows, and a budget of 15 000 steps
+/// = the reference schedule (10 000 burn-in steps with MCEM, then 100 samples at thinning
+/// 50). `--steps` is the budget of the whole run: a smaller one shrinks burn-in and
+/// thinning alike (`SghmcConfig::schedule`).
+const SGHMC_DEFAULTS: BackendDefaults = BackendDefaults {
+    num_inducing: 100,
+    steps: 15_000,
+    epochs: None,
+    learning_rate: 0.01,
+    batch_cap: 10_000,
+    train_samples: 1,
+    predict_samples: 100,
+};
+
+/// SGHMC in the default job: M = 50, full batch, a budget of 1 000 steps, i.e. the
+/// reference schedule shrunk 15× (burn-in 700 steps with MCEM, then 100 samples at
+/// thinning 3).
+const SGHMC_QUICK: QuickSettings = QuickSettings {
+    steps: 1_000,
+    steps_1d: 1_000,
+    num_inducing: 50,
+    batch_cap: 10_000,
+    learning_rate: 0.01,
+    predict_samples: 100,
+};
 
 /// The registry ([`BACKENDS`]).
 pub fn backends() -> &'static [BackendEntry] {

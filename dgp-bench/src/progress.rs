@@ -45,6 +45,12 @@ impl FitObserver for BarObserver {
             self.bar.set_message(format!("objective {objective:.4e}"));
         }
     }
+
+    fn on_phase(&mut self, phase: &str) {
+        let prefix = self.bar.prefix();
+        let base = prefix.split(" [").next().unwrap_or(&prefix).to_string();
+        self.bar.set_prefix(format!("{base} [{phase}]"));
+    }
 }
 
 impl Drop for BarObserver {

@@ -1,13 +1,22 @@
-//! # dgp-hmc (not yet implemented)
+//! # dgp-hmc
 //!
-//! Will hold stochastic-gradient Hamiltonian Monte Carlo over the whitened inducing outputs
-//! of a deep GP (Havasi, Hernández-Lobato & Murillo-Fuentes 2018: adaptive SGHMC with
-//! moving-window MCEM for the hyperparameters, burn-in, thinning, and an equal-weight
-//! predictive mixture over kept samples), plus the DGPS point-estimate sampler of Vafa
-//! (2016): MAP pseudo data with fixed common random numbers and L-BFGS. Both use
-//! `dgp_traits::layer::SparseLayer` and the log joint of data and inducing outputs as their
-//! `Objective`. Algorithm notes: `shared/specs/sghmc.md`.
-//! Nothing is exported yet; this crate compiles so that the workspace layout is final.
+//! Two samplers of whole deep-GP functions:
+//!
+//! * [`SghmcDgp`]: stochastic-gradient Hamiltonian Monte Carlo over the whitened inducing
+//!   outputs of a deep GP (Havasi, Hernández-Lobato & Murillo-Fuentes 2018, "Inference in
+//!   Deep Gaussian Processes using Stochastic Gradient Hamiltonian Monte Carlo"), with
+//!   moving-window MCEM for the hyperparameters. Algorithm notes, defaults and their
+//!   provenance (reference `cambridge-mlg/sghmc_dgp`): `shared/specs/sghmc.md` §1–7. See the
+//!   [`sghmc`] module docs for the model, the sampler and what `fit` does.
+//! * [`Dgps`]: the DGPS point estimate of Vafa (2016): per-unit pseudo data with the noise
+//!   inside the kernel, MAP under fixed common random numbers by L-BFGS, and a predictive
+//!   mixture over fresh sample paths (`shared/specs/sghmc.md` §8; the [`dgps`] module docs).
+#![doc = include_str!("sghmc/README.md")]
+#![warn(missing_docs)]
 
 pub mod dgps;
+pub mod sghmc;
+
+pub use dgp_traits;
 pub use dgps::{DGPS_BACKEND, Dgps, DgpsConfig};
+pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcDgp, SghmcDgpConfig};

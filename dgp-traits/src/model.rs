@@ -218,6 +218,10 @@ impl Default for PredictConfig {
 pub trait FitObserver {
     /// Called after every step with the objective value of that step.
     fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {}
+
+    /// Called when a run enters a named phase (a sampler's `"burn-in"`, `"sampling"`),
+    /// before the phase's first [`FitObserver::on_step`]; ignored by default.
+    fn on_phase(&mut self, _phase: &str) {}
 }
 
 /// An observer that ignores everything.

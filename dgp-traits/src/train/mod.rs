@@ -41,6 +41,7 @@ mod natural;
 mod observer;
 mod restarts;
 pub(crate) mod rules;
+mod sghmc;
 mod stepper;
 #[cfg(test)]
 mod tests;
@@ -59,5 +60,9 @@ pub use observer::{Checkpoint, Control, Observer, Progress, SampleCollector, Ste
 pub use restarts::{BestOf, best_of};
 pub use rules::{
     EarlyStopping, HeldOutRule, LindingerStopping, LindingerTrace, PATIENCE_SCORE_SAMPLES, Restore,
+};
+pub use sghmc::{
+    SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, SghmcStepper,
+    step_rng,
 };
 pub use stepper::{AdamStepper, StepContext, Stepper};

@@ -1,0 +1,138 @@
+//! Registration of the SGHMC backend with a harness ([`dgp_traits::backend::Backend`]).
+//!
+//! Backend settings are the fields of [`SghmcDgpConfig`], e.g. `sampler.burn_in=2000`,
+//! `sampler.thinning=10`, `sampler.mcem=false`, `kuu_jitter=1e-10`; the common settings
+//! set `layers`, `num_inducing`, `hidden_width` and `init_seed`. `train_samples` and
+//! `predict_samples` are not used (one inner-layer sample per step; the predictive has
+//! one component per kept sample).
+
+use dgp_traits::backend::{
+    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
+};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::Result;
+use dgp_traits::model::{FitConfig, Model};
+
+use crate::sghmc::{SghmcDgp, SghmcDgpConfig};
+
+impl Validate for SghmcDgpConfig {
+    fn validate(&self) -> Result<()> {
+        SghmcDgpConfig::validate(self)
+    }
+}
+
+/// Keys of [`SghmcDgpConfig`] that the common settings own, and what sets them.
+const RESERVED: &[(&str, &str)] = &[
+    ("layers", "--layers"),
+    ("num_inducing", "--inducing"),
+    ("hidden_width", "--hidden"),
+    ("init_seed", "--seed"),
+];
+
+const SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "sghmc",
+    reserved: RESERVED,
+    sections: &[],
+};
+
+/// The SGHMC backend ([`SghmcDgp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SghmcBackend;
+
+/// The value a harness registers.
+pub static SGHMC_BACKEND: SghmcBackend = SghmcBackend;
+
+impl ConfigBackend for SghmcBackend {
+    type Config = SghmcDgpConfig;
+
+    fn name(&self) -> &'static str {
+        "sghmc"
+    }
+
+    fn description(&self) -> &'static str {
+        "adaptive SGHMC over whitened inducing outputs with moving-window MCEM (Havasi et al. 2018)"
+    }
+
+    fn schema(&self) -> &ConfigSchema<'static> {
+        &SCHEMA
+    }
+
+    /// The common settings' fields; everything else [`SghmcDgpConfig::default`].
+    fn base_config(&self, common: &CommonSettings) -> SghmcDgpConfig {
+        SghmcDgpConfig {
+            layers: common.layers,
+            num_inducing: common.num_inducing,
+            hidden_width: common.hidden_width,
+            init_seed: common.seed,
+            ..SghmcDgpConfig::default()
+        }
+    }
+
+    fn build_checked(
+        &self,
+        config: Checked<SghmcDgpConfig>,
+        _common: &CommonSettings,
+        _settings: &Settings,
+        _fit: &FitConfig,
+        train: &Dataset,
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(SghmcDgp::new(config.into_inner(), train)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dgp_traits::backend::{Backend, insert_dotted, parse_assignment};
+
+    fn common() -> CommonSettings {
+        CommonSettings {
+            layers: 2,
+            num_inducing: 7,
+            hidden_width: Some(3),
+            train_samples: 1,
+            predict_samples: 5,
+            seed: 4,
+            tune: false,
+        }
+    }
+
+    fn set(pairs: &[&str]) -> Settings {
+        let mut s = Settings::new();
+        for p in pairs {
+            let (k, v) = parse_assignment(p).unwrap();
+            insert_dotted(&mut s, &k, v).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn settings_reach_the_config_and_bad_ones_name_the_field() {
+        let c = SghmcBackend
+            .config(&common(), &set(&["sampler.burn_in=500", "sampler.kept=7"]))
+            .unwrap();
+        assert_eq!(
+            (c.sampler.burn_in, c.sampler.kept, c.num_inducing),
+            (500, 7, 7)
+        );
+        assert_eq!(c.sampler.thinning, 50);
+        for (s, field) in [
+            ("sampler.kept=0", "kept"),
+            ("sampler.thinning=0", "thinning"),
+            ("sampler.window=20000", "window"),
+            ("sampler.step_size=0", "step_size"),
+            ("sampler.step_size=-1", "step_size"),
+            ("sampler.mdecay=2", "mdecay"),
+            ("kuu_jitter=0", "kuu_jitter"),
+            ("bogus=1", "bogus"),
+            ("num_inducing=3", "--inducing"),
+        ] {
+            let e = SghmcBackend
+                .config(&common(), &set(&[s]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{s}: {e}");
+        }
+        assert!(SGHMC_BACKEND.allowed_keys().iter().any(|k| k == "sampler"));
+    }
+}

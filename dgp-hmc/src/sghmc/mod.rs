@@ -1,0 +1,13 @@
+//! SGHMC deep GPs (Havasi, Hernández-Lobato & Murillo-Fuentes 2018): the model
+//! ([`SghmcDgp`]), its configuration, its registration ([`SGHMC_BACKEND`]) and the phase-aware
+//! progress observer. The sampler itself is the core's [`dgp_traits::train::SghmcStepper`].
+
+mod backend;
+mod config;
+mod model;
+mod progress;
+
+pub use backend::{SGHMC_BACKEND, SghmcBackend};
+pub use config::SghmcDgpConfig;
+pub use model::{NOISE_FLOOR, SghmcDgp, VAR_FLOOR};
+pub use progress::PhaseProgress;

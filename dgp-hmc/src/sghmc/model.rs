@@ -1,0 +1,482 @@
+//! The SGHMC deep GP (`shared/specs/sghmc.md` §1–2, §4–5): construction, the potential as
+//! an [`Objective`], sampling through the core executor and the predictive mixture over
+//! kept samples.
+
+use crate::sghmc::config::SghmcDgpConfig;
+use dgp_traits::conditional::{QPart, conditional};
+use dgp_traits::data::{Dataset, kmeans};
+use dgp_traits::error::{Error, Result};
+use dgp_traits::kernels::{Kernel, KernelKind};
+use dgp_traits::layer::{SparseLayer, SparseLayerInit};
+use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::linalg::JitterConfig;
+use dgp_traits::mean::LinearInit;
+use dgp_traits::model::{
+    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
+};
+use dgp_traits::params::{ParamId, ParamStore, Role};
+use dgp_traits::predictive::Predictive;
+use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
+use dgp_traits::skeleton::{
+    ChunkMoments, NoiseMode, check_batch, check_inputs, checkpoint, describe_stack,
+    finish_predictive, predict_chunked, reparam_sample,
+};
+use dgp_traits::tape::{Tape, Var};
+use dgp_traits::train::{Checkpoint, Executor, Observer, SampledModel, SghmcState, SghmcStepper};
+use dgp_traits::transforms::{inv_softplus, softplus};
+use faer::{Mat, MatRef};
+use serde::{Deserialize, Serialize};
+
+/// Lower bound of the Gaussian noise variance (softplus + floor, as in dgp-svi).
+pub const NOISE_FLOOR: f64 = 1e-6;
+/// Inner-layer variances are clamped at this floor before the square root of the
+/// reparameterised sample (spec §6 note 2: the reference adds no jitter and its variance
+/// can be slightly negative; a floor above 0 keeps √'s derivative finite).
+pub const VAR_FLOOR: f64 = 1e-12;
+
+/// A deep GP whose whitened inducing outputs are sampled by adaptive SGHMC with
+/// moving-window MCEM for the hyperparameters (Havasi et al. 2018). See the crate docs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SghmcDgp {
+    config: SghmcDgpConfig,
+    layers: Vec<SparseLayer>,
+    u: Vec<ParamId>,
+    noise: ParamId,
+    likelihood: Likelihood,
+    params: ParamStore,
+    input_dim: usize,
+    output_dim: usize,
+    sampler: Option<SghmcState>,
+}
+
+impl SghmcDgp {
+    /// Builds a model for training data `data` (model units), initialised as the reference
+    /// (spec §4): U_l = 0 ([`Role::Sampled`]); Z_l by k-means on the data pushed through
+    /// the fixed inner means (identity / `[I, 0]` pad / PCA = right singular vectors of the
+    /// running data), computed afresh per layer; RBF ARD with lengthscales √D_in and
+    /// variance [`SghmcDgpConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
+    /// (Z, lengthscales, variances, noise) are [`Role::Optimised`] (MCEM), the inner mean
+    /// maps fixed.
+    ///
+    /// Differences from the reference: Z comes from the core's k-means (k-means++ seeding,
+    /// then at most `kmeans_iters` Lloyd iterations, empty clusters re-seeded), not scipy's
+    /// `kmeans2(minit='points')` (random data points as seeds, empty clusters kept); the
+    /// positive hyperparameters are `softplus(θ) + 1e-6` (the workspace transform), not
+    /// `exp(θ)`, which changes the Adam geometry of the hyper steps but not the model.
+    ///
+    /// # Errors
+    /// Invalid configuration; k-means or PCA failures.
+    pub fn new(config: SghmcDgpConfig, data: &Dataset) -> Result<Self> {
+        config.validate()?;
+        let x = data.x();
+        let (d_in, p) = (data.input_dim(), data.output_dim());
+        let widths = config.widths(d_in, p);
+        let m = config.num_inducing;
+        let mut rng = seeded(config.init_seed);
+        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
+        let hidden = StackMean::Linear {
+            init: LinearInit::Pca,
+            learned: false,
+            bias: false,
+        };
+        let mut params = ParamStore::new();
+        let mut layers = Vec::with_capacity(config.layers);
+        let mut u = Vec::with_capacity(config.layers);
+        for plan in layer_plans(&widths) {
+            if plan.index > 0
+                && let Some(xr) = &run.x
+            {
+                run.z = kmeans(xr.as_ref(), m, config.kmeans_iters, &mut rng)?;
+            }
+            let (mean, mean_init) =
+                run.layer_mean(&plan, &hidden, &StackMean::Zero, MeanData::X, &mut rng)?;
+            let w = mean_init.weights.clone();
+            let kernel = Kernel::new(KernelKind::Rbf, plan.input_dim, true)?;
+            let mut layer = SparseLayer::new(
+                &mut params,
+                &plan.name,
+                kernel,
+                mean,
+                plan.output_dim,
+                0.0,
+                SparseLayerInit {
+                    z: run.z.clone(),
+                    lengthscale: (plan.input_dim as f64).sqrt(),
+                    variance: config.kernel_variance,
+                    train_variance: true,
+                    train_z: true,
+                    mean: mean_init,
+                },
+            )?;
+            layer.jitter = JitterConfig {
+                rel: 0.0,
+                abs_floor: config.kuu_jitter,
+                ..JitterConfig::default()
+            };
+            u.push(params.add(
+                format!("{}.u", plan.name),
+                Mat::zeros(m, plan.output_dim),
+                Role::Sampled,
+            )?);
+            layers.push(layer);
+            if let Some(w) = w {
+                run.push(&w, None);
+            }
+        }
+        let s2 = config
+            .noise_variance
+            .unwrap_or_else(|| target_variance(data.y()))
+            .max(2.0 * NOISE_FLOOR);
+        let noise = params.add(
+            "likelihood.variance",
+            Mat::from_fn(1, 1, |_, _| inv_softplus(s2 - NOISE_FLOOR)),
+            Role::Optimised,
+        )?;
+        Ok(SghmcDgp {
+            config,
+            layers,
+            u,
+            noise,
+            likelihood: Likelihood::gaussian(s2),
+            params,
+            input_dim: d_in,
+            output_dim: p,
+            sampler: None,
+        })
+    }
+
+    /// The configuration the model was built with.
+    pub fn config(&self) -> &SghmcDgpConfig {
+        &self.config
+    }
+
+    /// The layers, first to last.
+    pub fn layers(&self) -> &[SparseLayer] {
+        &self.layers
+    }
+
+    /// The sampled blocks U_l (whitened inducing outputs, M×D_l), first layer first.
+    pub fn inducing_outputs(&self) -> &[ParamId] {
+        &self.u
+    }
+
+    /// The Gaussian noise variance σ².
+    pub fn noise_variance(&self) -> f64 {
+        softplus(self.params.get(self.noise)[(0, 0)]) + NOISE_FLOOR
+    }
+
+    /// The kept samples (values of the sampled blocks in flat order), oldest first; empty
+    /// before sampling.
+    pub fn kept_samples(&self) -> &[Vec<f64>] {
+        self.sampler.as_ref().map_or(&[], |s| s.kept.as_slice())
+    }
+
+    /// Spec §1: pushes `x` (B×D) through the layers — per layer the "no q" whitened
+    /// conditional `μ = m(x) + aᵀU_l`, `σ² = k(x,x) − aᵀa` with `a = L⁻¹k(Z, x)`; one
+    /// reparameterised sample per point of every inner layer (variance clamped at
+    /// [`VAR_FLOOR`]); returns the last layer's means and variances (B×P).
+    fn forward(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        x: Var,
+        rng: &mut Rng,
+    ) -> Result<(Var, Var)> {
+        let b = tape.shape(x).0;
+        let mut input = x;
+        let last = self.layers.len() - 1;
+        for (l, layer) in self.layers.iter().enumerate() {
+            let proj = layer.project(tape, params, input)?;
+            let (mu, var) = conditional(tape, &proj, QPart::Given(self.u[l].var(params)), true);
+            if l == last {
+                return Ok((mu, var));
+            }
+            let var = tape.clamp_min(var, VAR_FLOOR);
+            input = reparam_sample(tape, mu, var, 0.0, NoiseMode::PerPoint, b, 1, rng);
+        }
+        Err(Error::Empty(
+            "sghmc: a deep GP needs at least one layer".into(),
+        ))
+    }
+
+    /// Latent moments of one chunk of test points under every sample of `samples`
+    /// (flat parameter vectors), fresh inner-layer noise per sample.
+    fn predict_chunk(
+        &self,
+        tape: &mut Tape,
+        x: MatRef<'_, f64>,
+        samples: &[Vec<f64>],
+        rng: &mut Rng,
+    ) -> Result<ChunkMoments> {
+        let (n, s) = (x.nrows(), samples.len());
+        let mut means = vec![Mat::zeros(n, s); self.output_dim];
+        let mut vars = vec![Mat::zeros(n, s); self.output_dim];
+        for (k, flat) in samples.iter().enumerate() {
+            tape.clear();
+            let params = self.params.record_at(tape, flat)?;
+            let xv = tape.constant(x.to_owned());
+            let (mu, var) = self.forward(tape, &params, xv, rng)?;
+            let (mu, var) = (tape.value(mu), tape.value(var));
+            for d in 0..self.output_dim {
+                for i in 0..n {
+                    means[d][(i, k)] = mu[(i, d)];
+                    vars[d][(i, k)] = var[(i, d)].max(0.0);
+                }
+            }
+        }
+        Ok(ChunkMoments { means, vars })
+    }
+
+    /// The flat parameter vectors of the predictive's components: the current parameters
+    /// with the sampled blocks set to each kept sample (the current sample alone before
+    /// any was kept).
+    fn component_params(&self) -> Vec<Vec<f64>> {
+        let base = self.params.flat();
+        let kept = self.kept_samples();
+        if kept.is_empty() {
+            return vec![base];
+        }
+        let ranges = self.params.ranges(Role::Sampled);
+        kept.iter()
+            .map(|sample| {
+                let mut flat = base.clone();
+                let mut k = 0;
+                for r in &ranges {
+                    flat[r.clone()].copy_from_slice(&sample[k..k + r.len()]);
+                    k += r.len();
+                }
+                flat
+            })
+            .collect()
+    }
+
+    /// [`Model::fit`] with a checkpoint (the model's JSON, sampler state included) handed
+    /// to `sink(steps_done_in_this_run, json)` after every `every` steps and the last: a
+    /// run interrupted after a checkpoint continues exactly from it
+    /// ([`SghmcDgp::from_json`], then `fit` again).
+    ///
+    /// # Errors
+    /// As [`Model::fit`]; `every == 0`; the sink's errors.
+    pub fn fit_with_checkpoints(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+        every: usize,
+        sink: impl FnMut(usize, String) -> Result<()>,
+    ) -> Result<FitReport> {
+        let mut ckpt = Checkpoint::new(every, sink)?;
+        self.sample(data, cfg, observer, Some(&mut ckpt))
+    }
+
+    /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
+    fn sample(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+        extra: Option<&mut dyn Observer<SghmcDgp>>,
+    ) -> Result<FitReport> {
+        let (schedule, seed, done) = match &self.sampler {
+            Some(st) => (st.schedule, st.seed, st.step),
+            None => (self.config.sampler.schedule(cfg.steps)?, cfg.seed, 0),
+        };
+        let remaining = schedule.total().saturating_sub(done);
+        if remaining == 0 {
+            return Ok(FitReport::default());
+        }
+        let stepper = SghmcStepper::new(self.config.sampler.clone(), schedule, seed)?;
+        let run = FitConfig {
+            steps: remaining,
+            learning_rate: self.config.sampler.hyper_lr,
+            ..cfg.clone()
+        };
+        let mut progress = crate::sghmc::progress::PhaseProgress::new(observer, schedule, done);
+        let mut ex = Executor::new(stepper, &run).observe(&mut progress);
+        if let Some(o) = extra {
+            ex = ex.observe(o);
+        }
+        ex.run(self, data)
+    }
+}
+
+/// The mean over outputs of the (population) variance of each target column.
+fn target_variance(y: MatRef<'_, f64>) -> f64 {
+    let (n, p) = (y.nrows() as f64, y.ncols());
+    let mut total = 0.0;
+    for d in 0..p {
+        let mean = (0..y.nrows()).map(|i| y[(i, d)]).sum::<f64>() / n;
+        total += (0..y.nrows())
+            .map(|i| (y[(i, d)] - mean).powi(2))
+            .sum::<f64>()
+            / n;
+    }
+    total / p as f64
+}
+
+impl Objective for SghmcDgp {
+    fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// The log joint of spec §2 on a minibatch, `−U = (N/|B|) Σ_b log N(y_b | μ_L,b,
+    /// σ²_L,b + s²) − ½ Σ_l ‖U_l‖²_F`, with one sample of the inner layers (noise from
+    /// `rng`). This is the reference's `−N·nll`. Because the log density is taken of a
+    /// single inner-layer sample, its expectation over the noise is a Jensen lower bound
+    /// of the exact log marginal: the chain targets `p(U) exp(E_ε log p(y | U, ε))`, not
+    /// exactly `p(U | y)` (as the reference does; exact for L = 1).
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
+        check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
+        let x = tape.constant(batch.x.to_owned());
+        let (mu, var) = self.forward(tape, params, x, rng)?;
+        let y = tape.constant(batch.y.to_owned());
+        let s2 = tape.positive(self.noise.var(params), NOISE_FLOOR);
+        let lp = self.likelihood.log_predictive(tape, y, mu, var, Some(s2))?;
+        let data = tape.sum(lp);
+        let mut joint = tape.scale(data, batch.num_data as f64 / batch.len() as f64);
+        for id in &self.u {
+            let sq = tape.sum_squares(id.var(params));
+            let half = tape.scale(sq, 0.5);
+            joint = tape.sub(joint, half);
+        }
+        Ok(joint)
+    }
+}
+
+impl SampledModel for SghmcDgp {
+    fn sampler_state(&self) -> Option<&SghmcState> {
+        self.sampler.as_ref()
+    }
+
+    fn sampler_state_mut(&mut self) -> &mut Option<SghmcState> {
+        &mut self.sampler
+    }
+}
+
+impl Model for SghmcDgp {
+    fn backend(&self) -> &'static str {
+        "sghmc"
+    }
+
+    fn params_mut(&mut self) -> &mut ParamStore {
+        &mut self.params
+    }
+
+    /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
+    /// `cfg.batch_size`, seed `cfg.seed`): burn-in with MCEM hyper steps, then the kept
+    /// samples with thinning. `cfg.steps` is the budget of the whole run, burn-in plus
+    /// sampling ([`dgp_traits::train::SghmcConfig::schedule`]): at least the configured
+    /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
+    /// shrinks burn-in and thinning by the same factor and keeps every sample.
+    /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model
+    /// that already holds a sampler state (restored from a checkpoint) continues that run
+    /// to its end with its own schedule and seed; a finished run does nothing.
+    fn fit(
+        &mut self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
+        self.sample(data, cfg, observer, None)
+    }
+
+    /// Spec §5: the equal-weight mixture over the kept samples — per sample s one
+    /// forward pass with fresh inner-layer noise gives `N(μ_L,s, σ²_L,s + s²)` — so the
+    /// log density is the logsumexp over samples minus log S. Test points run in chunks
+    /// of [`SghmcDgpConfig::predict_chunk`] in parallel, chunk k with noise stream k of
+    /// `cfg.seed` (thread-count independent). `cfg.samples` is not used: the number of
+    /// components is the number of kept samples (one, the current state, before
+    /// sampling).
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        check_inputs("sghmc predict", x, self.input_dim)?;
+        let samples = self.component_params();
+        let moments = predict_chunked(
+            x.nrows(),
+            self.config.predict_chunk,
+            cfg.seed,
+            |tape, s, len, rng| self.predict_chunk(tape, x.subrows(s, len), &samples, rng),
+        )?;
+        let s = samples.len();
+        let noise = [self.noise_variance()];
+        finish_predictive(
+            &self.likelihood,
+            vec![1.0 / s as f64; s],
+            moments,
+            Some(&noise),
+        )
+    }
+
+    fn to_json(&self) -> Result<String> {
+        checkpoint::to_json(self)
+    }
+
+    fn describe(&self) -> String {
+        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let s = &self.config.sampler;
+        // The schedule of the run (a step budget may have shrunk the configured one).
+        let run = self
+            .sampler
+            .as_ref()
+            .map_or_else(|| s.full_schedule(), |st| st.schedule);
+        let extra = format!(
+            "SGHMC eps={} mdecay={} burn-in {} thin {} kept {} window {}{}",
+            s.step_size,
+            s.mdecay,
+            run.burn_in,
+            run.thinning,
+            run.kept,
+            s.window,
+            if s.mcem { " MCEM" } else { "" }
+        );
+        describe_stack("sghmc", &widths, self.config.num_inducing, &extra)
+    }
+}
+
+impl SghmcDgp {
+    /// Restores a model written by [`Model::to_json`] (sampler state included).
+    ///
+    /// # Errors
+    /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
+    /// its ranges or a sampler state that does not fit the parameters.
+    pub fn from_json(s: &str) -> Result<Self> {
+        checkpoint::from_json(s, |m: &SghmcDgp| {
+            m.config.validate()?;
+            if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
+                return Err(Error::Config(
+                    "sghmc checkpoint: layer count mismatch".into(),
+                ));
+            }
+            for l in &m.layers {
+                if l.num_inducing != m.config.num_inducing {
+                    return Err(Error::Config(
+                        "sghmc checkpoint: num_inducing does not match the layers".into(),
+                    ));
+                }
+            }
+            let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
+            if let Some(st) = &m.sampler
+                && (st.chain.len() != n
+                    || st.kept.iter().any(|k| k.len() != n)
+                    || st.window.iter().any(|k| k.len() != n)
+                    || st.schedule.thinning == 0
+                    || st.schedule.kept == 0
+                    || st.schedule.window == 0
+                    || st.schedule.window > st.schedule.burn_in
+                    || st.window.len() > st.schedule.window
+                    || st.window_next >= st.schedule.window)
+            {
+                return Err(Error::Config(
+                    "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),
+                ));
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,56 @@
+//! Progress of a sampler run: the global step within the whole schedule, the phase
+//! (burn-in / sampling) and the running objective, forwarded to a [`FitObserver`].
+
+use dgp_traits::error::Result;
+use dgp_traits::model::FitObserver;
+use dgp_traits::train::{Control, Observer, SghmcSchedule, StepInfo};
+
+/// Forwards each step to a [`FitObserver`] as `on_step(global step, schedule total,
+/// objective)` — a resumed run continues the count — and announces each phase with
+/// [`FitObserver::on_phase`] (`"burn-in"`, then `"sampling"`).
+pub struct PhaseProgress<'a> {
+    inner: &'a mut dyn FitObserver,
+    schedule: SghmcSchedule,
+    offset: usize,
+    phase: Option<&'static str>,
+}
+
+impl<'a> PhaseProgress<'a> {
+    /// Progress of a run of `schedule` that starts after `done` steps.
+    pub fn new(inner: &'a mut dyn FitObserver, schedule: SghmcSchedule, done: usize) -> Self {
+        PhaseProgress {
+            inner,
+            schedule,
+            offset: done,
+            phase: None,
+        }
+    }
+
+    fn phase_of(&self, t: usize) -> &'static str {
+        if self.schedule.is_burn_in(t) {
+            "burn-in"
+        } else {
+            "sampling"
+        }
+    }
+}
+
+impl<M: ?Sized> Observer<M> for PhaseProgress<'_> {
+    fn on_start(&mut self, _model: &M, _steps: usize) -> Result<()> {
+        let p = self.phase_of(self.offset);
+        self.phase = Some(p);
+        self.inner.on_phase(p);
+        Ok(())
+    }
+
+    fn on_step(&mut self, _model: &M, info: &StepInfo) -> Result<Control> {
+        let t = self.offset + info.step;
+        self.inner.on_step(t, self.schedule.total(), info.value);
+        let next = self.phase_of(t + 1);
+        if t + 1 < self.schedule.total() && self.phase != Some(next) {
+            self.phase = Some(next);
+            self.inner.on_phase(next);
+        }
+        Ok(Control::Continue)
+    }
+}

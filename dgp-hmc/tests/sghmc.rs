@@ -1,0 +1,279 @@
+//! Tests of the SGHMC deep GP (issue 15 tests 2 and 3; resume, determinism, checkpoint
+//! and input checks through the core test kit). The update rule (test 1) and the MCEM
+//! semantics (test 4) are unit tests of the core stepper (`dgp-traits/src/train/sghmc.rs`).
+
+use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
+use dgp_traits::data::Dataset;
+use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::testing::{
+    assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
+    assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
+};
+use dgp_traits::train::SghmcConfig;
+use faer::linalg::solvers::Solve;
+use faer::{Mat, Side};
+
+fn sampler(burn_in: usize, thinning: usize, kept: usize, window: usize) -> SghmcConfig {
+    SghmcConfig {
+        burn_in,
+        thinning,
+        kept,
+        window,
+        ..SghmcConfig::default()
+    }
+}
+
+/// Issue 15 test 3: the tape gradient of the potential (the log joint, every parameter
+/// block) against finite differences with the inner-layer noise fixed, L = 1, 2, 3.
+#[test]
+fn potential_gradient_matches_finite_differences() {
+    for layers in 1..=3 {
+        let data = toy_regression(12, 2, 1.3, 40 + layers as u64);
+        let cfg = SghmcDgpConfig {
+            layers,
+            num_inducing: 4,
+            hidden_width: Some(2),
+            kernel_variance: 0.5,
+            ..SghmcDgpConfig::default()
+        };
+        let mut model = SghmcDgp::new(cfg, &data).unwrap();
+        // Off the special initial values (U = 0) so that every path carries gradient.
+        perturb(&mut model, 0.2, 9 + layers as u64);
+        let batch = Batch::new(data.x(), data.y(), 30).unwrap();
+        assert_objective_gradient(&model, &batch, 77, 1e-6, format_args!("L={layers}"));
+    }
+}
+
+/// Batch-means estimate of the mean of `f` over `samples` and its Monte Carlo standard
+/// error (the spread of `batches` consecutive batch averages / √batches).
+fn batch_mean(samples: &[Vec<f64>], batches: usize, f: impl Fn(&[f64]) -> f64) -> (f64, f64) {
+    let per = samples.len() / batches;
+    let means: Vec<f64> = (0..batches)
+        .map(|b| {
+            samples[b * per..(b + 1) * per]
+                .iter()
+                .map(|s| f(s))
+                .sum::<f64>()
+                / per as f64
+        })
+        .collect();
+    let m = means.iter().sum::<f64>() / batches as f64;
+    let v = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (batches - 1) as f64;
+    (m, (v / batches as f64).sqrt())
+}
+
+/// Issue 15 test 2 / spec §7: one layer, Gaussian likelihood, fixed hyperparameters (no
+/// MCEM), N = 8, full batch. The potential is exactly Gaussian with precision
+/// `P = I + Σ_n a_n a_nᵀ/λ_n`, `λ_n = k_nn − a_nᵀa_n + s²` (FITC-style, not Titsias'
+/// q(u)) and mean `P⁻¹ Σ_n a_n y_n/λ_n`, computed here from the model's own projection.
+/// 60 000 kept steps (thinning 1, step size 0.05 for faster mixing) after 2 000 of
+/// burn-in. Tolerances: every mean and covariance entry within 4 Monte Carlo standard
+/// errors (batch means over 30 batches) plus a discretisation allowance of 2 % of the
+/// posterior scale; the s.e. themselves must be below 10 % of that scale (an informative
+/// test).
+#[test]
+fn one_layer_chain_matches_the_exact_gaussian_posterior() {
+    let data = toy_regression(8, 1, 1.0, 3);
+    let cfg = SghmcDgpConfig {
+        layers: 1,
+        num_inducing: 3,
+        kernel_variance: 1.0,
+        noise_variance: Some(0.05),
+        sampler: SghmcConfig {
+            step_size: 0.05,
+            mcem: false,
+            ..sampler(2_000, 1, 60_000, 100)
+        },
+        ..SghmcDgpConfig::default()
+    };
+    let mut model = SghmcDgp::new(cfg, &data).unwrap();
+    // The exact target from the model's own A = L⁻¹Kuf and diag Kff.
+    let mut tape = dgp_traits::tape::Tape::new();
+    let leaves = model.params().record(&mut tape);
+    let xv = tape.constant(data.x().to_owned());
+    let proj = model.layers()[0].project(&mut tape, &leaves, xv).unwrap();
+    let (a, kff) = (
+        tape.value(proj.a).to_owned(),
+        tape.value(proj.kff_diag).to_owned(),
+    );
+    let s2 = model.noise_variance();
+    let m = a.nrows();
+    let mut prec = Mat::<f64>::identity(m, m);
+    let mut rhs = Mat::<f64>::zeros(m, 1);
+    for n in 0..data.n() {
+        let ata: f64 = (0..m).map(|i| a[(i, n)] * a[(i, n)]).sum();
+        let lam = kff[(n, 0)] - ata + s2;
+        for i in 0..m {
+            rhs[(i, 0)] += a[(i, n)] * data.y()[(n, 0)] / lam;
+            for j in 0..m {
+                prec[(i, j)] += a[(i, n)] * a[(j, n)] / lam;
+            }
+        }
+    }
+    let llt = prec.llt(Side::Lower).unwrap();
+    let mean = llt.solve(&rhs);
+    let cov = llt.solve(&Mat::<f64>::identity(m, m));
+    let fit = FitConfig {
+        steps: usize::MAX,
+        batch_size: 0,
+        seed: 21,
+        ..FitConfig::default()
+    };
+    model.fit(&data, &fit, &mut Silent).unwrap();
+    let kept = model.kept_samples();
+    assert_eq!(kept.len(), 60_000);
+    for i in 0..m {
+        let scale = cov[(i, i)].sqrt();
+        let (mi, se) = batch_mean(kept, 30, |s| s[i]);
+        assert!(se < 0.1 * scale, "mean {i}: s.e. {se} vs sd {scale}");
+        let err = (mi - mean[(i, 0)]).abs();
+        assert!(
+            err < 4.0 * se + 0.02 * scale,
+            "mean {i}: {mi} vs {} (s.e. {se})",
+            mean[(i, 0)]
+        );
+        for j in 0..=i {
+            let (mu_i, mu_j) = (mean[(i, 0)], mean[(j, 0)]);
+            let (cij, se) = batch_mean(kept, 30, |s| (s[i] - mu_i) * (s[j] - mu_j));
+            let scale = (cov[(i, i)] * cov[(j, j)]).sqrt();
+            assert!(se < 0.1 * scale, "cov {i},{j}: s.e. {se} vs {scale}");
+            let err = (cij - cov[(i, j)]).abs();
+            assert!(
+                err < 4.0 * se + 0.02 * scale,
+                "cov {i},{j}: {cij} vs {} (s.e. {se})",
+                cov[(i, j)]
+            );
+        }
+    }
+}
+
+fn small_config(layers: usize) -> SghmcDgpConfig {
+    SghmcDgpConfig {
+        layers,
+        num_inducing: 6,
+        hidden_width: Some(2),
+        sampler: sampler(60, 5, 8, 20),
+        ..SghmcDgpConfig::default()
+    }
+}
+
+/// A run interrupted after a checkpoint and resumed from the JSON is bit-identical to the
+/// uninterrupted run: parameters, sampler state (momenta, ξ, g, g², window, Adam, kept
+/// samples, step) and the predictive.
+#[test]
+fn resumed_run_equals_uninterrupted_run() {
+    let data = toy_regression(40, 2, 1.0, 5);
+    let fit = FitConfig {
+        steps: 100,
+        seed: 3,
+        ..FitConfig::default()
+    };
+    let mut whole = SghmcDgp::new(small_config(2), &data).unwrap();
+    whole.fit(&data, &fit, &mut Silent).unwrap();
+    assert_eq!(whole.kept_samples().len(), 8);
+    for k in [37, 60, 83] {
+        let mut first = SghmcDgp::new(small_config(2), &data).unwrap();
+        let mut saved = None;
+        let _ = first.fit_with_checkpoints(&data, &fit, &mut Silent, k, |done, json| {
+            if done == k {
+                saved = Some(json);
+                // Simulate the interruption: stop the run here.
+                return Err(dgp_traits::Error::Config("interrupted".into()));
+            }
+            Ok(())
+        });
+        let mut resumed = SghmcDgp::from_json(&saved.expect("checkpoint at k")).unwrap();
+        resumed.fit(&data, &fit, &mut Silent).unwrap();
+        assert_eq!(
+            whole.to_json().unwrap(),
+            resumed.to_json().unwrap(),
+            "resume after {k}"
+        );
+        let p = PredictConfig::default();
+        assert_eq!(
+            whole.predict(data.x(), &p).unwrap(),
+            resumed.predict(data.x(), &p).unwrap()
+        );
+        // A finished run does not move.
+        let before = resumed.to_json().unwrap();
+        resumed.fit(&data, &fit, &mut Silent).unwrap();
+        assert_eq!(before, resumed.to_json().unwrap());
+    }
+}
+
+#[test]
+fn same_result_on_one_and_two_threads() {
+    let data = toy_regression(40, 2, 1.0, 6);
+    let fit = FitConfig {
+        steps: 100,
+        batch_size: 16,
+        seed: 4,
+        ..FitConfig::default()
+    };
+    let cfg = small_config(2);
+    assert_fit_same_on_one_and_two_threads(
+        || SghmcDgp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &PredictConfig::default(),
+    );
+}
+
+#[test]
+fn checkpoint_round_trip_and_bad_inputs() {
+    let data = toy_regression(30, 2, 1.0, 8);
+    let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let fit = FitConfig {
+        steps: 100,
+        ..FitConfig::default()
+    };
+    model.fit(&data, &fit, &mut Silent).unwrap();
+    let p = PredictConfig::default();
+    assert_checkpoint_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
+    assert_predict_rejects_bad_inputs(&model, 2);
+    // One mixture component per kept sample; the log density is a logsumexp over them.
+    let pred = model.predict(data.x(), &p).unwrap();
+    assert_eq!(pred.n_components(), 8);
+}
+
+/// `FitConfig::steps` is the budget of the whole run: a short budget shrinks burn-in and
+/// thinning but keeps every sample, a tiny one keeps fewer; below 2 it is an error naming
+/// `steps`.
+#[test]
+fn steps_budget_and_config_errors() {
+    let data = toy_regression(30, 2, 1.0, 9);
+    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let fit = FitConfig {
+        steps: 50,
+        ..FitConfig::default()
+    };
+    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    assert_eq!(report.steps, 50);
+    assert_eq!(model.kept_samples().len(), 8);
+    // A tiny budget shrinks the number of kept samples too.
+    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let fit10 = FitConfig {
+        steps: 10,
+        ..fit.clone()
+    };
+    assert_eq!(model.fit(&data, &fit10, &mut Silent).unwrap().steps, 10);
+    assert_eq!(model.kept_samples().len(), 4);
+    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let fit1 = FitConfig {
+        steps: 1,
+        ..fit.clone()
+    };
+    let e = model
+        .fit(&data, &fit1, &mut Silent)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("steps (1)"), "{e}");
+    let bad = SghmcDgpConfig {
+        sampler: sampler(60, 5, 0, 20),
+        ..small_config(1)
+    };
+    let e = SghmcDgp::new(bad, &data).unwrap_err().to_string();
+    assert!(e.contains("kept"), "{e}");
+    let labels = Mat::from_fn(30, 1, |i, _| if i == 3 { f64::NAN } else { 0.0 });
+    assert!(Dataset::new(data.x().to_owned(), labels).is_err());
+}
