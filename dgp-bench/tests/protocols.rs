@@ -220,6 +220,16 @@ fn bad_protocol_flags_are_one_line_usage_errors_before_training() {
         "split 10 does not exist",
     );
     run(&["--splits", "3..1"], "--splits");
+    for sampler in ["sghmc", "dgps"] {
+        run(
+            &["--backend", sampler, "--protocol", "lindinger"],
+            "does not support",
+        );
+        run(
+            &["--backend", sampler, "--split-kind", "extrapolate"],
+            "does not support",
+        );
+    }
     usage_error(
         &[
             "run",

@@ -10,7 +10,7 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
 };
-use dgp_traits::optim::{AdamConfig, NatGradConfig, natural_gradient_step};
+use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, standard_normal};
@@ -18,9 +18,7 @@ use dgp_traits::skeleton::{
     ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{
-    AdamStepper, Executor, NaturalAdamStepper, NaturalGradientModel, Progress,
-};
+use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
 use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef};
 
@@ -221,24 +219,28 @@ impl Model for StructuredDgp {
 
     /// Adam on every trainable block ([`AdamStepper`]); for the fully-coupled family with
     /// [`crate::StructuredConfig::natgrad`] set, natural steps on (μ_M, S_M) next to Adam
-    /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch [`Executor`].
+    /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch executor through
+    /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
+    /// the rule's observer attached; Lindinger et al.'s rule is the reference's) and
+    /// `cfg.lr_schedule` (the reference's staircase decay).
     fn fit(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        let adam = AdamConfig::with_lr(cfg.learning_rate);
-        let mut progress = Progress::new(observer);
+        // `cfg.adam()` carries `cfg.lr_schedule`; with `cfg.early_stopping == None`
+        // `fit_with_held_out` is the plain executor run.
+        let adam = cfg.adam();
         match self.config.natgrad {
-            Some(nat) if self.config.family == Family::FullyCoupled => {
-                Executor::new(NaturalAdamStepper::new(adam, nat)?, cfg)
-                    .observe(&mut progress)
-                    .run(self, data)
-            }
-            _ => Executor::new(AdamStepper::new(adam), cfg)
-                .observe(&mut progress)
-                .run(self, data),
+            Some(nat) if self.config.family == Family::FullyCoupled => fit_with_held_out(
+                self,
+                data,
+                cfg,
+                NaturalAdamStepper::new(adam, nat)?,
+                observer,
+            ),
+            _ => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
         }
     }
 

@@ -293,10 +293,29 @@ fn build_specs<'d>(
                 protocol: protocol.label(kind),
             };
             spec.validate()?;
+            refuse_unsupported_early_stopping(&spec)?;
             specs.push(spec);
         }
     }
     Ok(specs)
+}
+
+/// Backends whose `fit` refuses [`FitConfig::early_stopping`](dgp_traits::model::FitConfig):
+/// the samplers (SGHMC keeps every sample after burn-in; DGPS is one whole-data L-BFGS fit).
+const NO_EARLY_STOPPING: &[&str] = &["sghmc", "dgps"];
+
+/// A protocol or split kind with held-out early stopping, asked of a backend that cannot
+/// honour it, is a usage error before any training.
+fn refuse_unsupported_early_stopping(spec: &ExperimentSpec<'_>) -> Result<()> {
+    let name = spec.backend.name();
+    if spec.early_stopping.is_some() && NO_EARLY_STOPPING.contains(&name) {
+        return Err(BenchError::Usage(format!(
+            "--backend {name}: this protocol / split kind trains with held-out early stopping, \
+             which {name} does not support; use --protocol published --split-kind published \
+             or random"
+        )));
+    }
+    Ok(())
 }
 
 /// What the splits of all experiments produced.

@@ -133,6 +133,13 @@ impl Model for Dgps {
                 format!("({}, {})", data.input_dim(), data.output_dim()),
             ));
         }
+        if cfg.early_stopping.is_some() {
+            return Err(Error::Config(
+                "early_stopping: not supported by dgps (its objective is a whole-data \
+                 L-BFGS fit, thesis Procedure 3); leave it unset"
+                    .into(),
+            ));
+        }
         let start = Instant::now();
         let iters = self.config.max_iters.min(cfg.steps.max(1) as u64);
         let lbfgs = LbfgsConfig {

@@ -278,6 +278,13 @@ impl SghmcDgp {
         observer: &mut dyn FitObserver,
         extra: Option<&mut dyn Observer<SghmcDgp>>,
     ) -> Result<FitReport> {
+        if cfg.early_stopping.is_some() {
+            return Err(Error::Config(
+                "early_stopping: not supported by sghmc (a sampler keeps every sample after \
+                 burn-in; the reference has no held-out stopping); leave it unset"
+                    .into(),
+            ));
+        }
         let (schedule, seed, done) = match &self.sampler {
             Some(st) => (st.schedule, st.seed, st.step),
             None => (self.config.sampler.schedule(cfg.steps)?, cfg.seed, 0),
