@@ -13,7 +13,9 @@ use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::metrics::{Metrics, pit};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
 use dgp_traits::optim::LrSchedule;
+use dgp_traits::predictive::Predictive;
 use dgp_traits::train::HeldOutRule;
+use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{ArchSpec, BackendEntry};
@@ -314,20 +316,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         .unstandardize(&standardizer.y_mean, &standardizer.y_std)
         .map_err(|e| BenchError::run(ctx("unstandardising"), e))?;
     let m = Metrics::compute(&pred, test.y()).map_err(|e| BenchError::run(ctx("metrics"), e))?;
-    let u = pit(&pred, test.y()).map_err(|e| BenchError::run(ctx("PIT"), e))?;
-    let log_density = if spec.per_point {
-        pred.log_density(test.y())
-            .map_err(|e| BenchError::run(ctx("log densities"), e))?
-            .into_iter()
-            .map(round_log_density)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let pit_values: Vec<f64> = (0..u.ncols())
-        .flat_map(|j| (0..u.nrows()).map(move |i| (i, j)))
-        .map(|(i, j)| u[(i, j)])
-        .collect();
+    let (pit_values, log_density) = pit_and_log_density(&pred, test.y(), spec.per_point, &ctx)?;
     let record = SplitRecord {
         backend: b.name().to_string(),
         layers: spec.arch.layers,
@@ -372,6 +361,32 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         test,
         fit,
     })
+}
+
+/// The PIT values of every test point (column-major over outputs) and, when `per_point`,
+/// the per-point log densities rounded for the record (empty otherwise); `ctx` names the
+/// split in an error.
+fn pit_and_log_density(
+    pred: &Predictive,
+    y: MatRef<'_, f64>,
+    per_point: bool,
+    ctx: &dyn Fn(&str) -> String,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let u = pit(pred, y).map_err(|e| BenchError::run(ctx("PIT"), e))?;
+    let log_density = if per_point {
+        pred.log_density(y)
+            .map_err(|e| BenchError::run(ctx("log densities"), e))?
+            .into_iter()
+            .map(round_log_density)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let pit_values = (0..u.ncols())
+        .flat_map(|j| (0..u.nrows()).map(move |i| (i, j)))
+        .map(|(i, j)| u[(i, j)])
+        .collect();
+    Ok((pit_values, log_density))
 }
 
 /// Runs every split of `spec` and returns one record per split, in split order.

@@ -117,16 +117,7 @@ fn min(values: &[f64]) -> f64 {
 /// [`BenchError::Usage`] for zero steps, batch or samples; [`BenchError::Run`] when the
 /// model fails.
 pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
-    if spec.steps == 0 || spec.batch_size == 0 || spec.predict_reps == 0 {
-        return Err(BenchError::Usage(
-            "--steps, --batch and --predict-reps must be at least 1".into(),
-        ));
-    }
-    if spec.arch.train_samples == 0 || spec.arch.predict_samples == 0 || spec.arch.layers == 0 {
-        return Err(BenchError::Usage(
-            "--layers, --samples and --predict-samples must be at least 1".into(),
-        ));
-    }
+    check_spec(spec)?;
     let b = spec.backend;
     let label = format!(
         "time {} L={} {} split {}",
@@ -216,6 +207,21 @@ pub fn time_backend(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         predict_ms_min: min(&ptimes),
         threads: rayon::current_num_threads(),
     })
+}
+
+/// Zero counts are usage errors, before any work.
+fn check_spec(spec: &TimingSpec<'_>) -> Result<()> {
+    if spec.steps == 0 || spec.batch_size == 0 || spec.predict_reps == 0 {
+        return Err(BenchError::Usage(
+            "--steps, --batch and --predict-reps must be at least 1".into(),
+        ));
+    }
+    if spec.arch.train_samples == 0 || spec.arch.predict_samples == 0 || spec.arch.layers == 0 {
+        return Err(BenchError::Usage(
+            "--layers, --samples and --predict-samples must be at least 1".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Milliseconds of each of `reps` predictions of `x`.
