@@ -98,7 +98,7 @@ impl DefaultRunOptions {
                 q.steps,
                 q.steps_1d,
                 q.predict_samples
-            ));
+            ) + &if q.note.is_empty() { String::new() } else { format!(" ({})", q.note) });
         }
         lines.push(format!("output: {}", self.out_dir.display()));
         lines

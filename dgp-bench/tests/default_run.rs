@@ -18,6 +18,7 @@ fn default_job_with_tiny_models_writes_every_file() {
             batch_cap: 64,
             learning_rate: 0.01,
             predict_samples: 5,
+            note: "",
         }),
         progress: false,
         ..DefaultRunOptions::default()
