@@ -319,20 +319,28 @@ impl QTape {
                 let row = tape.slice_cols(row, 0, (g + 1) * m);
                 RowProducts::Stacked(tape.matmul_tn(row, a))
             }
-            FactorTape::Blocks(table) => RowProducts::Blocks(
-                (0..=g)
-                    .filter_map(|k| {
-                        table[g * self.t + k].map(|b| {
-                            let w = if k == g {
-                                tape.lower_matmul_tn(b, a)
-                            } else {
-                                tape.matmul_tn(b, a)
-                            };
-                            (k, w)
-                        })
-                    })
-                    .collect(),
-            ),
+            FactorTape::Blocks(table) => {
+                // The off-diagonal blocks of row g (stripes, arrow) in one product
+                // [L_g0 … L_gk]ᵀ a, sliced per block; the diagonal block triangular.
+                let off: Vec<(usize, Var)> = (0..g)
+                    .filter_map(|k| table[g * self.t + k].map(|b| (k, b)))
+                    .collect();
+                let mut ws = Vec::with_capacity(off.len() + 1);
+                if off.len() == 1 {
+                    ws.push((off[0].0, tape.matmul_tn(off[0].1, a)));
+                } else if !off.is_empty() {
+                    let blocks: Vec<Var> = off.iter().map(|&(_, b)| b).collect();
+                    let row = tape.concat_cols(&blocks);
+                    let w = tape.matmul_tn(row, a);
+                    for (i, &(k, _)) in off.iter().enumerate() {
+                        ws.push((k, tape.slice_rows(w, i * m, m)));
+                    }
+                }
+                if let Some(d) = table[g * self.t + g] {
+                    ws.push((g, tape.lower_matmul_tn(d, a)));
+                }
+                RowProducts::Blocks(ws)
+            }
         }
     }
 
