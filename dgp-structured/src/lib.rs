@@ -53,21 +53,23 @@
 //! ## Measured (dgp-bench, 2-core machine shared with other jobs)
 //! Speed, `dgp-bench time --data kin8nm --layers 3 --inducing 128 --hidden 5 --batch 512
 //! --samples 5 --warmup 3 --steps 15` (split 0, τ = 5), median ms per gradient step
-//! (value_and_grad + Adam). Session 2 (load ≈ 4, the old and new binaries run alternately,
-//! svi between them; each figure the median over 2–3 runs):
+//! (value_and_grad + Adam). Session 2 (load ≈ 4–5, the old and new binaries run
+//! alternately with svi between them; each figure the median of the 2–5 run medians):
 //!
 //! | backend | before (ms) | ratio | after (ms) | ratio |
 //! |---|---:|---:|---:|---:|
-//! | svi DGP3 | 66 | 1.0 | 64 | 1.0 |
-//! | star DGP3 | 474 | 7.2 | 408 | 6.4 |
-//! | fc DGP3 | 1656 | 25 | 1603 | 25 |
+//! | svi DGP3 | 69 | 1.0 | 69 | 1.0 |
+//! | star DGP3 | 489 | 7.1 | 384 | 5.6 |
+//! | fc DGP3 | ≈ 1700 | ≈ 25 | ≈ 1800 | ≈ 26 |
 //!
+//! (FC: runs of both binaries spread over 1070–1900 ms; no difference beyond the noise.)
 //! (Session 1, load ≈ 6: svi 157, star 1057 (6.7×), fc 1522 (9.7×); svi profits most from a
 //! quieter machine, so ratios taken at different loads do not compare.) Issue 14's speed
 //! targets (STAR ≤ 2×, FC ≤ 6× svi) are NOT met. "After" forms the S̃ entries through the
 //! factor, `a_iᵀ S_M^{(i),(j)} a_j = Σ_k (L_ikᵀ a_i)·(L_jkᵀ a_j)` ([`q::QTape::row_products`]):
 //! no S_M block is formed, each stored block of L meets the data once (diagonal blocks by
-//! the tape's triangular product, layer 1 on the B points only). Counted in M²R products
+//! the tape's triangular product, a row's arrow/stripe blocks stacked into one product,
+//! layer 1 on the B points only). Counted in M²R products
 //! forward (R = B·S, M = 128, τ = 5, L = 3) that is ≈ 18.5 for STAR (10 full arrow blocks
 //! and 5 full stripe blocks against a_L / a_2, 11 triangular diagonal blocks) against 22
 //! full ones before, and ≈ 3.5 triangular for svi — the arrow and stripe products are
