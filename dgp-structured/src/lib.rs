@@ -80,7 +80,8 @@
 //! `aᵀ(S a)` — so FC is unchanged within the noise. perf (STAR, after): ≈ 45 % GEMM
 //! kernels, ≈ 15 % faer's parallel-GEMM barriers, ≈ 6 % page zeroing of fresh large
 //! allocations, ≈ 7 % elementwise products and column norms of the W's.
-//! FC/STAR ≈ 3.9 (paper: ≈ 3).
+//! FC/STAR ≈ 4.7 after (paper: ≈ 3). (perf figures from the first factor-route version,
+//! before the arrow/stripe stacking.)
 //!
 //! Accuracy (one modest run, energy published splits 0–2, L = 3, M = 50, τ = 5, 1500 Adam
 //! steps lr 0.01, batch 512, S_train = 5, 100 test samples; not converged, not the paper
