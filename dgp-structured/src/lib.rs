@@ -50,26 +50,38 @@
 //! # }
 //! ```
 //!
-//! ## Measured (dgp-bench, 2-core machine shared with other jobs, load ≈ 6)
+//! ## Measured (dgp-bench, 2-core machine shared with other jobs)
 //! Speed, `dgp-bench time --data kin8nm --layers 3 --inducing 128 --hidden 5 --batch 512
-//! --samples 5` (split 0; backends run one after the other — this `time` has no interleaving
-//! option), median ms per gradient step:
+//! --samples 5 --warmup 3 --steps 15` (split 0, τ = 5), median ms per gradient step
+//! (value_and_grad + Adam). Session 2 (load ≈ 4–5, the old and new binaries run
+//! alternately with svi between them; each figure the median of the 2–5 run medians):
 //!
-//! | backend | step (ms) | ratio to svi | predict 819 points × 100 samples (s) |
-//! |---|---:|---:|---:|
-//! | svi DGP3 | 157 | 1.0 | 2.8 |
-//! | star DGP3 | 1057 | 6.7 | 10.4 |
-//! | fc DGP3 | 1522 | 9.7 | 17.5 |
+//! | backend | before (ms) | ratio | after (ms) | ratio |
+//! |---|---:|---:|---:|---:|
+//! | svi DGP3 | 69 | 1.0 | 69 | 1.0 |
+//! | star DGP3 | 489 | 7.1 | 384 | 5.6 |
+//! | fc DGP3 | ≈ 1700 | ≈ 25 | ≈ 1800 | ≈ 26 |
 //!
-//! Issue 14's speed targets (STAR ≤ 2×, FC ≤ 6× svi) are NOT met. Where the time goes
-//! (perf): dense products. DSVI touches each of the τ(L−1)+1 diagonal factors once per row
-//! (triangular, half cost, layer 1 on B rows only); STAR additionally needs, per row and
-//! sample, `S_M^{(l',t'),(L)} a_L` for all τ(L−1) arrow blocks and τ stripe blocks (full
-//! M×M), and this implementation forms S̃ entries as `aᵀ(S_M-block · a)` with full S_M blocks
-//! (about 21 M²R products forward, 3× with the backward pass, against ≈ 5 triangular ones
-//! for svi). Using the core's fused triangular kernels for rows whose factor row is only a
-//! diagonal block (layer 1, mean-field) was not tried; the arrow's τ(L−1) full products per
-//! row are inherent to the family. FC/STAR = 1.44 (paper: ≈ 3).
+//! (FC: runs of both binaries spread over 1070–1900 ms; no difference beyond the noise.)
+//! (Session 1, load ≈ 6: svi 157, star 1057 (6.7×), fc 1522 (9.7×); svi profits most from a
+//! quieter machine, so ratios taken at different loads do not compare.) Issue 14's speed
+//! targets (STAR ≤ 2×, FC ≤ 6× svi) are NOT met. "After" forms the S̃ entries through the
+//! factor, `a_iᵀ S_M^{(i),(j)} a_j = Σ_k (L_ikᵀ a_i)·(L_jkᵀ a_j)` ([`q::QTape::row_products`]):
+//! no S_M block is formed, each stored block of L meets the data once (diagonal blocks by
+//! the tape's triangular product, a row's arrow/stripe blocks stacked into one product,
+//! layer 1 on the B points only). Counted in M²R products
+//! forward (R = B·S, M = 128, τ = 5, L = 3) that is ≈ 18.5 for STAR (10 full arrow blocks
+//! and 5 full stripe blocks against a_L / a_2, 11 triangular diagonal blocks) against 22
+//! full ones before, and ≈ 3.5 triangular for svi — the arrow and stripe products are
+//! inherent to the family (each row needs its own bilinear form with 15 different dense
+//! M×M blocks), so the remaining ≈ 4.5× in products plus the per-row field recursion is
+//! what STAR costs here. For FC every pair of GPs shares blocks, and the factor route needs
+//! Σ_g (g+1) = 66 block products (54 in units of M²R, layer 1 on B) — as many as the old pairwise
+//! `aᵀ(S a)` — so FC is unchanged within the noise. perf (STAR, after): ≈ 45 % GEMM
+//! kernels, ≈ 15 % faer's parallel-GEMM barriers, ≈ 6 % page zeroing of fresh large
+//! allocations, ≈ 7 % elementwise products and column norms of the W's.
+//! FC/STAR ≈ 4.7 after (paper: ≈ 3). (perf figures from the first factor-route version,
+//! before the arrow/stripe stacking.)
 //!
 //! Accuracy (one modest run, energy published splits 0–2, L = 3, M = 50, τ = 5, 1500 Adam
 //! steps lr 0.01, batch 512, S_train = 5, 100 test samples; not converged, not the paper

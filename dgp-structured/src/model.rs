@@ -3,7 +3,7 @@
 
 use crate::config::{Family, StructuredConfig};
 use crate::fields::{self, Field};
-use crate::q::{QParams, QTape, block_pattern};
+use crate::q::{QParams, QTape, RowProducts, block_pattern};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::joint_q::JointQ;
@@ -66,8 +66,8 @@ pub(crate) struct Prop {
 /// What the layer loop carries between layers (spec §3 "state").
 #[derive(Default)]
 struct State {
-    /// a_l of every earlier layer, M×R.
-    a: Vec<Var>,
+    /// W_{g,k} = L_{gk}ᵀ a of every GP g of the earlier layers (R columns).
+    w: Vec<RowProducts>,
     /// Factor C of S̃^{<l,<l} (row i has i+1 entries).
     c: Vec<Vec<Field>>,
     /// C⁻¹(f^{<l} − mũ^{<l}), the stacked draws ε.
@@ -327,9 +327,9 @@ impl StructuredDgp {
         for l in 0..nl {
             let proj = self.project(tape, leaves, l, input)?;
             chols.push(proj.chol);
-            let (a, mt, s) =
+            let (ws, mt, s) =
                 self.layer_terms(tape, &mut q, l, &proj, if l == 0 { reps } else { 1 });
-            let b = self.cross_terms(tape, &mut q, l, &st, a);
+            let b = cross_terms(tape, &st, &ws);
             let cond = fields::condition(tape, &st.c, &st.r, &b, &s, &mt);
             if l + 1 == nl {
                 let var =
@@ -360,14 +360,15 @@ impl StructuredDgp {
                 st.c.push(row);
             }
             st.r.extend(eps);
-            st.a.push(a);
+            st.w.extend(ws);
             let stacked = tape.concat_rows(&f);
             input = tape.transpose(stacked);
         }
         Err(Error::Empty("a deep GP needs at least one layer".into()))
     }
 
-    /// Spec §3 steps 2–3: a_l (tiled `reps` times), mũ^l and the lower triangle of S̃^{ll}.
+    /// Spec §3 steps 2–3: the products W_{g,k} = L_{gk}ᵀ a_l of the layer's GPs (tiled
+    /// `reps` times), mũ^l and the lower triangle of S̃^{ll}.
     fn layer_terms(
         &self,
         tape: &mut Tape,
@@ -375,7 +376,7 @@ impl StructuredDgp {
         l: usize,
         proj: &Proj,
         reps: usize,
-    ) -> (Var, Vec<Var>, Vec<Vec<Field>>) {
+    ) -> (Vec<RowProducts>, Vec<Var>, Vec<Vec<Field>>) {
         let g0 = self.first_block(l);
         let tl = self.layers[l].output_dim;
         let a = proj.a;
@@ -388,68 +389,37 @@ impl StructuredDgp {
                 None => v,
             });
         }
+        let ws: Vec<RowProducts> = (0..tl).map(|t| q.row_products(tape, g0 + t, a)).collect();
         let mut s: Vec<Vec<Field>> = Vec::with_capacity(tl);
         for t in 0..tl {
             let mut row = Vec::with_capacity(t + 1);
-            for t2 in 0..=t {
-                let e = q
-                    .s_block(tape, g0 + t2, g0 + t)
-                    .map(|sb| quad(tape, a, sb, a));
-                row.push(if t == t2 {
-                    fields::add(tape, e, Some(proj.base))
-                } else {
-                    e
-                });
+            for t2 in 0..t {
+                row.push(ws[t2].cross_entry(tape, &ws[t]));
             }
+            let e = ws[t].self_entry(tape);
+            row.push(fields::add(tape, e, Some(proj.base)));
             s.push(row);
         }
         if reps == 1 {
-            return (a, mt, s);
+            return (ws, mt, s);
         }
+        let ws = ws.iter().map(|w| w.tiled(tape, reps)).collect();
         let mut tile = |v: Var| tape.concat_cols(&vec![v; reps]);
-        let a = tile(a);
         let mt = mt.into_iter().map(&mut tile).collect();
         let s = s
             .into_iter()
             .map(|row| row.into_iter().map(|e| e.map(&mut tile)).collect())
             .collect();
-        (a, mt, s)
-    }
-
-    /// Spec §3 step 4: B = S̃^{<l,l}, entries a_{l'}ᵀ S_M^{(l',t'),(l,t)} a_l, each at the
-    /// same row's own a's (pitfall 1).
-    fn cross_terms(
-        &self,
-        tape: &mut Tape,
-        q: &mut QTape,
-        l: usize,
-        st: &State,
-        a: Var,
-    ) -> Vec<Vec<Field>> {
-        let g0 = self.first_block(l);
-        let tl = self.layers[l].output_dim;
-        let mut b = Vec::with_capacity(g0);
-        for lp in 0..l {
-            let gp0 = self.first_block(lp);
-            for tp in 0..self.layers[lp].output_dim {
-                let row = (0..tl)
-                    .map(|t| {
-                        q.s_block(tape, gp0 + tp, g0 + t)
-                            .map(|sb| quad(tape, st.a[lp], sb, a))
-                    })
-                    .collect();
-                b.push(row);
-            }
-        }
-        b
+        (ws, mt, s)
     }
 }
 
-/// Per column r: `u_rᵀ S v_r` (1×R), as column sums of `u ⊙ (S v)` (never an R×R matrix).
-fn quad(tape: &mut Tape, u: Var, s: Var, v: Var) -> Var {
-    let sv = tape.matmul(s, v);
-    let p = tape.mul(u, sv);
-    tape.col_sums(p)
+/// Spec §3 step 4: B = S̃^{<l,l}, entries a_{l'}ᵀ S_M^{(l',t'),(l,t)} a_l = Σ_k W_{(l',t'),k} ·
+/// W_{(l,t),k}, each at the same row's own a's (pitfall 1).
+fn cross_terms(tape: &mut Tape, st: &State, ws: &[RowProducts]) -> Vec<Vec<Field>> {
+    st.w.iter()
+        .map(|wp| ws.iter().map(|w| wp.cross_entry(tape, w)).collect())
+        .collect()
 }
 
 /// The prior's Cholesky factor of a new layer (identity when whitened), for the q init.

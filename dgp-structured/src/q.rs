@@ -306,6 +306,44 @@ impl QTape {
         s
     }
 
+    /// The products `W_{g,k} = L_{gk}ᵀ a` (M×R each) of GP g's row of L with its layer's
+    /// `a` (spec §3 steps 3–4 factored through L): `a_iᵀ S_M^{(i),(j)} a_j =
+    /// Σ_k W_{i,k} · W_{j,k}` column by column, so no S_M block is ever formed or multiplied
+    /// by the data. Diagonal blocks use the tape's triangular product; the dense factor
+    /// gives one stacked product `L_{g,0..=g}ᵀ a` ((g+1)M×R).
+    pub fn row_products(&self, tape: &mut Tape, g: usize, a: Var) -> RowProducts {
+        let m = self.m;
+        match &self.factor {
+            FactorTape::Dense(l) => {
+                let row = tape.slice_rows(*l, g * m, m);
+                let row = tape.slice_cols(row, 0, (g + 1) * m);
+                RowProducts::Stacked(tape.matmul_tn(row, a))
+            }
+            FactorTape::Blocks(table) => {
+                // The off-diagonal blocks of row g (stripes, arrow) in one product
+                // [L_g0 … L_gk]ᵀ a, sliced per block; the diagonal block triangular.
+                let off: Vec<(usize, Var)> = (0..g)
+                    .filter_map(|k| table[g * self.t + k].map(|b| (k, b)))
+                    .collect();
+                let mut ws = Vec::with_capacity(off.len() + 1);
+                if off.len() == 1 {
+                    ws.push((off[0].0, tape.matmul_tn(off[0].1, a)));
+                } else if !off.is_empty() {
+                    let blocks: Vec<Var> = off.iter().map(|&(_, b)| b).collect();
+                    let row = tape.concat_cols(&blocks);
+                    let w = tape.matmul_tn(row, a);
+                    for (i, &(k, _)) in off.iter().enumerate() {
+                        ws.push((k, tape.slice_rows(w, i * m, m)));
+                    }
+                }
+                if let Some(d) = table[g * self.t + g] {
+                    ws.push((g, tape.lower_matmul_tn(d, a)));
+                }
+                RowProducts::Blocks(ws)
+            }
+        }
+    }
+
     /// KL(q ‖ p) against the block-diagonal prior (spec §2): the core's
     /// [`JointQ::kl`] for the dense factor; for block factors the same formula summed over
     /// the stored blocks (`tr = Σ_{(i,j)} ‖P_i⁻¹ L_ij‖²_F`, `log|S| = Σ_i log|L_ii|²`).
@@ -328,6 +366,85 @@ impl QTape {
                 kl_blocks(tape, self, table, &prior)
             }
         }
+    }
+}
+
+/// GP g's products `W_{g,k} = L_{gk}ᵀ a` of [`QTape::row_products`].
+#[derive(Clone, Debug)]
+pub enum RowProducts {
+    /// Block factor: `(k, W_{g,k})` for the stored blocks of row g, k ascending.
+    Blocks(Vec<(usize, Var)>),
+    /// Dense factor: `L_{g,0..=g}ᵀ a`, the blocks k = 0..=g stacked ((g+1)M×R).
+    Stacked(Var),
+}
+
+impl RowProducts {
+    /// The same products repeated `reps` times along the columns (layer 1's products are
+    /// formed on the B points and shared by every sample).
+    pub fn tiled(&self, tape: &mut Tape, reps: usize) -> RowProducts {
+        let mut tile = |v: Var| tape.concat_cols(&vec![v; reps]);
+        match self {
+            RowProducts::Blocks(ws) => {
+                RowProducts::Blocks(ws.iter().map(|&(k, w)| (k, tile(w))).collect())
+            }
+            RowProducts::Stacked(w) => RowProducts::Stacked(tile(*w)),
+        }
+    }
+
+    /// `a_gᵀ S_M^{(g),(g)} a_g = Σ_k ‖W_{g,k}‖²` per column (1×R); `None` when row g has
+    /// no stored block.
+    pub fn self_entry(&self, tape: &mut Tape) -> Option<Var> {
+        let mut acc = None;
+        let parts: Vec<Var> = match self {
+            RowProducts::Blocks(ws) => ws.iter().map(|&(_, w)| w).collect(),
+            RowProducts::Stacked(w) => vec![*w],
+        };
+        for w in parts {
+            let n = tape.col_sq_norms(w);
+            let n = tape.transpose(n);
+            acc = Some(match acc {
+                None => n,
+                Some(x) => tape.add(x, n),
+            });
+        }
+        acc
+    }
+
+    /// `a_iᵀ S_M^{(i),(j)} a_j = Σ_k W_{i,k} · W_{j,k}` per column (1×R) for two different
+    /// GPs i < j (`self` is i); `None` when structurally zero.
+    pub fn cross_entry(&self, tape: &mut Tape, other: &RowProducts) -> Option<Var> {
+        let mut acc = None;
+        let mut push = |tape: &mut Tape, x: Var, y: Var| {
+            let p = tape.mul(x, y);
+            let c = tape.col_sums(p);
+            acc = Some(match acc {
+                None => c,
+                Some(v) => tape.add(v, c),
+            });
+        };
+        match (self, other) {
+            (RowProducts::Blocks(wi), RowProducts::Blocks(wj)) => {
+                for &(k, x) in wi {
+                    if let Some(&(_, y)) = wj.iter().find(|(kj, _)| *kj == k) {
+                        push(tape, x, y);
+                    }
+                }
+            }
+            (RowProducts::Stacked(x), RowProducts::Stacked(y)) => {
+                let rows = tape.shape(*x).0.min(tape.shape(*y).0);
+                let cut = |tape: &mut Tape, v: Var| {
+                    if tape.shape(v).0 == rows {
+                        v
+                    } else {
+                        tape.slice_rows(v, 0, rows)
+                    }
+                };
+                let (xs, ys) = (cut(tape, *x), cut(tape, *y));
+                push(tape, xs, ys);
+            }
+            _ => {}
+        }
+        acc
     }
 }
 
