@@ -277,3 +277,104 @@ fn steps_budget_and_config_errors() {
     let labels = Mat::from_fn(30, 1, |i, _| if i == 3 { f64::NAN } else { 0.0 });
     assert!(Dataset::new(data.x().to_owned(), labels).is_err());
 }
+
+/// `function_samples`: one column per function, each a kept sample with one inner-layer
+/// noise draw per hidden unit shared by all rows; the shape asked for, finite, the same
+/// for the same seed and different for another; for L = 1 (no inner noise) function j is
+/// kept sample j's mean, so functions j and j + S coincide.
+#[test]
+fn function_samples_are_coherent_paths_of_kept_samples() {
+    let data = toy_regression(30, 2, 1.0, 12);
+    let fit = FitConfig {
+        steps: 100,
+        ..FitConfig::default()
+    };
+    let x = Mat::from_fn(7, 2, |i, j| i as f64 / 3.0 - 1.0 + 0.1 * j as f64);
+    for layers in [1, 2] {
+        let mut model = SghmcDgp::new(small_config(layers), &data).unwrap();
+        model.fit(&data, &fit, &mut Silent).unwrap();
+        let f = model.function_samples(x.as_ref(), 10, 5).unwrap().unwrap();
+        assert_eq!((f.nrows(), f.ncols()), (7, 10));
+        assert!((0..7).all(|i| (0..10).all(|j| f[(i, j)].is_finite())));
+        assert_eq!(
+            f,
+            model.function_samples(x.as_ref(), 10, 5).unwrap().unwrap()
+        );
+        let g = model.function_samples(x.as_ref(), 10, 6).unwrap().unwrap();
+        let kept = model.kept_samples().len();
+        assert_eq!(kept, 8);
+        let col = |m: &Mat<f64>, j: usize| (0..7).map(|i| m[(i, j)]).collect::<Vec<_>>();
+        if layers == 1 {
+            assert_eq!(f, g, "no inner noise for L = 1");
+            assert_eq!(col(&f, 0), col(&f, kept));
+            assert_ne!(col(&f, 0), col(&f, 1));
+        } else {
+            assert_ne!(f, g, "L = 2: the seed sets the inner noise");
+        }
+    }
+    let model = SghmcDgp::new(small_config(2), &data).unwrap();
+    assert!(
+        model
+            .function_samples(Mat::zeros(3, 5).as_ref(), 2, 0)
+            .is_err()
+    );
+}
+
+/// Bad input (issue 15): a chain driven to divergence by an absurd step size stops with a
+/// numerical error naming the step; the model keeps the last good state, which is the
+/// last checkpoint written and has no non-finite parameter.
+#[test]
+fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
+    let data = toy_regression(30, 2, 1.0, 13);
+    let mut cfg = small_config(2);
+    cfg.sampler.step_size = 1e4;
+    let mut model = SghmcDgp::new(cfg, &data).unwrap();
+    let fit = FitConfig {
+        steps: 100,
+        ..FitConfig::default()
+    };
+    let mut last = None;
+    let e = model
+        .fit_with_checkpoints(&data, &fit, &mut Silent, 1, |_, json| {
+            last = Some(json);
+            Ok(())
+        })
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, dgp_traits::Error::Numerical(_)), "{msg}");
+    assert!(msg.contains("sghmc step"), "{msg}");
+    let json = model.to_json().unwrap();
+    assert_eq!(Some(&json), last.as_ref());
+    let restored = SghmcDgp::from_json(&json).unwrap();
+    assert!(restored.params().flat().iter().all(|v| v.is_finite()));
+}
+
+/// `fit_observed` with a `TraceRecorder` runs exactly `fit`'s chain and records one
+/// potential per step and hyperparameters during burn-in only.
+#[test]
+fn trace_recorder_sees_every_step_and_does_not_change_the_run() {
+    use dgp_hmc::sghmc::diagnostics::TraceRecorder;
+    let data = toy_regression(30, 2, 1.0, 14);
+    let fit = FitConfig {
+        steps: 100,
+        ..FitConfig::default()
+    };
+    let mut a = SghmcDgp::new(small_config(2), &data).unwrap();
+    a.fit(&data, &fit, &mut Silent).unwrap();
+    let mut b = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut rec = TraceRecorder::new(10);
+    b.fit_observed(&data, &fit, &mut Silent, &mut rec).unwrap();
+    assert_eq!(a.to_json().unwrap(), b.to_json().unwrap());
+    assert_eq!(rec.potential.len(), 100);
+    assert!(
+        rec.potential
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.0 == i && p.1.is_finite())
+    );
+    assert_eq!(rec.burn_in(), 60);
+    let steps: Vec<usize> = rec.hypers.iter().map(|h| h.step).collect();
+    assert_eq!(steps, vec![0, 10, 20, 30, 40, 50, 60]);
+    assert_eq!(rec.hypers[6].kernel_variance.len(), 2);
+    assert!(rec.hypers[0].noise_variance != rec.hypers[6].noise_variance);
+}

@@ -4,6 +4,7 @@
 
 mod backend;
 mod config;
+pub mod diagnostics;
 mod model;
 mod progress;
 

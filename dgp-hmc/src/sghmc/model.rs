@@ -16,7 +16,7 @@ use dgp_traits::model::{
 };
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::rng::{Rng, seeded, stream};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, check_batch, check_inputs, checkpoint, describe_stack,
@@ -174,13 +174,16 @@ impl SghmcDgp {
 
     /// Spec §1: pushes `x` (B×D) through the layers — per layer the "no q" whitened
     /// conditional `μ = m(x) + aᵀU_l`, `σ² = k(x,x) − aᵀa` with `a = L⁻¹k(Z, x)`; one
-    /// reparameterised sample per point of every inner layer (variance clamped at
-    /// [`VAR_FLOOR`]); returns the last layer's means and variances (B×P).
+    /// reparameterised sample of every inner layer (variance clamped at [`VAR_FLOOR`]):
+    /// independent per point ([`NoiseMode::PerPoint`], training and prediction) or one
+    /// draw per hidden unit shared by all points ([`NoiseMode::PerPath`], function
+    /// samples); returns the last layer's means and variances (B×P).
     fn forward(
         &self,
         tape: &mut Tape,
         params: &[Var],
         x: Var,
+        mode: NoiseMode,
         rng: &mut Rng,
     ) -> Result<(Var, Var)> {
         let b = tape.shape(x).0;
@@ -193,7 +196,7 @@ impl SghmcDgp {
                 return Ok((mu, var));
             }
             let var = tape.clamp_min(var, VAR_FLOOR);
-            input = reparam_sample(tape, mu, var, 0.0, NoiseMode::PerPoint, b, 1, rng);
+            input = reparam_sample(tape, mu, var, 0.0, mode, b, 1, rng);
         }
         Err(Error::Empty(
             "sghmc: a deep GP needs at least one layer".into(),
@@ -216,7 +219,7 @@ impl SghmcDgp {
             tape.clear();
             let params = self.params.record_at(tape, flat)?;
             let xv = tape.constant(x.to_owned());
-            let (mu, var) = self.forward(tape, &params, xv, rng)?;
+            let (mu, var) = self.forward(tape, &params, xv, NoiseMode::PerPoint, rng)?;
             let (mu, var) = (tape.value(mu), tape.value(var));
             for d in 0..self.output_dim {
                 for i in 0..n {
@@ -271,7 +274,7 @@ impl SghmcDgp {
     }
 
     /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
-    fn sample(
+    pub(crate) fn sample(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
@@ -342,7 +345,7 @@ impl Objective for SghmcDgp {
     ) -> Result<Var> {
         check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
         let x = tape.constant(batch.x.to_owned());
-        let (mu, var) = self.forward(tape, params, x, rng)?;
+        let (mu, var) = self.forward(tape, params, x, NoiseMode::PerPoint, rng)?;
         let y = tape.constant(batch.y.to_owned());
         let s2 = tape.positive(self.noise.var(params), NOISE_FLOOR);
         let lp = self.likelihood.log_predictive(tape, y, mu, var, Some(s2))?;
@@ -422,6 +425,37 @@ impl Model for SghmcDgp {
 
     fn to_json(&self) -> Result<String> {
         checkpoint::to_json(self)
+    }
+
+    /// `count` coherent function draws at the rows of `x` (first output, model units):
+    /// function j is the last layer's mean `μ_L(x)` under kept sample `j mod S` (the
+    /// current state before sampling) with ONE inner-layer noise draw per hidden unit
+    /// shared by all rows ([`NoiseMode::PerPath`]), so each column is a path of the
+    /// posterior over functions. Noise from `seed`, one stream per function.
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<Mat<f64>>> {
+        check_inputs("sghmc function_samples", x, self.input_dim)?;
+        let samples = self.component_params();
+        let mut out = Mat::zeros(x.nrows(), count);
+        let mut tape = Tape::new();
+        for j in 0..count {
+            tape.clear();
+            let params = self
+                .params
+                .record_at(&mut tape, &samples[j % samples.len()])?;
+            let xv = tape.constant(x.to_owned());
+            let mut rng = stream(seed, j as u64);
+            let (mu, _) = self.forward(&mut tape, &params, xv, NoiseMode::PerPath, &mut rng)?;
+            let mu = tape.value(mu);
+            for i in 0..x.nrows() {
+                out[(i, j)] = mu[(i, 0)];
+            }
+        }
+        Ok(Some(out))
     }
 
     fn describe(&self) -> String {
