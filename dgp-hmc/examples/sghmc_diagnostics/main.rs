@@ -186,6 +186,53 @@ fn main() -> Result<(), DynErr> {
     Ok(())
 }
 
+/// `potential.csv` and `hypers.csv` (the recorded traces), and a summary of the potential.
+fn write_traces(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
+    use std::fmt::Write as _;
+    let mut csv = String::from("step,potential\n");
+    for (t, u) in &rec.potential {
+        writeln!(csv, "{t},{u}")?;
+    }
+    std::fs::write(a.out.join("potential.csv"), csv)?;
+    let mut csv = String::from("step,noise_variance,kernel_variances,lengthscale_geomeans\n");
+    for h in &rec.hypers {
+        let j = |v: &[f64]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(";")
+        };
+        writeln!(
+            csv,
+            "{},{},{},{}",
+            h.step,
+            h.noise_variance,
+            j(&h.kernel_variance),
+            j(&h.lengthscale_geomean)
+        )?;
+    }
+    std::fs::write(a.out.join("hypers.csv"), csv)?;
+    let b = rec.burn_in();
+    let stats = |lo: usize, hi: usize| {
+        let v: Vec<f64> = rec
+            .potential
+            .iter()
+            .filter(|p| p.0 >= lo && p.0 < hi)
+            .map(|p| p.1)
+            .collect();
+        let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2) as f64).sqrt();
+        (m, sd)
+    };
+    let first = rec.potential.first().map_or(f64::NAN, |p| p.1);
+    let (m1, s1) = stats(b.saturating_sub(1000), b);
+    let (m2, s2) = stats(b, usize::MAX);
+    println!(
+        "potential U: step 0 {first:.1}; last 1000 burn-in steps {m1:.1} ± {s1:.1} (mean ± sd); sampling {m2:.1} ± {s2:.1}\n"
+    );
+    Ok(())
+}
+
 fn worst_points(ld: &[f64], k: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..ld.len()).collect();
     idx.sort_by(|&i, &j| ld[i].total_cmp(&ld[j]));
