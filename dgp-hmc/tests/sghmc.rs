@@ -320,33 +320,47 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
     );
 }
 
-/// Bad input (issue 15): a chain driven to divergence by an absurd step size stops with a
-/// numerical error naming the step; the model keeps the last good state, which is the
-/// last checkpoint written and has no non-finite parameter.
+/// Bad input (issue 15): a chain driven to overflow by absurd step sizes stops with a
+/// numerical error naming the step; the model keeps the last good state — its sampler
+/// stands at the failed step, no parameter is non-finite, and its JSON is the last
+/// checkpoint written (one after every good step).
 #[test]
 fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
+    use dgp_traits::train::SampledModel;
     let data = toy_regression(30, 2, 1.0, 13);
-    let mut cfg = small_config(2);
-    cfg.sampler.step_size = 1e4;
-    let mut model = SghmcDgp::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 100,
         ..FitConfig::default()
     };
-    let mut last = None;
-    let e = model
-        .fit_with_checkpoints(&data, &fit, &mut Silent, 1, |_, json| {
+    let mut failed_after_good_steps = false;
+    // How far a step size carries the (adaptively preconditioned) chain is not known in
+    // advance; scan until one overflows after some good steps.
+    for k in 0..40 {
+        let eps = 10f64.powi(60 + k);
+        let mut cfg = small_config(2);
+        cfg.sampler.step_size = eps;
+        let mut model = SghmcDgp::new(cfg, &data).unwrap();
+        let mut last = None;
+        let Err(e) = model.fit_with_checkpoints(&data, &fit, &mut Silent, 1, |_, json| {
             last = Some(json);
             Ok(())
-        })
-        .unwrap_err();
-    let msg = e.to_string();
-    assert!(matches!(e, dgp_traits::Error::Numerical(_)), "{msg}");
-    assert!(msg.contains("sghmc step"), "{msg}");
-    let json = model.to_json().unwrap();
-    assert_eq!(Some(&json), last.as_ref());
-    let restored = SghmcDgp::from_json(&json).unwrap();
-    assert!(restored.params().flat().iter().all(|v| v.is_finite()));
+        }) else {
+            continue;
+        };
+        let msg = e.to_string();
+        assert!(matches!(e, dgp_traits::Error::Numerical(_)), "{msg}");
+        let step = model.sampler_state().unwrap().step;
+        assert!(msg.contains(&format!("sghmc step {step} ")), "{eps}: {msg}");
+        let json = model.to_json().unwrap();
+        let restored = SghmcDgp::from_json(&json).unwrap();
+        assert!(restored.params().flat().iter().all(|v| v.is_finite()));
+        if step > 0 {
+            assert_eq!(Some(&json), last.as_ref(), "{eps}");
+            failed_after_good_steps = true;
+            break;
+        }
+    }
+    assert!(failed_after_good_steps);
 }
 
 /// `fit_observed` with a `TraceRecorder` runs exactly `fit`'s chain and records one
