@@ -176,6 +176,7 @@ fn main() -> Result<(), DynErr> {
         rec.burn_in(),
         &name,
     )?;
+    write_traces(&a, &rec)?;
     hyper_plot(&a, &rec)?;
     let worst = worst_points(&ld, 3);
     mixing(&a, &model, &s, &pred, &rec, &worst)?;

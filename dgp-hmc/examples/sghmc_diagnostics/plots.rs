@@ -5,6 +5,9 @@ use std::path::Path;
 
 type DynErr = Box<dyn std::error::Error>;
 
+/// A labelled series of (x, y) points.
+pub type Series = (String, Vec<(f64, f64)>);
+
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
@@ -95,10 +98,7 @@ pub fn potential(
 }
 
 /// One panel per named group of series (`(label, points)`), log y axis, against step.
-pub fn traces(
-    path: &Path,
-    panels: &[(&str, Vec<(String, Vec<(f64, f64)>)>)],
-) -> Result<(), DynErr> {
+pub fn traces(path: &Path, panels: &[(&str, Vec<Series>)]) -> Result<(), DynErr> {
     let height = 260 * panels.len() as u32;
     let root = SVGBackend::new(path, (900, height)).into_drawing_area();
     root.fill(&WHITE)?;
