@@ -62,7 +62,7 @@ fn ours_is_compared_in_the_papers_metric_with_the_combined_se() {
     assert_eq!(r.reference.paper_model, "MF L2");
     let ours = r.ours.unwrap();
     assert!((ours.mean + 2.55).abs() < 1e-12 && (ours.se.unwrap() - 0.05).abs() < 1e-12);
-    let z = (-2.55 - -2.43) / (0.05f64.powi(2) * 2.0).sqrt();
+    let z = (-2.55 + 2.43) / (0.05f64.powi(2) * 2.0).sqrt();
     assert!((r.z.unwrap() - z).abs() < 1e-9, "{:?}", r.z);
     assert!(r.worse);
     // Better than the paper: nll 2.40, 2.42 → tll −2.41 (positive Δ, no mark).
