@@ -22,6 +22,7 @@ use crate::backends::{ArchSpec, BackendEntry};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
+use crate::resources::RunResources;
 
 /// Offset between the training seed and the prediction seed of a split.
 pub const PREDICT_SEED_OFFSET: u64 = 0x5eed;
@@ -227,6 +228,10 @@ pub struct SplitRecord {
     /// the split, rounded to 1e-6), with `run --per-point`; empty and omitted otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_density: Vec<f64>,
+    /// Wall seconds and peak RSS of the split (`wall_seconds`, `peak_rss_mib` in the JSON;
+    /// omitted when unknown, e.g. in older records).
+    #[serde(flatten, default)]
+    pub resources: RunResources,
 }
 
 fn is_zero(v: &usize) -> bool {
@@ -265,6 +270,8 @@ pub struct SplitOutcome {
 /// evaluating fails.
 pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     spec.validate()?;
+    let wall = Instant::now();
+    crate::resources::reset_peak_rss();
     let b = spec.backend;
     let label = format!(
         "{} {} {} split {k}",
@@ -351,6 +358,10 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
             0
         },
         log_density,
+        resources: RunResources {
+            wall_seconds: Some(wall.elapsed().as_secs_f64()),
+            peak_rss_mib: crate::resources::peak_rss_mib(),
+        },
     };
     Ok(SplitOutcome {
         record,

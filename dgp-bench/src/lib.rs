@@ -21,7 +21,10 @@
 //! * [`report`] — Markdown table, `report.md`, `results.json`, JSON Lines.
 //! * [`results`] — the repository's `RESULTS.md`, regenerated from the records in `results/`.
 //! * [`plots`] — SVG predictive bands of 1-D models and calibration curves.
-//! * [`timing`] — milliseconds per gradient step and per test prediction.
+//! * [`timing`] — `time`: milliseconds per REAL training step (each backend's own `fit`),
+//!   several backends interleaved in one run with per-round ratios, and per prediction.
+//! * [`resources`] — wall seconds and peak RSS per split in the records.
+//! * [`reference`] — the seed papers' published numbers (protocol.md §4) and `vs-paper`.
 //! * [`default_run`] — the quick job run without arguments.
 //! * [`cli`] — the command line on top of all this, one module per subcommand.
 //!
@@ -48,7 +51,9 @@ pub mod experiment;
 pub mod plots;
 pub mod progress;
 pub mod protocol;
+pub mod reference;
 pub mod report;
+pub mod resources;
 pub mod results;
 pub mod summary;
 pub mod timing;

@@ -1,9 +1,15 @@
-//! Progress bars for training runs (indicatif), fed through [`FitObserver`].
+//! Progress bars for training runs (indicatif), fed through [`FitObserver`]: position,
+//! steps per second, the running objective, elapsed time and ETA (issue 17).
 
 use std::time::Duration;
 
 use dgp_traits::model::FitObserver;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The bar's indicatif template: label, bar, steps done/total, steps per second, message
+/// (the running objective), elapsed time and ETA.
+pub const TEMPLATE: &str =
+    "{prefix:>28} [{bar:30}] {pos}/{len} {per_sec} {msg} ({elapsed}, ETA {eta})";
 
 /// A [`FitObserver`] drawing a progress bar on stderr. Hidden when `enabled` is false or
 /// stderr is not a terminal (indicatif's default), so logs and tests stay clean.
@@ -19,11 +25,9 @@ impl BarObserver {
         } else {
             ProgressBar::hidden()
         };
-        let style = ProgressStyle::with_template(
-            "{prefix:>28} [{bar:30}] {pos}/{len} {msg} ({elapsed}<{eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
+        let style = ProgressStyle::with_template(TEMPLATE)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(label.to_string());
         if enabled {
@@ -56,5 +60,20 @@ impl FitObserver for BarObserver {
 impl Drop for BarObserver {
     fn drop(&mut self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_parses_and_shows_rate_and_eta() {
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
+        assert!(TEMPLATE.contains("{per_sec}") && TEMPLATE.contains("{eta}"));
+        let mut bar = BarObserver::new(10, "x", false);
+        bar.on_phase("burn-in");
+        bar.on_step(0, 10, 1.0);
+        bar.finish();
     }
 }

@@ -294,6 +294,7 @@ pub(crate) mod tests {
             protocol: String::new(),
             max_steps: 0,
             log_density: Vec::new(),
+            resources: Default::default(),
         }
     }
 

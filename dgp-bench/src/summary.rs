@@ -74,6 +74,28 @@ pub struct SummaryRow {
     pub train_seconds: MeanSe,
     /// Training seconds per step.
     pub seconds_per_step: MeanSe,
+    /// Wall seconds per split (build, train, predict, evaluate) over the records that
+    /// have it; `None` when none has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_seconds: Option<MeanSe>,
+    /// Largest peak RSS (MiB) of the group's splits; `None` when no record has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<f64>,
+}
+
+impl SummaryRow {
+    /// One line on the run's resources ("wall s per split …, peak RSS … MiB"), `None` when
+    /// the records carry neither.
+    pub fn resources_line(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(w) = &self.wall_seconds {
+            parts.push(format!("wall s per split {}", w.format(1)));
+        }
+        if let Some(m) = self.peak_rss_mib {
+            parts.push(format!("peak RSS {m:.0} MiB (largest split)"));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
 }
 
 /// Groups `records` by (data set, backend, layers) in order of first appearance and
@@ -105,6 +127,17 @@ pub fn summarise(records: &[SplitRecord]) -> Vec<SummaryRow> {
                 cov95: col(&|r| r.cov95),
                 train_seconds: col(&|r| r.train_seconds),
                 seconds_per_step: col(&|r| r.train_seconds / r.steps.max(1) as f64),
+                wall_seconds: {
+                    let w: Vec<f64> = group
+                        .iter()
+                        .filter_map(|r| r.resources.wall_seconds)
+                        .collect();
+                    (!w.is_empty()).then(|| MeanSe::of(&w))
+                },
+                peak_rss_mib: group
+                    .iter()
+                    .filter_map(|r| r.resources.peak_rss_mib)
+                    .reduce(f64::max),
                 dataset,
                 backend,
                 layers,
@@ -132,5 +165,30 @@ mod tests {
         assert_eq!((m.mean, m.se), (7.0, None));
         assert_eq!(m.format(1), "7.0");
         assert!(MeanSe::of(&[]).mean.is_nan());
+    }
+
+    #[test]
+    fn resources_are_summarised_only_where_recorded() {
+        use crate::resources::RunResources;
+        let mut a = crate::report::tests::record("boston", 2, 0, 1.0);
+        let mut b = crate::report::tests::record("boston", 2, 1, 1.0);
+        let rows = summarise(&[a.clone(), b.clone()]);
+        assert_eq!((rows[0].wall_seconds, rows[0].peak_rss_mib), (None, None));
+        assert_eq!(rows[0].resources_line(), None);
+        a.resources = RunResources {
+            wall_seconds: Some(2.0),
+            peak_rss_mib: Some(100.0),
+        };
+        b.resources = RunResources {
+            wall_seconds: Some(4.0),
+            peak_rss_mib: None,
+        };
+        let rows = summarise(&[a, b]);
+        assert_eq!(rows[0].wall_seconds.unwrap().mean, 3.0);
+        assert_eq!(rows[0].peak_rss_mib, Some(100.0));
+        assert_eq!(
+            rows[0].resources_line().unwrap(),
+            "wall s per split 3.0 ± 1.0, peak RSS 100 MiB (largest split)"
+        );
     }
 }

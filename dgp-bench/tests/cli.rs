@@ -254,11 +254,93 @@ fn time_reports_step_and_prediction_milliseconds() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["train_samples"], 3);
-    assert_eq!(v["batch_size"], 16);
     assert_eq!(v["steps"], 3);
-    assert!(v["step_ms_median"].as_f64().unwrap() >= v["step_ms_min"].as_f64().unwrap());
-    assert!(v["predict_ms_min"].as_f64().unwrap() > 0.0);
+    let b = &v["backends"][0];
+    assert_eq!(b["backend"], "svi");
+    assert_eq!(b["train_samples"], 3);
+    assert_eq!(b["batch_size"], 16);
+    assert_eq!(b["steps"], 3);
+    assert_eq!(b["fit_steps"], 5);
+    assert!(b["ratio"].is_null());
+    assert!(b["step_ms_median"].as_f64().unwrap() >= b["step_ms_min"].as_f64().unwrap());
+    assert!(b["predict_ms_min"].as_f64().unwrap() > 0.0);
+}
+
+/// Two backends interleaved in one run: every backend reported, ratios to the first with
+/// their spread over rounds, and sghmc's burn-in and sampling phases both timed (a budget
+/// of 2 + 6 steps = 5 burn-in steps and 3 kept samples).
+#[test]
+fn time_interleaves_backends_and_reports_ratios_and_phases() {
+    let s = Scratch::new("time2");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let json = s.path("t.json");
+    let o = bench(&[
+        "time",
+        "--data",
+        uci.to_str().unwrap(),
+        "--backend",
+        "svi,sghmc",
+        "--inducing",
+        "5",
+        "--batch",
+        "16",
+        "--hidden",
+        "2",
+        "--warmup",
+        "2",
+        "--steps",
+        "6",
+        "--block",
+        "2",
+        "--predict-reps",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ratio to svi DGP2") && out.contains("sampling ("),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (v["rounds"].as_u64(), v["block"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let b = v["backends"].as_array().unwrap();
+    assert_eq!(b.len(), 2);
+    assert_eq!(
+        (b[0]["backend"].as_str(), b[1]["backend"].as_str()),
+        (Some("svi"), Some("sghmc"))
+    );
+    for t in b {
+        assert_eq!(t["steps"], 6);
+        assert!(t["step_ms_median"].as_f64().unwrap() > 0.0);
+    }
+    let r = &b[1]["ratio"];
+    assert_eq!(r["rounds"], 3);
+    let (q25, med, q75) = (
+        r["q25"].as_f64().unwrap(),
+        r["median"].as_f64().unwrap(),
+        r["q75"].as_f64().unwrap(),
+    );
+    assert!(q25 > 0.0 && q25 <= med && med <= q75, "{r}");
+    let phases = b[1]["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["burn-in", "sampling"]);
+    assert_eq!(
+        (phases[0]["steps"].as_u64(), phases[1]["steps"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert!(phases[1]["ratio"]["median"].as_f64().unwrap() > 0.0);
+    assert_eq!(b[1]["predict_components"], 3);
+    assert!(b[0]["phases"].is_null());
 }
 
 #[test]

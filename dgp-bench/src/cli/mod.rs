@@ -32,12 +32,14 @@ mod results;
 mod run;
 mod table;
 mod time;
+mod vs_paper;
 
 pub use compare::CompareArgs;
 pub use results::ResultsArgs;
 pub use run::RunArgs;
 pub use table::TableArgs;
 pub use time::TimeArgs;
+pub use vs_paper::VsPaperArgs;
 
 /// Compare deep-GP inference backends on shared data, splits and metrics.
 ///
@@ -79,6 +81,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// List the registered backends, what --samples means for each and their settings.
     Backends,
+    /// Put the records of `run --json` next to the seed papers' published numbers
+    /// (protocol.md §4): ours ± s.e., the paper's ± s.e., the difference in combined s.e.
+    VsPaper(VsPaperArgs),
 }
 
 /// Runs the parsed command line.
@@ -94,6 +99,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Some(Command::Table(a)) => table::cmd_table(&a),
         Some(Command::Results(a)) => results::cmd_results(&a),
         Some(Command::Compare(a)) => compare::cmd_compare(&a),
+        Some(Command::VsPaper(a)) => vs_paper::cmd_vs_paper(&a),
         Some(Command::Backends) => {
             backends::cmd_backends();
             Ok(())

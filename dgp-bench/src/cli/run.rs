@@ -378,6 +378,9 @@ fn run_one(
         fmt_mean_se(&row.cov95),
         fmt_mean_se(&row.train_seconds)
     );
+    if let Some(line) = row.resources_line() {
+        println!("resources: {line}");
+    }
     let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
     acc.curves
         .push((label, calibration_curve(&pit, &calibration_levels())));

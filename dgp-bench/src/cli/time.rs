@@ -1,4 +1,5 @@
-//! `dgp-bench time`: milliseconds per gradient step and per test prediction.
+//! `dgp-bench time`: milliseconds per real training step of one or more backends,
+//! interleaved in one run, and per test prediction.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,9 @@ use crate::backends::find_backend;
 use crate::error::{BenchError, Result};
 use crate::experiment::model_label;
 use crate::report::write_json;
-use crate::timing::{TimingSpec, time_backend};
+use crate::timing::{
+    BackendTiming, RatioStats, TimedBackend, TimingResult, TimingSpec, time_backends,
+};
 
 /// Arguments of `dgp-bench time`.
 #[derive(Debug, Args)]
@@ -17,7 +20,8 @@ pub struct TimeArgs {
     /// Where the data come from.
     #[command(flatten)]
     pub source: DataFlags,
-    /// Backend name.
+    /// Backend name, or several separated by commas (`svi,star,fc`): timed interleaved in
+    /// one run, ratios to the first.
     #[arg(long, default_value = "svi")]
     pub backend: String,
     /// Split whose training set is batched and whose test set is predicted.
@@ -27,19 +31,24 @@ pub struct TimeArgs {
     #[arg(long, default_value_t = 2)]
     pub layers: usize,
     /// TRAINING samples of the timed objective (svi: Monte Carlo samples per point; dspp:
-    /// quadrature sites) [default: svi 1, dspp 8].
+    /// quadrature sites) [default: each backend's].
     #[arg(long)]
     pub samples: Option<usize>,
     /// Predictive mixture components of the timed prediction [default: backend's].
     #[arg(long)]
     pub predict_samples: Option<usize>,
-    /// Untimed warm-up steps.
+    /// Untimed warm-up steps per backend (at least 1: a fit's first step carries its
+    /// set-up).
     #[arg(long, default_value_t = 10)]
     pub warmup: usize,
-    /// Timed steps.
+    /// Timed steps per backend (sghmc: warm-up + steps is its whole schedule, so it
+    /// reaches its sampling phase).
     #[arg(long, default_value_t = 50)]
     pub steps: usize,
-    /// Timed predictions of the test split.
+    /// Steps per backend per round of the interleaving.
+    #[arg(long, default_value_t = 5)]
+    pub block: usize,
+    /// Timed predictions of the test split per backend.
     #[arg(long, default_value_t = 3)]
     pub predict_reps: usize,
     /// Seed.
@@ -53,9 +62,41 @@ pub struct TimeArgs {
     pub model: ModelFlags,
 }
 
+/// The backends of `--backend` with their architectures and settings.
+fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
+    let settings = a.model.settings_input((None, None))?;
+    let mut out: Vec<TimedBackend> = Vec::new();
+    for name in a.backend.split(',').map(str::trim) {
+        let b = find_backend(name)?;
+        if out.iter().any(|t| t.backend.name() == b.name()) {
+            return Err(BenchError::Usage(format!("--backend names '{name}' twice")));
+        }
+        let d = b.defaults;
+        let arch = arch_from(
+            b,
+            &ArchArgs {
+                layers: a.layers,
+                train_samples: a.samples.unwrap_or(d.train_samples),
+                predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
+                samples: a.samples,
+                flags: &a.model,
+                settings: &settings,
+                tune: false,
+                seed: a.seed,
+            },
+        )?;
+        out.push(TimedBackend {
+            backend: b,
+            arch,
+            batch_size: a.model.batch_size(b)?,
+            learning_rate: a.model.learning_rate(b)?,
+        });
+    }
+    Ok(out)
+}
+
 pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
-    let b = find_backend(&a.backend)?;
-    let d = b.defaults;
+    let backends = timed_backends(a)?;
     let data = a.source.load(a.seed)?;
     if a.split >= data.n_splits() {
         return Err(BenchError::Usage(format!(
@@ -65,29 +106,14 @@ pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
             data.n_splits()
         )));
     }
-    let lr = a.model.learning_rate(b)?;
     let spec = TimingSpec {
         data: &data,
         split: a.split,
-        backend: b,
-        arch: arch_from(
-            b,
-            &ArchArgs {
-                layers: a.layers,
-                train_samples: a.samples.unwrap_or(d.train_samples),
-                predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
-                samples: a.samples,
-                flags: &a.model,
-                settings: &a.model.settings_input((None, None))?,
-                tune: false,
-                seed: a.seed,
-            },
-        )?,
-        batch_size: a.model.batch_size(b)?,
+        backends,
         warmup: a.warmup,
         steps: nonzero("--steps", a.steps)?,
+        block: nonzero("--block", a.block)?,
         predict_reps: nonzero("--predict-reps", a.predict_reps)?,
-        learning_rate: lr,
         seed: a.seed,
     };
     if let Some(dir) = a
@@ -100,33 +126,84 @@ pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
             BenchError::Usage(format!("--json: cannot create {}: {e}", dir.display()))
         })?;
     }
-    let r = time_backend(&spec)?;
+    let r = time_backends(&spec)?;
+    print_result(&r, &spec);
+    if let Some(p) = &a.json {
+        write_json(p, &r)?;
+    }
+    Ok(())
+}
+
+fn fmt_ratio(r: &Option<RatioStats>) -> String {
+    match r {
+        Some(r) => format!(
+            "{:.2}× [IQR {:.2}–{:.2} over {} rounds; ratio of medians {:.2}×]",
+            r.median, r.q25, r.q75, r.rounds, r.of_medians
+        ),
+        None => "1 (reference)".to_string(),
+    }
+}
+
+fn print_backend(t: &BackendTiming, samples_meaning: &str, reference: &str) {
     println!(
-        "{} {} on {} split {} (N_train {}, N_test {}, D {}): M = {}, hidden {}, batch {}, --samples {} = {}",
-        r.backend,
-        model_label(r.layers),
+        "{} {}: M = {}, hidden {}, batch {}, lr {}, --samples {} = {}; {} parameters, {} fit steps",
+        t.backend,
+        model_label(t.layers),
+        t.num_inducing,
+        t.hidden_width
+            .map_or("default".to_string(), |h| h.to_string()),
+        t.batch_size,
+        t.learning_rate,
+        t.train_samples,
+        samples_meaning,
+        t.n_params,
+        t.fit_steps
+    );
+    println!(
+        "  step ({} timed): median {:.3} ms, min {:.3} ms, mean {:.3} ms; ratio to {reference}: {}",
+        t.steps,
+        t.step_ms_median,
+        t.step_ms_min,
+        t.step_ms_mean,
+        fmt_ratio(&t.ratio)
+    );
+    for p in &t.phases {
+        println!(
+            "  {} ({} timed steps): median {:.3} ms, min {:.3} ms; ratio to {reference}: {}",
+            p.phase,
+            p.steps,
+            p.step_ms_median,
+            p.step_ms_min,
+            fmt_ratio(&p.ratio)
+        );
+    }
+    println!(
+        "  predict test split ({} mixture components): median {:.3} ms, min {:.3} ms",
+        t.predict_components, t.predict_ms_median, t.predict_ms_min
+    );
+}
+
+fn print_result(r: &TimingResult, spec: &TimingSpec<'_>) {
+    println!(
+        "{} split {} (N_train {}, N_test {}, D {}): each backend's own fit (real stepper), interleaved: \
+         {} warm-up steps each, then {} rounds of {} steps per backend in rotating order; \
+         {} predictions each; {} threads, seed {}",
         r.dataset,
         r.split,
         r.n_train,
         r.n_test,
         r.input_dim,
-        r.num_inducing,
-        r.hidden_width
-            .map_or("default".to_string(), |h| h.to_string()),
-        r.batch_size,
-        r.train_samples,
-        b.samples_in_time
+        r.warmup,
+        r.rounds,
+        r.block,
+        r.predict_reps,
+        r.threads,
+        r.seed
     );
-    println!(
-        "gradient step (value_and_grad + Adam + set_flat; {} warm-up, {} timed, {} threads, {} parameters): median {:.3} ms, min {:.3} ms, mean {:.3} ms",
-        r.warmup, r.steps, r.threads, r.n_params, r.step_ms_median, r.step_ms_min, r.step_ms_mean
-    );
-    println!(
-        "predict test split ({} points, {} mixture components, {} reps): median {:.3} ms, min {:.3} ms",
-        r.n_test, r.predict_samples, r.predict_reps, r.predict_ms_median, r.predict_ms_min
-    );
-    if let Some(p) = &a.json {
-        write_json(p, &r)?;
+    let reference = r.backends.first().map_or(String::new(), |t| {
+        format!("{} {}", t.backend, model_label(t.layers))
+    });
+    for (t, b) in r.backends.iter().zip(&spec.backends) {
+        print_backend(t, b.backend.samples_in_time, &reference);
     }
-    Ok(())
 }

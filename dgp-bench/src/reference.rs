@@ -1,0 +1,382 @@
+//! The seed papers' published numbers (`shared/specs/protocol.md` §4) as data, and their
+//! comparison with a run's records (`dgp-bench vs-paper`, issue 17).
+//!
+//! The table is `data/reference.csv`, embedded with `include_str!`: one row per published
+//! cell, naming its source (paper), table, protocol and units, the metric, the data set,
+//! the paper's column and the dgp-bench model that corresponds to it (backend, layers and
+//! an optional setting such as `rule=qr1`). Cells the papers do not print are absent;
+//! nothing is filled in.
+//!
+//! Comparison rules:
+//! * Units are never mixed (protocol.md §2). Records hold original units; rows in
+//!   original units are compared directly, with `tll = −nll` per split (exact: the record's
+//!   `nll` is the mean negative log density). Rows in standardised units (DSPP) are
+//!   REFUSED: converting needs each split's training-target std `s_y`, which a record does
+//!   not carry; the row is shown as "units differ" with no number.
+//! * Ours is the mean ± s.e. over the records' splits (sd with ddof = 1, [`MeanSe`]); the
+//!   papers' s.e. are as printed (Lindinger et al.'s code uses ddof = 0). The difference
+//!   is expressed in units of the combined s.e. `√(se_ours² + se_paper²)` (a missing s.e.
+//!   counts as 0; neither → no ratio), signed so that positive = ours better.
+//! * A row is marked worse when ours is worse than the paper by more than one combined
+//!   s.e.
+
+use std::collections::BTreeSet;
+
+use crate::error::{BenchError, Result};
+use crate::experiment::{SplitRecord, model_label};
+use crate::summary::MeanSe;
+
+/// The embedded table (see the module docs).
+pub const REFERENCE_CSV: &str = include_str!("../data/reference.csv");
+
+/// Units of a published number (protocol.md §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    /// The data set's own units (DSVI, Structured, SGHMC, DGPS).
+    Original,
+    /// Targets standardised with the training split (DSPP).
+    Standardised,
+}
+
+/// A metric of the tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Mean test log-likelihood per point (higher is better).
+    Tll,
+    /// Mean negative test log-likelihood (lower is better).
+    Nll,
+    /// Root mean squared error (lower is better).
+    Rmse,
+    /// Continuous ranked probability score (lower is better).
+    Crps,
+}
+
+impl Metric {
+    fn parse(s: &str) -> Option<Metric> {
+        Some(match s {
+            "tll" => Metric::Tll,
+            "nll" => Metric::Nll,
+            "rmse" => Metric::Rmse,
+            "crps" => Metric::Crps,
+            _ => return None,
+        })
+    }
+
+    /// Name as in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Tll => "tll",
+            Metric::Nll => "nll",
+            Metric::Rmse => "rmse",
+            Metric::Crps => "crps",
+        }
+    }
+
+    /// +1 when higher is better, −1 when lower is.
+    pub fn better_sign(self) -> f64 {
+        if self == Metric::Tll { 1.0 } else { -1.0 }
+    }
+
+    /// The metric of one record in original units (`tll = −nll`).
+    pub fn of(self, r: &SplitRecord) -> f64 {
+        match self {
+            Metric::Tll => -r.nll,
+            Metric::Nll => r.nll,
+            Metric::Rmse => r.rmse,
+            Metric::Crps => r.crps,
+        }
+    }
+}
+
+/// One published cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceRow {
+    /// Paper.
+    pub source: String,
+    /// Table (or figure) in the paper.
+    pub table: String,
+    /// The paper's split protocol.
+    pub protocol: String,
+    /// Units.
+    pub units: Units,
+    /// Metric.
+    pub metric: Metric,
+    /// Data set (dgp-bench name).
+    pub dataset: String,
+    /// The paper's column name.
+    pub paper_model: String,
+    /// The dgp-bench backend of that column (empty: none corresponds).
+    pub backend: String,
+    /// Layers (0 when no backend corresponds).
+    pub layers: usize,
+    /// A backend setting the records must have (`rule=qr1`), empty for none.
+    pub variant: String,
+    /// Published mean.
+    pub mean: f64,
+    /// Published standard error (`None` when not printed).
+    pub se: Option<f64>,
+}
+
+fn parse_row(line: &str, lineno: usize) -> Result<ReferenceRow> {
+    let bad = |what: &str| {
+        BenchError::Usage(format!(
+            "internal reference table, line {lineno}: {what}: {line}"
+        ))
+    };
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    if f.len() != 12 {
+        return Err(bad("expected 12 fields"));
+    }
+    let units = match f[3] {
+        "original" => Units::Original,
+        "standardised" => Units::Standardised,
+        _ => return Err(bad("units")),
+    };
+    let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite());
+    Ok(ReferenceRow {
+        source: f[0].into(),
+        table: f[1].into(),
+        protocol: f[2].into(),
+        units,
+        metric: Metric::parse(f[4]).ok_or_else(|| bad("metric"))?,
+        dataset: f[5].into(),
+        paper_model: f[6].into(),
+        backend: f[7].into(),
+        layers: if f[8].is_empty() {
+            0
+        } else {
+            f[8].parse().map_err(|_| bad("layers"))?
+        },
+        variant: f[9].into(),
+        mean: num(f[10]).ok_or_else(|| bad("mean"))?,
+        se: if f[11].is_empty() {
+            None
+        } else {
+            Some(num(f[11]).ok_or_else(|| bad("se"))?)
+        },
+    })
+}
+
+/// Every row of the embedded table.
+///
+/// # Errors
+/// A malformed line (a bug in the embedded data; a test parses it).
+pub fn reference_rows() -> Result<Vec<ReferenceRow>> {
+    let mut rows = Vec::new();
+    let mut header = false;
+    for (i, line) in REFERENCE_CSV.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if !header {
+            header = true;
+            continue;
+        }
+        rows.push(parse_row(t, i + 1)?);
+    }
+    Ok(rows)
+}
+
+/// The value of setting `key` in a record (`rule` of dspp defaults to `qr3`).
+fn setting(r: &SplitRecord, key: &str) -> String {
+    match r.settings.get(key) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None if r.backend == "dspp" && key == "rule" => "qr3".into(),
+        None => String::new(),
+    }
+}
+
+/// Whether `row` describes the model of record `r` (data set, backend, layers, variant).
+pub fn matches(row: &ReferenceRow, r: &SplitRecord) -> bool {
+    row.dataset == r.dataset
+        && row.backend == r.backend
+        && row.layers == r.layers
+        && (row.variant.is_empty()
+            || row
+                .variant
+                .split_once('=')
+                .is_some_and(|(k, v)| setting(r, k) == v))
+}
+
+/// One line of the comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VsPaperRow {
+    /// The published cell.
+    pub reference: ReferenceRow,
+    /// Ours over the records' splits, in the row's metric; `None` when units differ.
+    pub ours: Option<MeanSe>,
+    /// (ours − paper) · better_sign / combined s.e.; `None` without any s.e. or units.
+    pub z: Option<f64>,
+    /// Ours worse than the paper by more than one combined s.e.
+    pub worse: bool,
+}
+
+/// What a group of records (one data set and model) was run with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordGroup {
+    /// Data set.
+    pub dataset: String,
+    /// Backend.
+    pub backend: String,
+    /// Layers.
+    pub layers: usize,
+    /// Protocols of the records (`published` for the default).
+    pub protocols: BTreeSet<String>,
+    /// Split indices.
+    pub splits: BTreeSet<usize>,
+    /// Steps actually run.
+    pub steps: BTreeSet<usize>,
+    /// Seeds.
+    pub seeds: BTreeSet<u64>,
+    /// The comparisons with every published cell of this model (empty: no reference).
+    pub rows: Vec<VsPaperRow>,
+}
+
+/// Compares `records` with `table`: one [`RecordGroup`] per (data set, backend, layers)
+/// in order of first appearance (see the module docs for the rules).
+pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGroup> {
+    let mut keys: Vec<(String, String, usize)> = Vec::new();
+    for r in records {
+        let k = (r.dataset.clone(), r.backend.clone(), r.layers);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .map(|(dataset, backend, layers)| {
+            let group: Vec<&SplitRecord> = records
+                .iter()
+                .filter(|r| r.dataset == dataset && r.backend == backend && r.layers == layers)
+                .collect();
+            let rows = table
+                .iter()
+                .filter_map(|row| {
+                    let own: Vec<&SplitRecord> =
+                        group.iter().copied().filter(|r| matches(row, r)).collect();
+                    (!own.is_empty()).then(|| compare_row(row, &own))
+                })
+                .collect();
+            RecordGroup {
+                protocols: group
+                    .iter()
+                    .map(|r| {
+                        if r.protocol.is_empty() {
+                            "published".to_string()
+                        } else {
+                            r.protocol.clone()
+                        }
+                    })
+                    .collect(),
+                splits: group.iter().map(|r| r.split).collect(),
+                steps: group.iter().map(|r| r.steps).collect(),
+                seeds: group.iter().map(|r| r.seed).collect(),
+                dataset,
+                backend,
+                layers,
+                rows,
+            }
+        })
+        .collect()
+}
+
+fn compare_row(row: &ReferenceRow, own: &[&SplitRecord]) -> VsPaperRow {
+    if row.units != Units::Original {
+        return VsPaperRow {
+            reference: row.clone(),
+            ours: None,
+            z: None,
+            worse: false,
+        };
+    }
+    let ours = MeanSe::of(&own.iter().map(|r| row.metric.of(r)).collect::<Vec<_>>());
+    let diff = (ours.mean - row.mean) * row.metric.better_sign();
+    let se = match (ours.se, row.se) {
+        (None, None) => None,
+        (a, b) => Some((a.unwrap_or(0.0).powi(2) + b.unwrap_or(0.0).powi(2)).sqrt()),
+    };
+    let z = se.map(|s| {
+        if s > 0.0 {
+            diff / s
+        } else if diff == 0.0 {
+            0.0
+        } else {
+            diff.signum() * f64::INFINITY
+        }
+    });
+    VsPaperRow {
+        reference: row.clone(),
+        ours: Some(ours),
+        z,
+        worse: z.is_some_and(|z| z < -1.0),
+    }
+}
+
+fn fmt_opt_se(mean: f64, se: Option<f64>) -> String {
+    match se {
+        Some(s) => format!("{mean:.3} ± {s:.3}"),
+        None => format!("{mean:.3} (no s.e.)"),
+    }
+}
+
+fn join<T: ToString>(set: &BTreeSet<T>) -> String {
+    set.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The comparison as Markdown: per group the records' protocol, splits, steps and seeds,
+/// then one table row per published cell (see the module docs).
+pub fn render(groups: &[RecordGroup]) -> String {
+    let mut s = String::from(
+        "Ours: mean ± s.e. over the records' splits (sd with ddof = 1), original units, tll = −nll. \
+         Paper: as printed. Δ/s.e. = (ours − paper)/√(se_ours² + se_paper²), positive = ours better; \
+         ✗ = ours worse by more than 1 combined s.e. Rows in standardised units are not compared \
+         (records are in original units; protocol.md §2).\n",
+    );
+    for g in groups {
+        s.push_str(&format!(
+            "\n### {} {} {}\n\nRecords: protocol {}; splits {}; steps {}; seeds {}.\n\n",
+            g.dataset,
+            g.backend,
+            model_label(g.layers),
+            join(&g.protocols),
+            join(&g.splits),
+            join(&g.steps),
+            join(&g.seeds)
+        ));
+        if g.rows.is_empty() {
+            s.push_str("No published reference for this data set and model.\n");
+            continue;
+        }
+        s.push_str("| paper column | metric (units) | ours | paper | Δ/s.e. | | source, table, protocol |\n|---|---|---:|---:|---:|---|---|\n");
+        for r in &g.rows {
+            let p = &r.reference;
+            let units = if p.units == Units::Original {
+                "original"
+            } else {
+                "standardised"
+            };
+            let (ours, z) = match (&r.ours, r.z) {
+                (None, _) => ("units differ".to_string(), "—".to_string()),
+                (Some(o), z) => (
+                    fmt_opt_se(o.mean, o.se),
+                    z.map_or("—".to_string(), |z| format!("{z:+.2}")),
+                ),
+            };
+            s.push_str(&format!(
+                "| {} | {} ({units}) | {ours} | {} | {z} | {} | {}, {}, {} |\n",
+                p.paper_model,
+                p.metric.name(),
+                fmt_opt_se(p.mean, p.se),
+                if r.worse { "✗" } else { "" },
+                p.source,
+                p.table,
+                p.protocol
+            ));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+//! Tests of the reference table and the comparison, on small hand-written records.
+
+use super::*;
+use crate::report::tests::record;
+
+fn rec(dataset: &str, backend: &str, layers: usize, split: usize, nll: f64) -> SplitRecord {
+    SplitRecord {
+        backend: backend.into(),
+        ..record(dataset, layers, split, nll)
+    }
+}
+
+#[test]
+fn the_embedded_table_parses_and_names_its_sources() {
+    let rows = reference_rows().unwrap();
+    assert_eq!(rows.len(), 100);
+    for r in &rows {
+        assert!(!r.source.is_empty() && !r.table.is_empty() && !r.protocol.is_empty());
+    }
+    let boston_sgp: Vec<_> = rows
+        .iter()
+        .filter(|r| r.dataset == "boston" && r.paper_model == "SGP L1")
+        .collect();
+    assert_eq!(boston_sgp.len(), 1);
+    let b = boston_sgp[0];
+    assert_eq!(
+        (b.mean, b.se, b.metric, b.units),
+        (-2.58, Some(0.10), Metric::Tll, Units::Original)
+    );
+    assert_eq!((b.backend.as_str(), b.layers), ("svi", 1));
+    assert!(b.source.contains("Lindinger") && b.table == "Table 1");
+    // DSPP's protein row is in standardised units and has no s.e.
+    let qr3 = rows
+        .iter()
+        .find(|r| r.paper_model == "QR3-2L" && r.metric == Metric::Nll)
+        .unwrap();
+    assert_eq!(
+        (qr3.units, qr3.mean, qr3.se),
+        (Units::Standardised, 0.382, None)
+    );
+    // Nothing invented: no Lindinger cell for dspp, no cell for a data set not in §4.
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.backend == "dspp" && r.dataset == "boston")
+    );
+    assert!(!rows.iter().any(|r| r.dataset == "yacht"));
+}
+
+#[test]
+fn ours_is_compared_in_the_papers_metric_with_the_combined_se() {
+    let table = reference_rows().unwrap();
+    // boston svi DGP2: nll 2.5, 2.6 → tll −2.55 ± 0.05 (ddof 1); paper MF L2 −2.43 ± 0.05.
+    let records = vec![
+        rec("boston", "svi", 2, 0, 2.5),
+        rec("boston", "svi", 2, 1, 2.6),
+    ];
+    let g = vs_paper(&records, &table);
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].rows.len(), 1);
+    let r = &g[0].rows[0];
+    assert_eq!(r.reference.paper_model, "MF L2");
+    let ours = r.ours.unwrap();
+    assert!((ours.mean + 2.55).abs() < 1e-12 && (ours.se.unwrap() - 0.05).abs() < 1e-12);
+    let z = (-2.55 + 2.43) / (0.05f64.powi(2) * 2.0).sqrt();
+    assert!((r.z.unwrap() - z).abs() < 1e-9, "{:?}", r.z);
+    assert!(r.worse);
+    // Better than the paper: nll 2.40, 2.42 → tll −2.41 (positive Δ, no mark).
+    let better = vec![
+        rec("boston", "svi", 2, 0, 2.40),
+        rec("boston", "svi", 2, 1, 2.42),
+    ];
+    let r = &vs_paper(&better, &table)[0].rows[0];
+    assert!(r.z.unwrap() > 0.0 && !r.worse);
+    // Within one combined s.e.: not marked.
+    let close = vec![
+        rec("boston", "svi", 2, 0, 2.44),
+        rec("boston", "svi", 2, 1, 2.48),
+    ];
+    assert!(!vs_paper(&close, &table)[0].rows[0].worse);
+}
+
+#[test]
+fn units_are_never_mixed_and_missing_references_are_not_invented() {
+    let table = reference_rows().unwrap();
+    let records = vec![
+        rec("protein", "dspp", 2, 0, 2.8),
+        rec("protein", "dspp", 2, 1, 2.9),
+        rec("mydata", "svi", 2, 0, 1.0),
+    ];
+    let g = vs_paper(&records, &table);
+    assert_eq!(g.len(), 2);
+    // dspp L2 with the default rule qr3 matches QR3-2L (nll, rmse, crps) only.
+    assert_eq!(g[0].rows.len(), 3);
+    for r in &g[0].rows {
+        assert_eq!(r.reference.paper_model, "QR3-2L");
+        assert_eq!((r.ours, r.z, r.worse), (None, None, false));
+    }
+    assert!(g[1].rows.is_empty());
+    let text = render(&g);
+    assert!(text.contains("units differ"), "{text}");
+    assert!(text.contains("No published reference"), "{text}");
+    assert!(
+        text.contains("Records: protocol published; splits 0, 1; steps 10; seeds 0."),
+        "{text}"
+    );
+}
