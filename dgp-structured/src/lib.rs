@@ -111,10 +111,15 @@
 
 mod backend;
 mod config;
+mod elbo;
 pub mod fields;
 mod fit;
+pub mod forms;
 mod model;
+mod propagate;
 pub mod q;
+mod sampling;
+mod sparse;
 
 pub use backend::{FC_BACKEND, STAR_BACKEND, StructuredBackend};
 pub use config::{Family, StructuredConfig};
