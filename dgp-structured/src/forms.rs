@@ -210,7 +210,21 @@ impl Backward for StackedFormsOp {
                 dg.fill(0.0);
             }
         }
-        // Pass 2: ∂U_i = Σ_{p: U_p = U_i} g_p ⊙ Y_p for the partners other than a.
+        self.partner_adjoints(ctx, sink, &cols, par);
+    }
+}
+
+impl StackedFormsOp {
+    /// Pass 2 of the backward rule: ∂U_i = Σ_{p: U_p = U_i} g_p ⊙ Y_p for the partners
+    /// other than `a`.
+    fn partner_adjoints(
+        &self,
+        ctx: &BackwardCtx<'_>,
+        sink: &mut GradSink<'_>,
+        cols: &[(usize, usize)],
+        par: Par,
+    ) {
+        let (y, gr, m, np) = (ctx.input(2), ctx.grad(), self.m, self.who.len());
         for input in 3..ctx.num_inputs() {
             if !sink.wants(input) {
                 continue;

@@ -144,13 +144,13 @@ impl StructuredDgp {
         let mut b: Vec<Vec<Field>> = vec![vec![None; tl]; g0];
         // Forms through the fused pass: blocks, partners, slots.
         let (mut blocks, mut partners, mut slots) = (Vec::new(), Vec::new(), Vec::new());
-        for t in 0..tl {
+        for (t, srow) in s.iter_mut().enumerate() {
             let g = g0 + t;
             let only_diag = (0..g).all(|k| q.block(g, k).is_none());
             match (only_diag, q.block(g, g)) {
                 (true, Some(d)) => {
                     let n = tape.lower_tn_col_sq_norms(d, a);
-                    s[t][t] = Some(tape.transpose(n));
+                    srow[t] = Some(tape.transpose(n));
                 }
                 _ => {
                     if let Some(sb) = q.s_block(tape, g, g) {
