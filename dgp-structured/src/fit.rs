@@ -3,7 +3,7 @@
 //! propagation used to test Theorem 1.
 
 use crate::config::Family;
-use crate::model::{SAMPLE_JITTER, StructuredDgp};
+use crate::model::StructuredDgp;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
@@ -13,7 +13,7 @@ use dgp_traits::model::{
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded, standard_normal};
+use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::{
     ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
 };
@@ -102,52 +102,6 @@ impl StructuredDgp {
             }
             Ok(())
         })
-    }
-
-    /// Draws `count` samples of f^L at each row of `x` by sampling f_M ~ q first and then
-    /// propagating each layer exactly given f_M, `f^l = m_l + a_lᵀ f_M^l + √(k − aᵀKa) ε`
-    /// (the reference's `Full_DGP_Sampled`, spec §9 last bullet; hidden layers get the
-    /// same 1e-6 jitter as Theorem 1's samples). Returns n×count. Dense in n = MT: a test
-    /// of Theorem 1, not a prediction path.
-    ///
-    /// # Errors
-    /// Bad inputs; Kuu not positive definite.
-    pub fn sample_exact(&self, x: MatRef<'_, f64>, count: usize, seed: u64) -> Result<Mat<f64>> {
-        check_inputs("structured sample_exact", x, self.input_dim)?;
-        let (mu, l) = self.joint_q_dense();
-        let n_q = mu.nrows();
-        let mut rng = seeded(seed);
-        let z = standard_normal(&mut rng, n_q, count);
-        let fm = &l * &z; // n_q × count
-        let n = x.nrows();
-        let rows = n * count;
-        let mut tape = Tape::new();
-        let leaves = self.params.record(&mut tape);
-        let mut input = tape.constant(Mat::from_fn(rows, x.ncols(), |r, j| x[(r % n, j)]));
-        let nl = self.layers.len();
-        for li in 0..nl {
-            let p = self.project_values(&mut tape, &leaves, li, input)?;
-            let (a, base, mean) = p;
-            let tl = self.layers[li].output_dim;
-            let g0: usize = (0..li).map(|k| self.layers[k].output_dim).sum();
-            let m = a.nrows();
-            let eps = standard_normal(&mut rng, rows, tl);
-            let jit = if li + 1 < nl { SAMPLE_JITTER } else { 0.0 };
-            let out = Mat::from_fn(rows, tl, |r, t| {
-                let s = r / n;
-                let start = (g0 + t) * m;
-                let mut v = mean.as_ref().map_or(0.0, |mm| mm[(r, t)]);
-                for k in 0..m {
-                    v += a[(k, r)] * (mu[(start + k, 0)] + fm[(start + k, s)]);
-                }
-                v + (base[r].max(0.0) + jit).sqrt() * eps[(r, t)]
-            });
-            if li + 1 == nl {
-                return Ok(Mat::from_fn(n, count, |i, s| out[(s * n + i, 0)]));
-            }
-            input = tape.constant(out);
-        }
-        Err(Error::Empty("a deep GP needs at least one layer".into()))
     }
 }
 
@@ -266,6 +220,18 @@ impl Model for StructuredDgp {
         checkpoint::to_json(self)
     }
 
+    /// Coherent function draws (spec §9's exact propagation given one f_M ~ q per
+    /// function, one hidden-layer noise draw per function shared by every point; see
+    /// [`StructuredDgp::function_draws`]).
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<Mat<f64>>> {
+        self.function_draws(x, count, seed).map(Some)
+    }
+
     fn describe(&self) -> String {
         let c = &self.config;
         let extra = format!(
@@ -287,7 +253,7 @@ impl Model for StructuredDgp {
 impl StructuredDgp {
     /// Values of a_l (M×R), k − aᵀKa (R) and the mean function (R×T_l) at `input`.
     #[allow(clippy::type_complexity)]
-    fn project_values(
+    pub(crate) fn project_values(
         &self,
         tape: &mut Tape,
         leaves: &[Var],

@@ -51,37 +51,34 @@
 //! ```
 //!
 //! ## Measured (dgp-bench, 2-core machine shared with other jobs)
-//! Speed, `dgp-bench time --data kin8nm --layers 3 --inducing 128 --hidden 5 --batch 512
-//! --samples 5 --warmup 3 --steps 15` (split 0, τ = 5), median ms per gradient step
-//! (value_and_grad + Adam). Session 2 (load ≈ 4–5, the old and new binaries run
-//! alternately with svi between them; each figure the median of the 2–5 run medians):
+//! Speed, `dgp-bench time --data kin8nm --backend B --layers 3 --inducing 128 --hidden 5
+//! --batch 512 --samples 5 --warmup 3 --steps 15 --predict-reps 1` (split 0, τ = 5), median
+//! ms per gradient step (value_and_grad + Adam). Session 3 (load 10–15 on 2 cores; old =
+//! the binary of bf75aa4, new = this crate; runs alternated, svi in the same minutes):
 //!
-//! | backend | before (ms) | ratio | after (ms) | ratio |
-//! |---|---:|---:|---:|---:|
-//! | svi DGP3 | 69 | 1.0 | 69 | 1.0 |
-//! | star DGP3 | 489 | 7.1 | 384 | 5.6 |
-//! | fc DGP3 | ≈ 1700 | ≈ 25 | ≈ 1800 | ≈ 26 |
+//! | run | star old | star new | svi DGP3 | old/svi | new/svi | mean field (new) |
+//! |---|---:|---:|---:|---:|---:|---:|
+//! | 1 | 1214 | 988 | 272 | 4.5 | 3.6 | |
+//! | 2 | 1516 | 714 | 255 | 5.9 | 2.8 | |
+//! | 3 | 1105 | 646, 665 | 220 | 5.0 | 3.0 | 343 (star/mf 1.9) |
 //!
-//! (FC: runs of both binaries spread over 1070–1900 ms; no difference beyond the noise.)
-//! (Session 1, load ≈ 6: svi 157, star 1057 (6.7×), fc 1522 (9.7×); svi profits most from a
-//! quieter machine, so ratios taken at different loads do not compare.) Issue 14's speed
-//! targets (STAR ≤ 2×, FC ≤ 6× svi) are NOT met. "After" forms the S̃ entries through the
-//! factor, `a_iᵀ S_M^{(i),(j)} a_j = Σ_k (L_ikᵀ a_i)·(L_jkᵀ a_j)` ([`q::QTape::row_products`]):
-//! no S_M block is formed, each stored block of L meets the data once (diagonal blocks by
-//! the tape's triangular product, a row's arrow/stripe blocks stacked into one product,
-//! layer 1 on the B points only). Counted in M²R products
-//! forward (R = B·S, M = 128, τ = 5, L = 3) that is ≈ 18.5 for STAR (10 full arrow blocks
-//! and 5 full stripe blocks against a_L / a_2, 11 triangular diagonal blocks) against 22
-//! full ones before, and ≈ 3.5 triangular for svi — the arrow and stripe products are
-//! inherent to the family (each row needs its own bilinear form with 15 different dense
-//! M×M blocks), so the remaining ≈ 4.5× in products plus the per-row field recursion is
-//! what STAR costs here. For FC every pair of GPs shares blocks, and the factor route needs
-//! Σ_g (g+1) = 66 block products (54 in units of M²R, layer 1 on B) — as many as the old pairwise
-//! `aᵀ(S a)` — so FC is unchanged within the noise. perf (STAR, after): ≈ 45 % GEMM
-//! kernels, ≈ 15 % faer's parallel-GEMM barriers, ≈ 6 % page zeroing of fresh large
-//! allocations, ≈ 7 % elementwise products and column norms of the W's.
-//! FC/STAR ≈ 4.7 after (paper: ≈ 3). (perf figures from the first factor-route version,
-//! before the arrow/stripe stacking.)
+//! STAR now ≈ 3× svi (before ≈ 5–6×; issue 14's ≤ 2× is NOT met) and ≈ 1.9× this crate's
+//! own non-whitened mean field (`--set stripes=false --set arrow=false`; the paper's
+//! "STAR about 2× slower than MF" is against its own mean-field code). What changed:
+//! the block-sparse route (private module `sparse`, fused ops in [`forms`]) forms the S_M blocks a
+//! layer needs once per step by the sums of spec §4 (M³, no data factor) and meets each
+//! layer's `a_l` in ONE fused pass over column chunks — `e_p = colsum(U_p ⊙ (S_p a_l))`
+//! for the layer's quadratic forms and its cross terms with earlier layers — run on
+//! rayon over chunks with single-threaded products (no faer barriers), no M×R slices,
+//! tiles or elementwise temporaries; cross terms with layer-1 GPs use `L_ji (L_iiᵀ a_1)`
+//! on the B points shared by every sample. For L = 3, τ = 5 that is, in M²R products
+//! forward, 5 (layer 2) + 6 (layer 3) full instead of 15 full + 6 triangular, with the
+//! quadratic forms' adjoints w.r.t. `a` from the stored product (`2 g ⊙ S a`). Measured
+//! against the old route on the same L at kin8nm size (M = 128, τ = 5, L = 3, perturbed
+//! parameters): ELBO equal to 6e-16 relative. What remains is inherent to the family:
+//! layer 3's five bilinear forms `a_2ᵀ S_{(2,t),L} a_3` between two different per-sample
+//! vectors (5 full products forward, 10 backward) and the non-whitened a_l solves.
+//! FC keeps the dense factor route (unchanged, ≈ 26× svi in session 2).
 //!
 //! Accuracy (one modest run, energy published splits 0–2, L = 3, M = 50, τ = 5, 1500 Adam
 //! steps lr 0.01, batch 512, S_train = 5, 100 test samples; not converged, not the paper
@@ -111,10 +108,15 @@
 
 mod backend;
 mod config;
+mod elbo;
 pub mod fields;
 mod fit;
+pub mod forms;
 mod model;
+mod propagate;
 pub mod q;
+mod sampling;
+mod sparse;
 
 pub use backend::{FC_BACKEND, STAR_BACKEND, StructuredBackend};
 pub use config::{Family, StructuredConfig};

@@ -2,8 +2,7 @@
 //! and the ELBO of eq. (8) (spec §2).
 
 use crate::config::{Family, StructuredConfig};
-use crate::fields::{self, Field};
-use crate::q::{QParams, QTape, RowProducts, block_pattern};
+use crate::q::{QParams, block_pattern};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::joint_q::JointQ;
@@ -11,10 +10,8 @@ use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{HYPER_FLOOR, SparseLayer, SparseLayerInit};
 use dgp_traits::linalg::{Tri, cholesky_jittered};
 use dgp_traits::mean::{LinearInit, MeanVars};
-use dgp_traits::model::Batch;
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::rng::{Rng, seeded, standard_normal};
-use dgp_traits::skeleton::check_batch;
+use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::transforms::{inv_softplus, softplus};
@@ -43,35 +40,14 @@ pub struct StructuredDgp {
 }
 
 /// One layer's projection of its inputs (R columns).
-struct Proj {
-    chol: Var,
+pub(crate) struct Proj {
+    pub(crate) chol: Var,
     /// `a_l` of spec §3 (non-whitened K⁻¹k, whitened L⁻¹k), M×R.
-    a: Var,
+    pub(crate) a: Var,
     /// `k(f,f) − aᵀK a` (1×R), the white noise included.
-    base: Var,
+    pub(crate) base: Var,
     /// The mean function per GP (1×R each), `None` for the zero mean.
-    mean: Option<Vec<Var>>,
-}
-
-/// What the propagation of a batch yields.
-pub(crate) struct Prop {
-    /// Last layer's mû^L and Σ̂^L (1×R each, R = reps·B, column `s·B + i`).
-    pub mean: Var,
-    pub var: Var,
-    pub reps: usize,
-    pub chols: Vec<Var>,
-    pub q: QTape,
-}
-
-/// What the layer loop carries between layers (spec §3 "state").
-#[derive(Default)]
-struct State {
-    /// W_{g,k} = L_{gk}ᵀ a of every GP g of the earlier layers (R columns).
-    w: Vec<RowProducts>,
-    /// Factor C of S̃^{<l,<l} (row i has i+1 entries).
-    c: Vec<Vec<Field>>,
-    /// C⁻¹(f^{<l} − mũ^{<l}), the stacked draws ε.
-    r: Vec<Var>,
+    pub(crate) mean: Option<Vec<Var>>,
 }
 
 impl StructuredDgp {
@@ -248,7 +224,13 @@ impl StructuredDgp {
     }
 
     /// Spec §3 step 1 and the pieces of steps 2–3 that depend on the layer alone.
-    fn project(&self, tape: &mut Tape, leaves: &[Var], l: usize, x: Var) -> Result<Proj> {
+    pub(crate) fn project(
+        &self,
+        tape: &mut Tape,
+        leaves: &[Var],
+        l: usize,
+        x: Var,
+    ) -> Result<Proj> {
         let layer = &self.layers[l];
         let hyp = layer.kernel_vars(tape, leaves);
         let chol = self.chol_kuu(tape, leaves, l)?;
@@ -302,124 +284,9 @@ impl StructuredDgp {
     }
 
     /// First global GP index of layer `l`.
-    fn first_block(&self, l: usize) -> usize {
+    pub(crate) fn first_block(&self, l: usize) -> usize {
         (0..l).map(|k| self.layout.layer_blocks(k).len()).sum()
     }
-
-    /// Theorem 1 (spec §3) for a batch `x` (B×D) with `samples` draws of the hidden
-    /// layers: returns the last layer's mû^L and Σ̂^L per (sample, point). Layer 1's inputs
-    /// are the same in every sample, so it is evaluated on B columns and tiled.
-    pub(crate) fn propagate(
-        &self,
-        tape: &mut Tape,
-        leaves: &[Var],
-        x: Var,
-        samples: usize,
-        rng: &mut Rng,
-    ) -> Result<Prop> {
-        let nl = self.layers.len();
-        let reps = if nl > 1 { samples.max(1) } else { 1 };
-        let rows = tape.shape(x).0 * reps;
-        let mut q = self.q.record(tape, leaves, &self.layout);
-        let mut chols = Vec::with_capacity(nl);
-        let mut st = State::default();
-        let mut input = x;
-        for l in 0..nl {
-            let proj = self.project(tape, leaves, l, input)?;
-            chols.push(proj.chol);
-            let (ws, mt, s) =
-                self.layer_terms(tape, &mut q, l, &proj, if l == 0 { reps } else { 1 });
-            let b = cross_terms(tape, &st, &ws);
-            let cond = fields::condition(tape, &st.c, &st.r, &b, &s, &mt);
-            if l + 1 == nl {
-                let var =
-                    cond.cov[0][0].ok_or_else(|| Error::Empty("structured: no variance".into()))?;
-                return Ok(Prop {
-                    mean: cond.mean[0],
-                    var,
-                    reps,
-                    chols,
-                    q,
-                });
-            }
-            let l22 = fields::cholesky(tape, &cond.cov, SAMPLE_JITTER);
-            let tl = mt.len();
-            let eps = standard_normal(rng, rows, tl);
-            let eps: Vec<Var> = (0..tl)
-                .map(|t| tape.constant(Mat::from_fn(1, rows, |_, r| eps[(r, t)])))
-                .collect();
-            let mut f = Vec::with_capacity(tl);
-            for (t, lrow) in l22.iter().enumerate() {
-                let noise = fields::dot(tape, lrow.iter().zip(&eps).map(|(&l, &e)| (l, Some(e))));
-                f.push(fields::add(tape, Some(cond.mean[t]), noise).unwrap_or(cond.mean[t]));
-            }
-            let p = st.c.len();
-            for (t, lrow) in l22.into_iter().enumerate() {
-                let mut row: Vec<Field> = (0..p).map(|i| cond.w[i][t]).collect();
-                row.extend(lrow);
-                st.c.push(row);
-            }
-            st.r.extend(eps);
-            st.w.extend(ws);
-            let stacked = tape.concat_rows(&f);
-            input = tape.transpose(stacked);
-        }
-        Err(Error::Empty("a deep GP needs at least one layer".into()))
-    }
-
-    /// Spec §3 steps 2–3: the products W_{g,k} = L_{gk}ᵀ a_l of the layer's GPs (tiled
-    /// `reps` times), mũ^l and the lower triangle of S̃^{ll}.
-    fn layer_terms(
-        &self,
-        tape: &mut Tape,
-        q: &mut QTape,
-        l: usize,
-        proj: &Proj,
-        reps: usize,
-    ) -> (Vec<RowProducts>, Vec<Var>, Vec<Vec<Field>>) {
-        let g0 = self.first_block(l);
-        let tl = self.layers[l].output_dim;
-        let a = proj.a;
-        let mut mt = Vec::with_capacity(tl);
-        for t in 0..tl {
-            let mu = q.mean_block(tape, g0 + t);
-            let v = tape.matmul_tn(mu, a);
-            mt.push(match &proj.mean {
-                Some(m) => tape.add(v, m[t]),
-                None => v,
-            });
-        }
-        let ws: Vec<RowProducts> = (0..tl).map(|t| q.row_products(tape, g0 + t, a)).collect();
-        let mut s: Vec<Vec<Field>> = Vec::with_capacity(tl);
-        for t in 0..tl {
-            let mut row = Vec::with_capacity(t + 1);
-            for t2 in 0..t {
-                row.push(ws[t2].cross_entry(tape, &ws[t]));
-            }
-            let e = ws[t].self_entry(tape);
-            row.push(fields::add(tape, e, Some(proj.base)));
-            s.push(row);
-        }
-        if reps == 1 {
-            return (ws, mt, s);
-        }
-        let ws = ws.iter().map(|w| w.tiled(tape, reps)).collect();
-        let mut tile = |v: Var| tape.concat_cols(&vec![v; reps]);
-        let mt = mt.into_iter().map(&mut tile).collect();
-        let s = s
-            .into_iter()
-            .map(|row| row.into_iter().map(|e| e.map(&mut tile)).collect())
-            .collect();
-        (ws, mt, s)
-    }
-}
-
-/// Spec §3 step 4: B = S̃^{<l,l}, entries a_{l'}ᵀ S_M^{(l',t'),(l,t)} a_l = Σ_k W_{(l',t'),k} ·
-/// W_{(l,t),k}, each at the same row's own a's (pitfall 1).
-fn cross_terms(tape: &mut Tape, st: &State, ws: &[RowProducts]) -> Vec<Vec<Field>> {
-    st.w.iter()
-        .map(|wp| ws.iter().map(|w| wp.cross_entry(tape, w)).collect())
-        .collect()
 }
 
 /// The prior's Cholesky factor of a new layer (identity when whitened), for the q init.
@@ -444,50 +311,4 @@ fn prior_factor(
         layer.jitter,
     )?
     .0)
-}
-
-impl StructuredDgp {
-    /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.
-    pub(crate) fn elbo_parts(
-        &self,
-        tape: &mut Tape,
-        leaves: &[Var],
-        batch: &Batch<'_>,
-        rng: &mut Rng,
-    ) -> Result<(Var, Var, QTape)> {
-        check_batch("structured", batch, self.input_dim, 1)?;
-        let x = tape.constant(batch.x.to_owned());
-        let prop = self.propagate(tape, leaves, x, self.config.train_samples, rng)?;
-        let b = batch.len();
-        let rows = b * prop.reps;
-        let y = tape.constant(Mat::from_fn(rows, 1, |r, _| batch.y[(r % b, 0)]));
-        let noise = self
-            .noise
-            .map(|id| tape.positive(id.var(leaves), NOISE_FLOOR));
-        let mean = tape.transpose(prop.mean);
-        let var = tape.transpose(prop.var);
-        let ell = self
-            .config
-            .likelihood
-            .expected_log_lik(tape, y, mean, var, noise)?;
-        let data = tape.sum(ell);
-        let data = tape.scale(data, batch.num_data as f64 / rows as f64);
-        let kl = prop
-            .q
-            .kl(tape, &self.layout, self.config.whitened, &prop.chols)?;
-        let elbo = tape.sub(data, kl);
-        Ok((elbo, kl, prop.q))
-    }
-
-    /// ELBO and KL values on `batch` with the noise of `seeded(seed)` (for tests and
-    /// diagnostics).
-    ///
-    /// # Errors
-    /// As [`dgp_traits::model::Objective::record`].
-    pub fn elbo_and_kl(&self, batch: &Batch<'_>, seed: u64) -> Result<(f64, f64)> {
-        let mut tape = Tape::new();
-        let leaves = self.params.record(&mut tape);
-        let (e, k, _) = self.elbo_parts(&mut tape, &leaves, batch, &mut seeded(seed))?;
-        Ok((tape.scalar(e), tape.scalar(k)))
-    }
 }

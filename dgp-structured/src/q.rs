@@ -264,6 +264,20 @@ impl QParams {
 }
 
 impl QTape {
+    /// The stored block L_{ik} of a block factor (its lower factor for i = k); `None` when
+    /// the family does not store it, and always for the dense factor.
+    pub fn block(&self, i: usize, k: usize) -> Option<Var> {
+        match &self.factor {
+            FactorTape::Blocks(table) => table[i * self.t + k],
+            FactorTape::Dense(_) => None,
+        }
+    }
+
+    /// Whether the factor is the dense (fully-coupled) one.
+    pub fn is_dense(&self) -> bool {
+        matches!(self.factor, FactorTape::Dense(_))
+    }
+
     /// μ_M of block g (M×1).
     pub fn mean_block(&self, tape: &mut Tape, g: usize) -> Var {
         tape.slice_rows(self.mean, g * self.m, self.m)

@@ -1,0 +1,56 @@
+//! The ELBO of eq. (8) (spec §2) on a minibatch.
+
+use crate::model::{NOISE_FLOOR, StructuredDgp};
+use crate::q::QTape;
+use dgp_traits::error::Result;
+use dgp_traits::model::Batch;
+use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::skeleton::check_batch;
+use dgp_traits::tape::{Tape, Var};
+use faer::Mat;
+
+impl StructuredDgp {
+    /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.
+    pub(crate) fn elbo_parts(
+        &self,
+        tape: &mut Tape,
+        leaves: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(Var, Var, QTape)> {
+        check_batch("structured", batch, self.input_dim, 1)?;
+        let x = tape.constant(batch.x.to_owned());
+        let prop = self.propagate(tape, leaves, x, self.config.train_samples, rng)?;
+        let b = batch.len();
+        let rows = b * prop.reps;
+        let y = tape.constant(Mat::from_fn(rows, 1, |r, _| batch.y[(r % b, 0)]));
+        let noise = self
+            .noise
+            .map(|id| tape.positive(id.var(leaves), NOISE_FLOOR));
+        let mean = tape.transpose(prop.mean);
+        let var = tape.transpose(prop.var);
+        let ell = self
+            .config
+            .likelihood
+            .expected_log_lik(tape, y, mean, var, noise)?;
+        let data = tape.sum(ell);
+        let data = tape.scale(data, batch.num_data as f64 / rows as f64);
+        let kl = prop
+            .q
+            .kl(tape, &self.layout, self.config.whitened, &prop.chols)?;
+        let elbo = tape.sub(data, kl);
+        Ok((elbo, kl, prop.q))
+    }
+
+    /// ELBO and KL values on `batch` with the noise of `seeded(seed)` (for tests and
+    /// diagnostics).
+    ///
+    /// # Errors
+    /// As [`dgp_traits::model::Objective::record`].
+    pub fn elbo_and_kl(&self, batch: &Batch<'_>, seed: u64) -> Result<(f64, f64)> {
+        let mut tape = Tape::new();
+        let leaves = self.params.record(&mut tape);
+        let (e, k, _) = self.elbo_parts(&mut tape, &leaves, batch, &mut seeded(seed))?;
+        Ok((tape.scalar(e), tape.scalar(k)))
+    }
+}
