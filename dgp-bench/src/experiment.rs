@@ -227,6 +227,11 @@ pub struct SplitRecord {
     /// the split, rounded to 1e-6), with `run --per-point`; empty and omitted otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_density: Vec<f64>,
+    /// Warnings about the inputs of the run (M ≥ N_train, a headerless-looking CSV file,
+    /// a target also listed as a feature; `dgp_bench::validate`); empty and omitted when
+    /// there were none, so records of clean runs are unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn is_zero(v: &usize) -> bool {
@@ -351,6 +356,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
             0
         },
         log_density,
+        warnings: Vec::new(),
     };
     Ok(SplitOutcome {
         record,

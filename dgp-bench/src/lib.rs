@@ -23,6 +23,8 @@
 //! * [`plots`] — SVG predictive bands of 1-D models and calibration curves.
 //! * [`timing`] — milliseconds per gradient step and per test prediction.
 //! * [`default_run`] — the quick job run without arguments.
+//! * [`validate`] — checks of inputs and outputs before any work (outputs never inputs,
+//!   writable, splits readable, M limits) and the warnings recorded in the records.
 //! * [`cli`] — the command line on top of all this, one module per subcommand.
 //!
 //! ```no_run
@@ -52,6 +54,7 @@ pub mod report;
 pub mod results;
 pub mod summary;
 pub mod timing;
+pub mod validate;
 
 pub use backends::{ArchSpec, BACKENDS, BackendEntry};
 pub use error::{BenchError, Result};

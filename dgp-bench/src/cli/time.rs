@@ -54,6 +54,7 @@ pub struct TimeArgs {
 }
 
 pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
+    crate::validate::check_time(a)?;
     let b = find_backend(&a.backend)?;
     let d = b.defaults;
     let data = a.source.load(a.seed)?;
