@@ -117,19 +117,24 @@ fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let (tmp, mut file) = create_temp(dir, &name).map_err(|e| BenchError::output(path, e))?;
-    let written = (|| {
-        file.write_all(contents)?;
-        if let Ok(m) = fs::metadata(path) {
-            file.set_permissions(m.permissions())?;
-        }
-        file.sync_all()?;
+    let written = fill_temp(&mut file, contents, path).and_then(|()| {
         drop(file);
         fs::rename(&tmp, path)
-    })();
+    });
     written.map_err(|e| {
         let _ = fs::remove_file(&tmp);
         BenchError::output(path, e)
     })
+}
+
+/// Writes `contents` into the temporary `file`, gives it the permissions of the file it
+/// replaces (if any) and syncs it.
+fn fill_temp(file: &mut fs::File, contents: &[u8], replaces: &Path) -> std::io::Result<()> {
+    file.write_all(contents)?;
+    if let Ok(m) = fs::metadata(replaces) {
+        file.set_permissions(m.permissions())?;
+    }
+    file.sync_all()
 }
 
 /// An exclusively created temporary file `.NAME.PID.K.tmp-dgp-bench` in `dir` (K counts
@@ -139,7 +144,11 @@ fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
     let mut k = 0u32;
     loop {
         let tmp = dir.join(format!(".{name}.{pid}.{k}.tmp-dgp-bench"));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && k < 1000 => k += 1,
             Err(e) => return Err(e),

@@ -197,9 +197,16 @@ fn check_writable(o: &OutputFile, probed: &mut HashSet<PathBuf>) -> Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    fs::create_dir_all(&dir)
-        .map_err(|e| err(format!("cannot create the directory {}: {e}", dir.display())))?;
-    if probed.insert(dir.clone()) {
+    fs::create_dir_all(&dir).map_err(|e| {
+        err(format!(
+            "cannot create the directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    // A device (e.g. /dev/null) is written through in place: no temporary file is made
+    // next to it, so its directory need not accept new files.
+    let device = fs::metadata(&resolved).is_ok_and(|m| !m.is_file());
+    if !device && probed.insert(dir.clone()) {
         probe_dir(&dir).map_err(|e| {
             err(format!(
                 "cannot write into the directory {}: {e}",
@@ -282,11 +289,7 @@ pub fn check_inducing(m: Option<usize>) -> Result<()> {
 ///
 /// # Errors
 /// [`BenchError::Usage`] / [`BenchError::Data`] naming the flag, file or split.
-pub fn check_run(
-    a: &RunArgs,
-    data: &BenchData,
-    specs: &[ExperimentSpec<'_>],
-) -> Result<Warnings> {
+pub fn check_run(a: &RunArgs, data: &BenchData, specs: &[ExperimentSpec<'_>]) -> Result<Warnings> {
     let mut outputs = Vec::new();
     if let Some(p) = &a.json {
         outputs.push(OutputFile::new(format!("--json {}", p.display()), p));
@@ -416,7 +419,11 @@ mod tests {
         )
         .unwrap();
         assert!(d.join("new").is_dir());
-        assert_eq!(fs::read_dir(d.join("new")).unwrap().count(), 0, "probe removed");
+        assert_eq!(
+            fs::read_dir(d.join("new")).unwrap().count(),
+            0,
+            "probe removed"
+        );
         let _ = fs::remove_dir_all(&d);
     }
 }

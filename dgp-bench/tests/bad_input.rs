@@ -18,10 +18,10 @@ struct Case {
     needles: Vec<&'static str>,
 }
 
-fn case(name: &'static str, args: &[&str], needles: &[&'static str]) -> Case {
+fn case<S: AsRef<str>>(name: &'static str, args: &[S], needles: &[&'static str]) -> Case {
     Case {
         name,
-        args: args.iter().map(|s| s.to_string()).collect(),
+        args: args.iter().map(|s| s.as_ref().to_string()).collect(),
         needles: needles.to_vec(),
     }
 }
@@ -93,85 +93,411 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
     };
     let mut cases = vec![
         // Flags and values (clap and our own range checks).
-        case("unknown flag", &["run", "--data", &u, "--bogus"], &["--bogus"]),
+        case(
+            "unknown flag",
+            &["run", "--data", &u, "--bogus"],
+            &["--bogus"],
+        ),
         case("missing --data", &["run"], &["--data"]),
         case("unknown subcommand", &["frobnicate"], &["frobnicate"]),
-        case("layers not a number", &["run", "--data", &u, "--layers", "two"], &["--layers"]),
-        case("layers 0", &["run", "--data", &u, "--layers", "0"], &["--layers", "at least 1"]),
-        case("layers list with junk", &["run", "--data", &u, "--layers", "1,x"], &["--layers", "'x'"]),
-        case("steps 0", &["run", "--data", &u, "--steps", "0"], &["--steps", "at least 1"]),
-        case("steps negative", &["run", "--data", &u, "--steps", "-3"], &["--steps"]),
-        case("lr negative", &["run", "--data", &u, "--lr", "-1"], &["--lr", "> 0"]),
+        case(
+            "layers not a number",
+            &["run", "--data", &u, "--layers", "two"],
+            &["--layers"],
+        ),
+        case(
+            "layers 0",
+            &["run", "--data", &u, "--layers", "0"],
+            &["--layers", "at least 1"],
+        ),
+        case(
+            "layers list with junk",
+            &["run", "--data", &u, "--layers", "1,x"],
+            &["--layers", "'x'"],
+        ),
+        case(
+            "steps 0",
+            &["run", "--data", &u, "--steps", "0"],
+            &["--steps", "at least 1"],
+        ),
+        case(
+            "steps negative",
+            &["run", "--data", &u, "--steps", "-3"],
+            &["--steps"],
+        ),
+        case(
+            "lr negative",
+            &["run", "--data", &u, "--lr", "-1"],
+            &["--lr", "> 0"],
+        ),
         case("lr NaN", &["run", "--data", &u, "--lr", "NaN"], &["--lr"]),
         case("lr inf", &["run", "--data", &u, "--lr", "inf"], &["--lr"]),
-        case("inducing 0", &["run", "--data", &u, "--inducing", "0"], &["--inducing", "at least 1"]),
-        case("inducing huge", &["run", "--data", &u, "--inducing", "100000000"], &["--inducing 100000000", "at most 10000"]),
-        case("batch 0", &["run", "--data", &u, "--batch", "0"], &["--batch", "at least 1"]),
-        case("samples 0", &["run", "--data", &u, "--samples", "0"], &["--samples", "at least 1"]),
-        case("hidden 0", &["run", "--data", &u, "--hidden", "0"], &["--hidden", "at least 1"]),
-        case("beta negative", &["run", "--data", &u, "--beta", "-1"], &["--beta", ">= 0"]),
-        case("mean unknown", &["run", "--data", &u, "--mean", "cubic"], &["--mean", "zero or linear"]),
-        case("natgrad 0", &["run", "--data", &u, "--natgrad", "0"], &["--natgrad", "(0, 1]"]),
-        case("natgrad scheme", &["run", "--data", &u, "--natgrad", "1", "--natgrad-scheme", "both"], &["--natgrad-scheme", "alternate or joint"]),
-        case("splits junk", &["run", "--data", &u, "--splits", "x"], &["--splits", "'x'"]),
-        case("split out of range", &["run", "--data", &u, "--splits", "5"], &["split 5", "2 splits"]),
-        case("protocol unknown", &["run", "--data", &u, "--protocol", "nope"], &["--protocol"]),
-        case("split kind unknown", &["run", "--data", &u, "--split-kind", "nope"], &["--split-kind", "published, random or extrapolate"]),
+        case(
+            "inducing 0",
+            &["run", "--data", &u, "--inducing", "0"],
+            &["--inducing", "at least 1"],
+        ),
+        case(
+            "inducing huge",
+            &["run", "--data", &u, "--inducing", "100000000"],
+            &["--inducing 100000000", "at most 10000"],
+        ),
+        case(
+            "batch 0",
+            &["run", "--data", &u, "--batch", "0"],
+            &["--batch", "at least 1"],
+        ),
+        case(
+            "samples 0",
+            &["run", "--data", &u, "--samples", "0"],
+            &["--samples", "at least 1"],
+        ),
+        case(
+            "hidden 0",
+            &["run", "--data", &u, "--hidden", "0"],
+            &["--hidden", "at least 1"],
+        ),
+        case(
+            "beta negative",
+            &["run", "--data", &u, "--beta", "-1"],
+            &["--beta", ">= 0"],
+        ),
+        case(
+            "mean unknown",
+            &["run", "--data", &u, "--mean", "cubic"],
+            &["--mean", "zero or linear"],
+        ),
+        case(
+            "natgrad 0",
+            &["run", "--data", &u, "--natgrad", "0"],
+            &["--natgrad", "(0, 1]"],
+        ),
+        case(
+            "natgrad scheme",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--natgrad",
+                "1",
+                "--natgrad-scheme",
+                "both",
+            ],
+            &["--natgrad-scheme", "alternate or joint"],
+        ),
+        case(
+            "splits junk",
+            &["run", "--data", &u, "--splits", "x"],
+            &["--splits", "'x'"],
+        ),
+        case(
+            "split out of range",
+            &["run", "--data", &u, "--splits", "5"],
+            &["split 5", "2 splits"],
+        ),
+        case(
+            "protocol unknown",
+            &["run", "--data", &u, "--protocol", "nope"],
+            &["--protocol"],
+        ),
+        case(
+            "split kind unknown",
+            &["run", "--data", &u, "--split-kind", "nope"],
+            &["--split-kind", "published, random or extrapolate"],
+        ),
         // Backends and their settings, checked for every (backend, layers) before work.
-        case("backend unknown", &["run", "--data", &u, "--backend", "nope"], &["unknown backend 'nope'"]),
-        case("backend list with unknown", &["run", "--data", &u, "--backend", "svi,nope"], &["'nope'"]),
-        case("ppgpr with 2 layers", &["run", "--data", &u, "--backend", "ppgpr"], &["ppgpr", "--layers 2"]),
-        case("svi,dspp with bad rule", &["run", "--data", &u, "--backend", "svi,dspp", "--rule", "qr9"], &["qr9", "qr1, qr2 or qr3"]),
-        case("sampler with early stopping", &["run", "--data", &u, "--backend", "sghmc", "--split-kind", "extrapolate"], &["sghmc", "early stopping"]),
-        case("set unknown key", &["run", "--data", &u, "--set", "bogus=1"], &["unknown setting 'bogus'", "allowed"]),
-        case("set without value", &["run", "--data", &u, "--set", "whiten"], &["key=value"]),
-        case("set unknown backend", &["run", "--data", &u, "--set", "nope:beta=1"], &["unknown backend 'nope'"]),
-        case("set reserved key", &["run", "--data", &u, "--set", "num_inducing=3"], &["--inducing"]),
-        case("set out of range", &["run", "--data", &u, "--set", "inner_q_scale=2"], &["inner_q_scale", "(0, 1]"]),
-        case("config missing", &["run", "--data", &u, "--config", "/no/such.json"], &["--config /no/such.json"]),
-        case("config bad JSON", &["run", "--data", &u, "--backend", "dspp", "--config", &bad_json], &["bad.json:3:"]),
+        case(
+            "backend unknown",
+            &["run", "--data", &u, "--backend", "nope"],
+            &["unknown backend 'nope'"],
+        ),
+        case(
+            "backend list with unknown",
+            &["run", "--data", &u, "--backend", "svi,nope"],
+            &["'nope'"],
+        ),
+        case(
+            "ppgpr with 2 layers",
+            &["run", "--data", &u, "--backend", "ppgpr"],
+            &["ppgpr", "--layers 2"],
+        ),
+        case(
+            "svi,dspp with bad rule",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "svi,dspp",
+                "--rule",
+                "qr9",
+            ],
+            &["qr9", "qr1, qr2 or qr3"],
+        ),
+        case(
+            "sampler with early stopping",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "sghmc",
+                "--split-kind",
+                "extrapolate",
+            ],
+            &["sghmc", "early stopping"],
+        ),
+        case(
+            "set unknown key",
+            &["run", "--data", &u, "--set", "bogus=1"],
+            &["unknown setting 'bogus'", "allowed"],
+        ),
+        case(
+            "set without value",
+            &["run", "--data", &u, "--set", "whiten"],
+            &["key=value"],
+        ),
+        case(
+            "set unknown backend",
+            &["run", "--data", &u, "--set", "nope:beta=1"],
+            &["unknown backend 'nope'"],
+        ),
+        case(
+            "set reserved key",
+            &["run", "--data", &u, "--set", "num_inducing=3"],
+            &["--inducing"],
+        ),
+        case(
+            "set out of range",
+            &["run", "--data", &u, "--set", "inner_q_scale=2"],
+            &["inner_q_scale", "(0, 1]"],
+        ),
+        case(
+            "config missing",
+            &["run", "--data", &u, "--config", "/no/such.json"],
+            &["--config /no/such.json"],
+        ),
+        case(
+            "config bad JSON",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "dspp",
+                "--config",
+                &bad_json,
+            ],
+            &["bad.json:3:"],
+        ),
         // Data sources.
-        case("data missing", &["run", "--data", "/no/such/dir"], &["/no/such/dir", "no such file"]),
-        case("builtin unknown", &["run", "--data", "builtin:nope"], &["builtin:nope", "builtin:concrete"]),
-        case("target on a UCI folder", &["run", "--data", &u, "--target", "y"], &["--target", "CSV"]),
-        case("CSV target missing", &["run", "--data", &csv, "--target", "z"], &["'z'", "good.csv"]),
-        case("CSV ragged row", &["run", "--data", &ragged_csv, "--target", "y"], &["ragged.csv:3"]),
-        case("CSV bad number", &["run", "--data", &badnum_csv], &["badnum.csv:3:2", "'abc' is not a number"]),
-        case("CSV NaN", &["run", "--data", &nan_csv], &["nan.csv:3:1", "not a finite number"]),
-        case("CSV empty file", &["run", "--data", &empty_csv], &["empty.csv", "at least two columns"]),
-        case("CSV header only", &["run", "--data", &header_only], &["header.csv", "no data rows"]),
-        case("CSV one column", &["run", "--data", &one_col], &["onecol.csv", "two columns"]),
-        case("UCI bad number", &["run", "--data", &bad_num], &["data.txt:2:2", "'x' is not a number"]),
-        case("UCI NaN", &["run", "--data", &nan], &["data.txt:2:2", "not a finite number"]),
-        case("UCI inf", &["run", "--data", &inf], &["data.txt:2:3", "not a finite number"]),
-        case("UCI ragged", &["run", "--data", &ragged], &["data.txt:2", "2 fields"]),
-        case("UCI empty data", &["run", "--data", &empty], &["data.txt", "no data rows"]),
-        case("UCI feature index out of range", &["run", "--data", &feat_range], &["index_features.txt:2:1", "out of range"]),
-        case("UCI no target index", &["run", "--data", &no_target], &["index_target.txt", "no target index"]),
-        case("UCI n_splits not a number", &["run", "--data", &n_splits], &["n_splits.txt:1:1"]),
-        case("UCI missing split file", &["run", "--data", &missing_split, "--steps", "1"], &["index_train_2.txt"]),
-        case("UCI empty test file", &["run", "--data", &empty_test, "--steps", "1"], &["index_test_1.txt", "no row indices"]),
-        case("UCI repeated split index", &["run", "--data", &repeated], &["index_test_0.txt:3:1", "repeated"]),
-        case("UCI train/test overlap", &["run", "--data", &overlap], &["row 0", "both the train and the test"]),
-        case("UCI negative split index", &["run", "--data", &neg_index], &["index_train_0.txt:2:1", "non-negative"]),
-        case("target at 1e300", &["run", "--data", &huge_target, "--steps", "1"], &["huge", "scale", "rescale the target"]),
+        case(
+            "data missing",
+            &["run", "--data", "/no/such/dir"],
+            &["/no/such/dir", "no such file"],
+        ),
+        case(
+            "builtin unknown",
+            &["run", "--data", "builtin:nope"],
+            &["builtin:nope", "builtin:concrete"],
+        ),
+        case(
+            "target on a UCI folder",
+            &["run", "--data", &u, "--target", "y"],
+            &["--target", "CSV"],
+        ),
+        case(
+            "CSV target missing",
+            &["run", "--data", &csv, "--target", "z"],
+            &["'z'", "good.csv"],
+        ),
+        case(
+            "CSV ragged row",
+            &["run", "--data", &ragged_csv, "--target", "y"],
+            &["ragged.csv:3"],
+        ),
+        case(
+            "CSV bad number",
+            &["run", "--data", &badnum_csv],
+            &["badnum.csv:3:2", "'abc' is not a number"],
+        ),
+        case(
+            "CSV NaN",
+            &["run", "--data", &nan_csv],
+            &["nan.csv:3:1", "not a finite number"],
+        ),
+        case(
+            "CSV empty file",
+            &["run", "--data", &empty_csv],
+            &["empty.csv", "at least two columns"],
+        ),
+        case(
+            "CSV header only",
+            &["run", "--data", &header_only],
+            &["header.csv", "no data rows"],
+        ),
+        case(
+            "CSV one column",
+            &["run", "--data", &one_col],
+            &["onecol.csv", "two columns"],
+        ),
+        case(
+            "UCI bad number",
+            &["run", "--data", &bad_num],
+            &["data.txt:2:2", "'x' is not a number"],
+        ),
+        case(
+            "UCI NaN",
+            &["run", "--data", &nan],
+            &["data.txt:2:2", "not a finite number"],
+        ),
+        case(
+            "UCI inf",
+            &["run", "--data", &inf],
+            &["data.txt:2:3", "not a finite number"],
+        ),
+        case(
+            "UCI ragged",
+            &["run", "--data", &ragged],
+            &["data.txt:2", "2 fields"],
+        ),
+        case(
+            "UCI empty data",
+            &["run", "--data", &empty],
+            &["data.txt", "no data rows"],
+        ),
+        case(
+            "UCI feature index out of range",
+            &["run", "--data", &feat_range],
+            &["index_features.txt:2:1", "out of range"],
+        ),
+        case(
+            "UCI no target index",
+            &["run", "--data", &no_target],
+            &["index_target.txt", "no target index"],
+        ),
+        case(
+            "UCI n_splits not a number",
+            &["run", "--data", &n_splits],
+            &["n_splits.txt:1:1"],
+        ),
+        case(
+            "UCI missing split file",
+            &["run", "--data", &missing_split, "--steps", "1"],
+            &["index_train_2.txt"],
+        ),
+        case(
+            "UCI empty test file",
+            &["run", "--data", &empty_test, "--steps", "1"],
+            &["index_test_1.txt", "no row indices"],
+        ),
+        case(
+            "UCI repeated split index",
+            &["run", "--data", &repeated],
+            &["index_test_0.txt:3:1", "repeated"],
+        ),
+        case(
+            "UCI train/test overlap",
+            &["run", "--data", &overlap],
+            &["row 0", "both the train and the test"],
+        ),
+        case(
+            "UCI negative split index",
+            &["run", "--data", &neg_index],
+            &["index_train_0.txt:2:1", "non-negative"],
+        ),
+        case(
+            "target at 1e300",
+            &["run", "--data", &huge_target, "--steps", "1"],
+            &["huge", "scale", "rescale the target"],
+        ),
         // Outputs that would destroy inputs or each other, or cannot be written.
-        case("--json is the CSV data", &r(&["--data", &csv, "--json", &csv]), &["--json", "is an input", "good.csv"]),
-        case("--json is UCI data.txt", &r(&["--data", &u, "--json", &data_txt]), &["--json", "is an input", "data.txt"]),
-        case("--json via another path", &r(&["--data", &u, "--json", &format!("{u}/splits/../data.txt")]), &["is an input"]),
-        case("--json is the --config file", &r(&["--data", &u, "--config", &cfg, "--json", &cfg]), &["is an input", "cfg.json"]),
-        case("--json is --out's results.json", &r(&["--data", &u, "--out", &od, "--json", &od_results]), &["results.json", "same file"]),
-        case("--json is --out's report.md", &r(&["--data", &u, "--out", &od, "--json", &od_report]), &["report.md", "same file"]),
-        case("--json is a directory", &r(&["--data", &u, "--json", &adir]), &["--json", "is a directory"]),
-        case("--json under a regular file", &r(&["--data", &u, "--json", &format!("{under_plain}/r.jsonl")]), &["--json", "plain-file"]),
-        case("--out under a regular file", &r(&["--data", &u, "--out", &under_plain]), &["--out", "plain-file"]),
-        case("default job --out under a regular file", &["--quiet", "--out", &under_plain], &["--out"]),
-        case("time --json is the data", &["time", "--data", &csv, "--json", &csv], &["--json", "is an input"]),
-        case("time --json under a regular file", &["time", "--data", &u, "--json", &format!("{under_plain}/t.json")], &["--json", "plain-file"]),
-        case("time split out of range", &["time", "--data", &u, "--split", "9"], &["--split 9"]),
-        case("time inducing huge", &["time", "--data", &u, "--inducing", "100000000"], &["at most 10000"]),
-        case("table missing file", &["table", "/no/such.jsonl"], &["/no/such.jsonl"]),
-        case("table junk records", &["table", &junk_jsonl], &["junk.jsonl:1", "not a split record"]),
+        case(
+            "--json is the CSV data",
+            &r(&["--data", &csv, "--json", &csv]),
+            &["--json", "is an input", "good.csv"],
+        ),
+        case(
+            "--json is UCI data.txt",
+            &r(&["--data", &u, "--json", &data_txt]),
+            &["--json", "is an input", "data.txt"],
+        ),
+        case(
+            "--json via another path",
+            &r(&["--data", &u, "--json", &format!("{u}/splits/../data.txt")]),
+            &["is an input"],
+        ),
+        case(
+            "--json is the --config file",
+            &r(&["--data", &u, "--config", &cfg, "--json", &cfg]),
+            &["is an input", "cfg.json"],
+        ),
+        case(
+            "--json is --out's results.json",
+            &r(&["--data", &u, "--out", &od, "--json", &od_results]),
+            &["results.json", "same file"],
+        ),
+        case(
+            "--json is --out's report.md",
+            &r(&["--data", &u, "--out", &od, "--json", &od_report]),
+            &["report.md", "same file"],
+        ),
+        case(
+            "--json is a directory",
+            &r(&["--data", &u, "--json", &adir]),
+            &["--json", "is a directory"],
+        ),
+        case(
+            "--json under a regular file",
+            &r(&["--data", &u, "--json", &format!("{under_plain}/r.jsonl")]),
+            &["--json", "plain-file"],
+        ),
+        case(
+            "--out under a regular file",
+            &r(&["--data", &u, "--out", &under_plain]),
+            &["--out", "plain-file"],
+        ),
+        case(
+            "default job --out under a regular file",
+            &["--quiet", "--out", &under_plain],
+            &["--out"],
+        ),
+        case(
+            "time --json is the data",
+            &["time", "--data", &csv, "--json", &csv],
+            &["--json", "is an input"],
+        ),
+        case(
+            "time --json under a regular file",
+            &[
+                "time",
+                "--data",
+                &u,
+                "--json",
+                &format!("{under_plain}/t.json"),
+            ],
+            &["--json", "plain-file"],
+        ),
+        case(
+            "time split out of range",
+            &["time", "--data", &u, "--split", "9"],
+            &["--split 9"],
+        ),
+        case(
+            "time inducing huge",
+            &["time", "--data", &u, "--inducing", "100000000"],
+            &["at most 10000"],
+        ),
+        case(
+            "table missing file",
+            &["table", "/no/such.jsonl"],
+            &["/no/such.jsonl"],
+        ),
+        case(
+            "table junk records",
+            &["table", &junk_jsonl],
+            &["junk.jsonl:1", "not a split record"],
+        ),
     ];
     if cfg!(unix) {
         cases.push(case(
@@ -258,21 +584,25 @@ fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
     );
 }
 
-const TINY: [&str; 11] = [
-    "--inducing", "5", "--steps", "2", "--batch", "16", "--samples", "3", "--quiet",
-    "--splits", "0",
+/// Tiny settings: flag and value, each added unless `args` already has the flag.
+const TINY: [(&str, &str); 5] = [
+    ("--inducing", "5"),
+    ("--steps", "2"),
+    ("--batch", "16"),
+    ("--samples", "3"),
+    ("--splits", "0"),
 ];
 
 fn run_tiny(args: &[&str]) -> (String, String) {
-    let mut v: Vec<&str> = vec!["run"];
+    let mut v: Vec<&str> = vec!["run", "--quiet"];
     v.extend_from_slice(args);
-    v.extend_from_slice(&TINY);
+    for (flag, value) in TINY {
+        if !args.contains(&flag) {
+            v.extend([flag, value]);
+        }
+    }
     let o = bench(&v);
-    assert!(
-        o.status.success(),
-        "dgp-bench {v:?} failed: {}",
-        stderr(&o)
-    );
+    assert!(o.status.success(), "dgp-bench {v:?} failed: {}", stderr(&o));
     (stdout(&o), stderr(&o))
 }
 
@@ -290,7 +620,12 @@ fn json_lines(p: &Path) -> Vec<serde_json::Value> {
 fn warnings_are_printed_and_recorded() {
     let s = Scratch::new("warnings");
     // Header row all numeric: the first data row was taken as names.
-    let text = csv_text(1.0).replacen("a,y,b\n", "", 1);
+    // (Rows 1.. of the data: the first row's values are distinct, so they are usable names.)
+    let text: String = csv_text(1.0)
+        .lines()
+        .skip(2)
+        .map(|l| format!("{l}\n"))
+        .collect();
     std::fs::write(s.path("nohdr.csv"), &text).unwrap();
     let json = s.path("w.jsonl");
     let (_, err) = run_tiny(&[
@@ -304,22 +639,39 @@ fn warnings_are_printed_and_recorded() {
         &s.s("wout"),
     ]);
     assert!(err.contains("warning:") && err.contains("header"), "{err}");
-    assert!(err.contains("M = 500") && err.contains("M ≥ N_train"), "{err}");
+    assert!(
+        err.contains("M = 500") && err.contains("M ≥ N_train"),
+        "{err}"
+    );
     let recs = json_lines(&json);
     let w = recs[0]["warnings"].as_array().expect("warnings recorded");
     assert_eq!(w.len(), 2, "{w:?}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(s.path("wout/results.json")).unwrap())
             .unwrap();
-    assert_eq!(results["records"][0]["warnings"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        results["records"][0]["warnings"].as_array().unwrap().len(),
+        2
+    );
     // A target that is also a feature (UCI).
     let u = s.path("leak");
     write_uci(&u);
     std::fs::write(u.join("index_features.txt"), "0\n1\n2\n").unwrap();
     let json2 = s.path("leak.jsonl");
-    let (_, err) = run_tiny(&["--data", u.to_str().unwrap(), "--json", json2.to_str().unwrap()]);
-    assert!(err.contains("also listed as features") && err.contains("leakage"), "{err}");
-    assert_eq!(json_lines(&json2)[0]["warnings"].as_array().unwrap().len(), 1);
+    let (_, err) = run_tiny(&[
+        "--data",
+        u.to_str().unwrap(),
+        "--json",
+        json2.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("also listed as features") && err.contains("leakage"),
+        "{err}"
+    );
+    assert_eq!(
+        json_lines(&json2)[0]["warnings"].as_array().unwrap().len(),
+        1
+    );
     // A clean run: no warnings, no field.
     write_uci(&s.path("clean"));
     let json3 = s.path("clean.jsonl");
@@ -344,14 +696,33 @@ fn outputs_keep_symlinks_and_devices() {
     std::fs::write(s.path("real.jsonl"), "old").unwrap();
     std::os::unix::fs::symlink(s.path("real.jsonl"), s.path("link.jsonl")).unwrap();
     std::fs::write(s.path("out/report.md"), "old report").unwrap();
-    run_tiny(&["--data", &u, "--out", &s.s("out"), "--json", &s.s("link.jsonl")]);
+    run_tiny(&[
+        "--data",
+        &u,
+        "--out",
+        &s.s("out"),
+        "--json",
+        &s.s("link.jsonl"),
+    ]);
     let link = std::fs::symlink_metadata(s.path("out/results.json")).unwrap();
-    assert!(link.file_type().is_symlink(), "results.json is still a symlink");
+    assert!(
+        link.file_type().is_symlink(),
+        "results.json is still a symlink"
+    );
     let real = std::fs::read_to_string(s.path("real-results.json")).unwrap();
     assert!(real.contains("\"records\""), "{real}");
-    assert!(std::fs::symlink_metadata(s.path("link.jsonl")).unwrap().file_type().is_symlink());
+    assert!(
+        std::fs::symlink_metadata(s.path("link.jsonl"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     assert_eq!(json_lines(&s.path("real.jsonl")).len(), 1);
-    assert!(std::fs::read_to_string(s.path("out/report.md")).unwrap().contains("dgp-bench run"));
+    assert!(
+        std::fs::read_to_string(s.path("out/report.md"))
+            .unwrap()
+            .contains("dgp-bench run")
+    );
     let leftovers: Vec<_> = std::fs::read_dir(s.path("out"))
         .unwrap()
         .flatten()
@@ -361,6 +732,9 @@ fn outputs_keep_symlinks_and_devices() {
     if Path::new("/dev/null").exists() {
         run_tiny(&["--data", &u, "--json", "/dev/null"]);
         let m = std::fs::metadata("/dev/null").unwrap();
-        assert!(m.file_type().is_char_device(), "/dev/null is still a device");
+        assert!(
+            m.file_type().is_char_device(),
+            "/dev/null is still a device"
+        );
     }
 }

@@ -46,7 +46,13 @@ fn fit_and_nll(f: f64) -> (f64, Dataset) {
     };
     model.fit(&train_std, &cfg, &mut Silent).unwrap();
     let pred = model
-        .predict(test_std.x(), &PredictConfig { samples: 5, seed: 1 })
+        .predict(
+            test_std.x(),
+            &PredictConfig {
+                samples: 5,
+                seed: 1,
+            },
+        )
         .unwrap();
     let ld = pred.log_density(test_std.y()).unwrap();
     let nll_std = -ld.iter().sum::<f64>() / ld.len() as f64;

@@ -184,8 +184,14 @@ proptest! {
 #[test]
 fn the_unedited_fixtures_load() {
     let texts: [String; 9] = [
-        DATA.into(), FEATS.into(), TARGET.into(), NSPLITS.into(),
-        SPLITS[0].0.into(), SPLITS[0].1.into(), SPLITS[1].0.into(), SPLITS[1].1.into(),
+        DATA.into(),
+        FEATS.into(),
+        TARGET.into(),
+        NSPLITS.into(),
+        SPLITS[0].0.into(),
+        SPLITS[0].1.into(),
+        SPLITS[1].0.into(),
+        SPLITS[1].1.into(),
         String::new(),
     ];
     assert!(uci_from(&texts).is_ok());

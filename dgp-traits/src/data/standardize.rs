@@ -94,10 +94,7 @@ fn column_stats(m: MatRef<'_, f64>, j: usize) -> (f64, f64, f64) {
     // Rescaled: every |c[i] / amax| ≤ 1, so the sums neither overflow nor underflow, and
     // mean and std (both ≤ amax in magnitude) are finite.
     let mean_s = (0..n).map(|i| c[i] / amax).sum::<f64>() / n as f64;
-    let var_s = (0..n)
-        .map(|i| (c[i] / amax - mean_s).powi(2))
-        .sum::<f64>()
-        / n as f64;
+    let var_s = (0..n).map(|i| (c[i] / amax - mean_s).powi(2)).sum::<f64>() / n as f64;
     (mean_s * amax, var_s.sqrt() * amax, amax)
 }
 
@@ -241,9 +238,14 @@ impl Standardizer {
             ));
         }
         let cols = &self.kept_features;
-        standardise(x.nrows(), cols.len(), "input", &self.x_mean, &self.x_std, |i, j| {
-            x[(i, cols[j])]
-        })
+        standardise(
+            x.nrows(),
+            cols.len(),
+            "input",
+            &self.x_mean,
+            &self.x_std,
+            |i, j| x[(i, cols[j])],
+        )
     }
 
     /// Standardises targets (N×P).
@@ -252,9 +254,14 @@ impl Standardizer {
     /// [`Error::Shape`] if `y` does not have P columns.
     pub fn transform_y(&self, y: MatRef<'_, f64>) -> Result<Mat<f64>> {
         self.check_p(y, "Standardizer::transform_y (target columns)")?;
-        standardise(y.nrows(), y.ncols(), "target", &self.y_mean, &self.y_std, |i, j| {
-            y[(i, j)]
-        })
+        standardise(
+            y.nrows(),
+            y.ncols(),
+            "target",
+            &self.y_mean,
+            &self.y_std,
+            |i, j| y[(i, j)],
+        )
     }
 
     /// Checks that predictive variances in original units, `σ²·y_std²`, stay normal f64
@@ -377,7 +384,10 @@ mod tests {
             let d = data(std::slice::from_ref(&af), &yf);
             let s = Standardizer::fit(&d);
             assert!(s.x_std[0].is_finite() && s.x_std[0] > 0.0, "{f:e}");
-            assert!((s.x_std[0] / (base.x_std[0] * f) - 1.0).abs() < 1e-14, "{f:e}");
+            assert!(
+                (s.x_std[0] / (base.x_std[0] * f) - 1.0).abs() < 1e-14,
+                "{f:e}"
+            );
             let t = s.transform(&d).unwrap();
             for i in 0..a.len() {
                 assert!((t.x()[(i, 0)] - bt.x()[(i, 0)]).abs() < 1e-13, "{f:e}");
