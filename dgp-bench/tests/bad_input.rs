@@ -74,7 +74,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         t
     });
     let bad_json = file(s, "bad.json", "{\n  \"beta\": 0.1,\n  \"rule\": qr1\n}\n");
-    let cfg = file(s, "cfg.json", "{\"beta\": 0.1}\n");
+    let cfg = file(s, "cfg.json", "{\"whiten\": true}\n");
     let junk_jsonl = file(s, "junk.jsonl", "{\"backend\": 1}\nnot json\n");
     let plain = file(s, "plain-file", "x");
     let under_plain = format!("{plain}/sub");
@@ -123,7 +123,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         case(
             "steps negative",
             &["run", "--data", &u, "--steps", "-3"],
-            &["--steps"],
+            &["'-3'"],
         ),
         case(
             "lr negative",
