@@ -104,7 +104,20 @@ struct Identity {
 
 fn identity(path: &Path) -> Identity {
     let canonical = fs::canonicalize(path).unwrap_or_else(|_| {
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // Not there yet: `.` and `..` removed lexically, then the parent resolved.
+        let mut abs = PathBuf::new();
+        for c in std::path::absolute(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .components()
+        {
+            match c {
+                std::path::Component::ParentDir => {
+                    abs.pop();
+                }
+                std::path::Component::CurDir => {}
+                c => abs.push(c),
+            }
+        }
         match (abs.parent(), abs.file_name()) {
             (Some(parent), Some(name)) => fs::canonicalize(parent)
                 .map(|p| p.join(name))
