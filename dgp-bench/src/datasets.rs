@@ -191,6 +191,9 @@ pub struct BenchData {
     /// Where the data came from (a path, or `embedded`/`generated`).
     pub origin: String,
     source: Source,
+    /// Suspicious but loadable contents (a headerless-looking CSV file, a target also
+    /// listed as a feature), one sentence each; see [`BenchData::warnings`].
+    warnings: Vec<String>,
 }
 
 impl BenchData {
@@ -199,6 +202,7 @@ impl BenchData {
         BenchData {
             name: uci.name.clone(),
             origin: origin.into(),
+            warnings: uci.warnings.clone(),
             source: Source::Uci(uci),
         }
     }
@@ -230,7 +234,15 @@ impl BenchData {
                 n_splits,
                 seed,
             },
+            warnings: Vec::new(),
         })
+    }
+
+    /// Warnings about the data found while loading (printed by the command line and
+    /// recorded in the JSON records): a CSV header that looks like a data row, a target
+    /// column also listed as a feature.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The embedded concrete data set with its published splits (`builtin:concrete`).
@@ -293,16 +305,26 @@ impl BenchData {
                 "--data {spec}: no such file or directory (give a UCI folder, a CSV file, builtin:concrete or builtin:step)"
             )));
         }
+        let header = csv_header(path)?;
         let target = match target {
             Some(t) => t.to_string(),
-            None => last_csv_column(path)?,
+            None => header.last().cloned().unwrap_or_default(),
         };
         let data = load_csv(path, &target).map_err(BenchError::data)?;
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| spec.to_string());
-        Self::with_random_splits(name, spec, data, CSV_TEST_FRACTION, CSV_SPLITS, seed)
+        let mut out =
+            Self::with_random_splits(name, spec, data, CSV_TEST_FRACTION, CSV_SPLITS, seed)?;
+        if header.iter().all(|h| h.parse::<f64>().is_ok()) {
+            out.warnings.push(format!(
+                "{spec}: every field of the first row ({}) is a number: is the header \
+                 missing? The first row is used as the column names, not as data",
+                header.join(",")
+            ));
+        }
+        Ok(out)
     }
 
     /// The same rows split another way (`--split-kind`): [`SplitKind::Published`] keeps
@@ -448,8 +470,8 @@ impl BenchData {
     }
 }
 
-/// The name of the last column of a CSV file's header.
-fn last_csv_column(path: &Path) -> Result<String> {
+/// The column names of a CSV file's header (at least two).
+fn csv_header(path: &Path) -> Result<Vec<String>> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
@@ -470,8 +492,8 @@ fn last_csv_column(path: &Path) -> Result<String> {
             message: e.to_string(),
         })
     })?;
-    match header.iter().next_back() {
-        Some(name) if header.len() >= 2 => Ok(name.to_string()),
+    match header.len() {
+        2.. => Ok(header.iter().map(str::to_string).collect()),
         _ => Err(BenchError::Data(dgp_traits::Error::Parse {
             path: path.to_path_buf(),
             line: 1,

@@ -232,6 +232,11 @@ pub struct SplitRecord {
     /// omitted when unknown, e.g. in older records).
     #[serde(flatten, default)]
     pub resources: RunResources,
+    /// Warnings about the inputs of the run (M ≥ N_train, a headerless-looking CSV file,
+    /// a target also listed as a feature; `dgp_bench::validate`); empty and omitted when
+    /// there were none, so records of clean runs are unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn is_zero(v: &usize) -> bool {
@@ -362,6 +367,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
             wall_seconds: Some(wall.elapsed().as_secs_f64()),
             peak_rss_mib: crate::resources::peak_rss_mib(),
         },
+        warnings: Vec::new(),
     };
     Ok(SplitOutcome {
         record,

@@ -26,6 +26,8 @@
 //! * [`resources`] — wall seconds and peak RSS per split in the records.
 //! * [`reference`] — the seed papers' published numbers (protocol.md §4) and `vs-paper`.
 //! * [`default_run`] — the quick job run without arguments.
+//! * [`validate`] — checks of inputs and outputs before any work (outputs never inputs,
+//!   writable, splits readable, M limits) and the warnings recorded in the records.
 //! * [`cli`] — the command line on top of all this, one module per subcommand.
 //!
 //! ```no_run
@@ -57,6 +59,7 @@ pub mod resources;
 pub mod results;
 pub mod summary;
 pub mod timing;
+pub mod validate;
 
 pub use backends::{ArchSpec, BACKENDS, BackendEntry};
 pub use error::{BenchError, Result};

@@ -62,14 +62,98 @@ fn create_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| BenchError::output(dir, e))
 }
 
+/// Writes `contents` to `path`, never leaving half a file and never replacing something
+/// that is not a regular file:
+///
+/// * a new path or an existing regular file: a sibling temporary file (unique name,
+///   created exclusively, synced, with the old file's permissions) renamed over the target;
+/// * a symlink: the same, on the file it resolves to (the link stays a link); a dangling
+///   symlink is refused;
+/// * a device, FIFO or socket (e.g. `/dev/null`): written through in place (a rename
+///   would replace the device with a regular file);
+/// * a directory: refused.
 fn write_file(path: &Path, contents: &[u8]) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         create_dir(parent)?;
     }
-    // Write a sibling temporary file and rename it, so a crash never leaves half a report.
-    let tmp = path.with_extension("tmp-dgp-bench");
-    fs::write(&tmp, contents).map_err(|e| BenchError::output(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| BenchError::output(path, e))
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return write_atomic(path, contents),
+        Err(e) => return Err(BenchError::output(path, e)),
+    };
+    if meta.file_type().is_symlink() {
+        let target = fs::canonicalize(path).map_err(|e| {
+            BenchError::output(path, format!("a symlink that does not resolve ({e})"))
+        })?;
+        if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+            return Err(BenchError::output(path, "a symlink to a directory"));
+        }
+        return write_atomic(&target, contents);
+    }
+    if meta.is_dir() {
+        return Err(BenchError::output(path, "it is a directory"));
+    }
+    if meta.is_file() {
+        return write_atomic(path, contents);
+    }
+    // A device, FIFO or socket: write through.
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| BenchError::output(path, e))?;
+    f.write_all(contents)
+        .and_then(|_| f.flush())
+        .map_err(|e| BenchError::output(path, e))
+}
+
+/// Temporary sibling + rename (see [`write_file`]); `path` is a regular file or absent.
+fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (tmp, mut file) = create_temp(dir, &name).map_err(|e| BenchError::output(path, e))?;
+    let written = fill_temp(&mut file, contents, path).and_then(|()| {
+        drop(file);
+        fs::rename(&tmp, path)
+    });
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        BenchError::output(path, e)
+    })
+}
+
+/// Writes `contents` into the temporary `file`, gives it the permissions of the file it
+/// replaces (if any) and syncs it.
+fn fill_temp(file: &mut fs::File, contents: &[u8], replaces: &Path) -> std::io::Result<()> {
+    file.write_all(contents)?;
+    if let Ok(m) = fs::metadata(replaces) {
+        file.set_permissions(m.permissions())?;
+    }
+    file.sync_all()
+}
+
+/// An exclusively created temporary file `.NAME.PID.K.tmp-dgp-bench` in `dir` (K counts
+/// up past names that exist, so no existing file is ever truncated).
+fn create_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, fs::File)> {
+    let pid = std::process::id();
+    let mut k = 0u32;
+    loop {
+        let tmp = dir.join(format!(".{name}.{pid}.{k}.tmp-dgp-bench"));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && k < 1000 => k += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Contents of `report.md`.
@@ -295,6 +379,7 @@ pub(crate) mod tests {
             max_steps: 0,
             log_density: Vec::new(),
             resources: Default::default(),
+            warnings: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@ pub(super) fn cmd_default(out: &Path, seed: u64, progress: bool) -> Result<()> {
         progress: progress_enabled(progress),
         ..DefaultRunOptions::default()
     };
+    crate::validate::check_default(out)?;
     std::fs::create_dir_all(out).map_err(|e| {
         BenchError::Usage(format!("--out {}: cannot create it: {e}", out.display()))
     })?;

@@ -321,6 +321,7 @@ fn refuse_unsupported_early_stopping(spec: &ExperimentSpec<'_>) -> Result<()> {
 /// What the splits of all experiments produced.
 #[derive(Default)]
 struct RunOutputs {
+    warnings: crate::validate::Warnings,
     records: Vec<SplitRecord>,
     curves: Vec<(String, Vec<(f64, f64)>)>,
     first_plot: Option<(PathBuf, String)>,
@@ -336,6 +337,7 @@ fn run_one(
 ) -> Result<()> {
     println!("\n{}, splits {:?}", describe_spec(spec), spec.splits);
     let mut pit = Vec::new();
+    let warnings = acc.warnings.for_spec(spec);
     let first_plot = &mut acc.first_plot;
     let records = run_experiment_with(spec, &mut |o: &SplitOutcome| {
         let r = &o.record;
@@ -355,6 +357,7 @@ fn run_one(
             w.write(&SplitRecord {
                 command: command.to_string(),
                 settings: spec.arch.settings.clone(),
+                warnings: warnings.clone(),
                 ..r.clone()
             })?;
         }
@@ -384,7 +387,10 @@ fn run_one(
     let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
     acc.curves
         .push((label, calibration_curve(&pit, &calibration_levels())));
-    acc.records.extend(records);
+    acc.records.extend(records.into_iter().map(|r| SplitRecord {
+        warnings: warnings.clone(),
+        ..r
+    }));
     Ok(())
 }
 
@@ -398,11 +404,7 @@ fn write_outputs(
     summary: &[SummaryRow],
 ) -> Result<()> {
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
-    let cal_name = format!(
-        "calibration_{}.svg",
-        data.name
-            .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
-    );
+    let cal_name = crate::validate::calibration_file_name(&data.name);
     plot_calibration(
         &dir.join(&cal_name),
         &format!(
@@ -470,6 +472,7 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let specs = build_specs(a, &data, &splits)?;
+    let warnings = crate::validate::check_run(a, &data, &specs)?;
     // Output locations are arguments: check them before training (exit code 2).
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -502,7 +505,10 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
         "metrics in original target units; train/test standardised with training-split statistics"
     );
     let command = command_line();
-    let mut acc = RunOutputs::default();
+    let mut acc = RunOutputs {
+        warnings,
+        ..RunOutputs::default()
+    };
     for spec in &specs {
         run_one(spec, a.out.as_deref(), &mut json, &command, &mut acc)?;
     }

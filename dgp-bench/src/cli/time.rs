@@ -96,6 +96,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
 }
 
 pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
+    crate::validate::check_time(a)?;
     let backends = timed_backends(a)?;
     let data = a.source.load(a.seed)?;
     if a.split >= data.n_splits() {

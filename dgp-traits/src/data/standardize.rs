@@ -6,10 +6,28 @@ use serde::{Deserialize, Serialize};
 use crate::data::dataset::Dataset;
 use crate::error::{Error, Result};
 
-/// A column whose population standard deviation is ≤ this is treated as constant: its
-/// scale is set to 1 (it is only centred), so standardising never divides by ~0 and never
-/// produces NaN. Naval has two such input columns.
+/// Former absolute constant-column threshold, kept for callers that name it. Columns are
+/// now judged by the RELATIVE rule of [`CONSTANT_REL_STD`] (an absolute threshold dropped a
+/// feature measured in units of 1e-14 and could not see a constant column at 1e300).
 pub const CONSTANT_STD: f64 = 1e-12;
+
+/// A column whose population standard deviation is ≤ this fraction of its largest
+/// magnitude `max|x|` is treated as constant (variation at the level of rounding noise):
+/// an exactly constant column gets scale 1 and standardises to exactly 0; a column that
+/// varies only in its last bits gets scale `max|x|`, so its standardised values stay
+/// ≤ 1e-12 whatever the units. Naval has two exactly constant input columns.
+pub const CONSTANT_REL_STD: f64 = 1e-12;
+
+/// Columns whose largest magnitude lies in this range use the direct formulas
+/// `Σx/n`, `Σ(x−mean)²/n` (the results of every earlier run are bit-identical); outside it
+/// the column is first divided by `max|x|`, so squaring neither overflows (data at 1e300)
+/// nor underflows (data at 1e-300).
+pub const DIRECT_MAGNITUDE: (f64, f64) = (1e-100, 1e100);
+
+/// Largest target scale whose square (the predictive variance in original units) is a
+/// normal f64: `sqrt(f64::MAX)` ≈ 1.34e154, and the smallest, `sqrt(f64::MIN_POSITIVE)` ≈
+/// 1.49e-154 ([`Standardizer::check_target_variance_representable`]).
+pub const TARGET_SCALE_RANGE: (f64, f64) = (1.49e-154, 1.34e154);
 
 /// Threshold of the optional feature dropping: Structured_DGP's `prepare_dataset_extrapolate`
 /// keeps only features with train std > 1e-3.
@@ -37,9 +55,11 @@ impl StandardizeOptions {
 ///
 /// Statistics are the mean and the population standard deviation (ddof 0, as NumPy's
 /// default) of the training rows only; test data are transformed with the same numbers
-/// (protocol §2). A column with std ≤ [`CONSTANT_STD`] (including exactly constant columns)
-/// gets std 1; an exactly constant column gets its value as mean, so it standardises to
-/// exactly 0. Standardised predictive mixtures are mapped back with
+/// (protocol §2), computed after dividing by `max|x|` when the column's magnitude is outside
+/// [`DIRECT_MAGNITUDE`] (so data multiplied by 1e±300 standardise to the same numbers up
+/// to rounding). An exactly constant column gets its value as mean and std 1, so it
+/// standardises to exactly 0; a column with std ≤ [`CONSTANT_REL_STD`]·max|x| gets std
+/// max|x|. Standardised predictive mixtures are mapped back with
 /// [`crate::predictive::Predictive::unstandardize`]`(&s.y_mean, &s.y_std)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Standardizer {
@@ -57,21 +77,93 @@ pub struct Standardizer {
     pub y_std: Vec<f64>,
 }
 
-/// Mean and population std of column `j`, exact for constant columns.
-fn column_stats(m: MatRef<'_, f64>, j: usize) -> (f64, f64) {
+/// Mean, population std and largest magnitude of column `j`; exact for constant columns.
+fn column_stats(m: MatRef<'_, f64>, j: usize) -> (f64, f64, f64) {
     let c = m.col(j);
     let n = c.nrows();
     let first = c[0];
     if (1..n).all(|i| c[i] == first) {
-        return (first, 0.0);
+        return (first, 0.0, first.abs());
     }
-    let mean = (0..n).map(|i| c[i]).sum::<f64>() / n as f64;
-    let var = (0..n).map(|i| (c[i] - mean).powi(2)).sum::<f64>() / n as f64;
-    (mean, var.sqrt())
+    let amax = (0..n).map(|i| c[i].abs()).fold(0.0, f64::max);
+    if (DIRECT_MAGNITUDE.0..=DIRECT_MAGNITUDE.1).contains(&amax) {
+        let mean = (0..n).map(|i| c[i]).sum::<f64>() / n as f64;
+        let var = (0..n).map(|i| (c[i] - mean).powi(2)).sum::<f64>() / n as f64;
+        return (mean, var.sqrt(), amax);
+    }
+    // Rescaled: every |c[i] / amax| ≤ 1, so the sums neither overflow nor underflow, and
+    // mean and std (both ≤ amax in magnitude) are finite.
+    let mean_s = (0..n).map(|i| c[i] / amax).sum::<f64>() / n as f64;
+    let var_s = (0..n).map(|i| (c[i] / amax - mean_s).powi(2)).sum::<f64>() / n as f64;
+    (mean_s * amax, var_s.sqrt() * amax, amax)
 }
 
-fn guard(std: f64) -> f64 {
-    if std <= CONSTANT_STD { 1.0 } else { std }
+/// The scale of a column: 1 for an exactly constant column, `max|x|` for one whose std is
+/// at the rounding level of its values ([`CONSTANT_REL_STD`]), its std otherwise.
+fn guard(std: f64, amax: f64) -> f64 {
+    if std == 0.0 || amax == 0.0 {
+        1.0
+    } else if std <= CONSTANT_REL_STD * amax {
+        amax
+    } else {
+        std
+    }
+}
+
+/// `(v − mean)/std` for every entry, typed error when a value cannot be represented (an
+/// overflowing difference is retried as `v/std − mean/std`).
+fn standardise_entry(v: f64, mean: f64, std: f64, what: &str, j: usize) -> Result<f64> {
+    let z = (v - mean) / std;
+    if z.is_finite() {
+        return Ok(z);
+    }
+    let z = v / std - mean / std;
+    if z.is_finite() {
+        Ok(z)
+    } else {
+        Err(Error::Config(format!(
+            "standardising {what} column {j}: ({v} − {mean}) / {std} is not representable as \
+             an f64; rescale the data"
+        )))
+    }
+}
+
+/// A scale below the smallest normal f64 (≈ 2.2e-308) loses precision: refuse it.
+fn check_scale(std: f64, what: &str, j: usize) -> Result<()> {
+    if std >= f64::MIN_POSITIVE && std.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "{what} column {j} has scale {std:e}, below the smallest normal f64 (2.2e-308): \
+             its standardised values cannot be represented; rescale the data"
+        )))
+    }
+}
+
+/// `n×p` matrix of `(v(i, j) − mean[j]) / std[j]`: the direct arithmetic first (bit-identical
+/// to every earlier run), then, only if some entry is not finite, the checked path.
+fn standardise(
+    n: usize,
+    p: usize,
+    what: &str,
+    mean: &[f64],
+    std: &[f64],
+    v: impl Fn(usize, usize) -> f64,
+) -> Result<Mat<f64>> {
+    for (j, &s) in std.iter().enumerate() {
+        check_scale(s, what, j)?;
+    }
+    let out = Mat::from_fn(n, p, |i, j| (v(i, j) - mean[j]) / std[j]);
+    if (0..p).all(|j| (0..n).all(|i| out[(i, j)].is_finite())) {
+        return Ok(out);
+    }
+    let mut checked = Mat::zeros(n, p);
+    for j in 0..p {
+        for i in 0..n {
+            checked[(i, j)] = standardise_entry(v(i, j), mean[j], std[j], what, j)?;
+        }
+    }
+    Ok(checked)
 }
 
 impl Standardizer {
@@ -99,13 +191,13 @@ impl Standardizer {
         let mut x_mean = Vec::new();
         let mut x_std = Vec::new();
         for j in 0..x.ncols() {
-            let (m, s) = column_stats(x, j);
+            let (m, s, amax) = column_stats(x, j);
             if opts.drop_features_below.is_some_and(|t| s <= t) {
                 continue;
             }
             kept_features.push(j);
             x_mean.push(m);
-            x_std.push(guard(s));
+            x_std.push(guard(s, amax));
         }
         if kept_features.is_empty() {
             return Err(Error::Empty(
@@ -114,8 +206,8 @@ impl Standardizer {
         }
         let (y_mean, y_std) = (0..y.ncols())
             .map(|j| {
-                let (m, s) = column_stats(y, j);
-                (m, guard(s))
+                let (m, s, amax) = column_stats(y, j);
+                (m, guard(s, amax))
             })
             .unzip();
         Ok(Self {
@@ -145,9 +237,15 @@ impl Standardizer {
                 x.ncols(),
             ));
         }
-        Ok(Mat::from_fn(x.nrows(), self.kept_features.len(), |i, j| {
-            (x[(i, self.kept_features[j])] - self.x_mean[j]) / self.x_std[j]
-        }))
+        let cols = &self.kept_features;
+        standardise(
+            x.nrows(),
+            cols.len(),
+            "input",
+            &self.x_mean,
+            &self.x_std,
+            |i, j| x[(i, cols[j])],
+        )
     }
 
     /// Standardises targets (N×P).
@@ -156,9 +254,35 @@ impl Standardizer {
     /// [`Error::Shape`] if `y` does not have P columns.
     pub fn transform_y(&self, y: MatRef<'_, f64>) -> Result<Mat<f64>> {
         self.check_p(y, "Standardizer::transform_y (target columns)")?;
-        Ok(Mat::from_fn(y.nrows(), y.ncols(), |i, j| {
-            (y[(i, j)] - self.y_mean[j]) / self.y_std[j]
-        }))
+        standardise(
+            y.nrows(),
+            y.ncols(),
+            "target",
+            &self.y_mean,
+            &self.y_std,
+            |i, j| y[(i, j)],
+        )
+    }
+
+    /// Checks that predictive variances in original units, `σ²·y_std²`, stay normal f64
+    /// numbers: every target scale in [`TARGET_SCALE_RANGE`]. A target measured at 1e300
+    /// (variance 1e600) or 1e-300 cannot be un-standardised, so a harness that reports
+    /// metrics in original units calls this before training.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the target column, its scale and the representable range.
+    pub fn check_target_variance_representable(&self) -> Result<()> {
+        let (lo, hi) = TARGET_SCALE_RANGE;
+        for (j, &s) in self.y_std.iter().enumerate() {
+            if !(lo..=hi).contains(&s) {
+                return Err(Error::Config(format!(
+                    "target column {j} has scale (std) {s:e}: its predictive variance in \
+                     original units (scale²) is not a normal f64; the scale must lie in \
+                     [{lo:e}, {hi:e}] (rescale the target)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Maps standardised targets back to original units: `y·std + mean`.
@@ -217,5 +341,95 @@ impl Standardizer {
             return Err(Error::shape(context, self.y_mean.len(), y.ncols()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(cols: &[Vec<f64>], y: &[f64]) -> Dataset {
+        let n = y.len();
+        let x = Mat::from_fn(n, cols.len(), |i, j| cols[j][i]);
+        Dataset::new(x, Mat::from_fn(n, 1, |i, _| y[i])).unwrap()
+    }
+
+    /// The old formulas, for bit-identity on ordinary magnitudes.
+    fn old_stats(v: &[f64]) -> (f64, f64) {
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        (mean, var.sqrt())
+    }
+
+    #[test]
+    fn ordinary_magnitudes_use_the_old_arithmetic_bit_for_bit() {
+        let a = vec![0.1, 2.7, -3.3, 1e5, 42.0, 7.0];
+        let y = vec![1.0, 2.0, 3.5, -1.0, 0.25, 9.0];
+        let s = Standardizer::fit(&data(std::slice::from_ref(&a), &y));
+        assert_eq!(s.x_mean[0].to_bits(), old_stats(&a).0.to_bits());
+        assert_eq!(s.x_std[0].to_bits(), old_stats(&a).1.to_bits());
+        assert_eq!(s.y_std[0].to_bits(), old_stats(&y).1.to_bits());
+    }
+
+    #[test]
+    fn extreme_scales_standardise_like_unit_scale() {
+        let a = vec![0.1, 2.7, -3.3, 5.0, 42.0, 7.0];
+        let y = vec![1.0, 2.0, 3.5, -1.0, 0.25, 9.0];
+        let base = Standardizer::fit(&data(std::slice::from_ref(&a), &y));
+        let bt = base.transform(&data(std::slice::from_ref(&a), &y)).unwrap();
+        for f in [1e300, 1e-300, 1e-14, 1e150] {
+            let af: Vec<f64> = a.iter().map(|v| v * f).collect();
+            let yf: Vec<f64> = y.iter().map(|v| v * f).collect();
+            let d = data(std::slice::from_ref(&af), &yf);
+            let s = Standardizer::fit(&d);
+            assert!(s.x_std[0].is_finite() && s.x_std[0] > 0.0, "{f:e}");
+            assert!(
+                (s.x_std[0] / (base.x_std[0] * f) - 1.0).abs() < 1e-14,
+                "{f:e}"
+            );
+            let t = s.transform(&d).unwrap();
+            for i in 0..a.len() {
+                assert!((t.x()[(i, 0)] - bt.x()[(i, 0)]).abs() < 1e-13, "{f:e}");
+                assert!((t.y()[(i, 0)] - bt.y()[(i, 0)]).abs() < 1e-13, "{f:e}");
+            }
+            let r = s.check_target_variance_representable();
+            assert_eq!(r.is_ok(), f < 1e200 && f > 1e-200, "{f:e}");
+        }
+    }
+
+    #[test]
+    fn constant_columns_are_judged_relative_to_their_magnitude() {
+        let y = vec![1.0, 2.0, 3.0, 4.0];
+        // Exactly constant: std 1, standardises to 0 (as before).
+        let c = vec![5e300; 4];
+        let s = Standardizer::fit(&data(std::slice::from_ref(&c), &y));
+        assert_eq!((s.x_mean[0], s.x_std[0]), (5e300, 1.0));
+        // Varying in the last bits only: scale max|x|, values ≤ 1e-12.
+        let b = 1000.0f64;
+        let n = vec![b, b.next_up(), b, b.next_down()];
+        let s = Standardizer::fit(&data(std::slice::from_ref(&n), &y));
+        assert_eq!(s.x_std[0], b.next_up());
+        // Tiny units but a real spread: not constant.
+        let t = vec![1e-14, 2e-14, 3e-14, 4e-14];
+        let s = Standardizer::fit(&data(std::slice::from_ref(&t), &y));
+        assert!((s.x_std[0] - 1.118033988749895e-14).abs() < 1e-28);
+    }
+
+    #[test]
+    fn unrepresentable_values_are_typed_errors() {
+        let y = vec![1.0, 2.0, 3.0, 4.0];
+        let a = vec![-1e308, 1e308, -1e308, 1e308];
+        let s = Standardizer::fit(&data(std::slice::from_ref(&a), &y));
+        // A test point far outside the training range overflows (x − mean)/std.
+        let x = Mat::from_fn(1, 1, |_, _| f64::MAX);
+        assert!(s.transform_x(x.as_ref()).is_ok());
+        let mut s2 = s.clone();
+        s2.x_std[0] = 1e-310;
+        let e = s2.transform_x(x.as_ref()).unwrap_err();
+        assert!(e.to_string().contains("smallest normal"), "{e}");
+        s2.x_std[0] = 1e-300;
+        let e = s2.transform_x(x.as_ref()).unwrap_err();
+        assert!(e.to_string().contains("not representable"), "{e}");
     }
 }

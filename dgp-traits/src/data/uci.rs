@@ -24,6 +24,10 @@ pub struct UciDataset {
     pub data: Dataset,
     /// Number of published splits (`n_splits.txt`).
     pub n_splits: usize,
+    /// Suspicious but loadable contents, one sentence each (e.g. a target column that is
+    /// also listed as a feature: the target would be an input). Empty for the published
+    /// data sets.
+    pub warnings: Vec<String>,
     splits: SplitSource,
 }
 
@@ -218,6 +222,20 @@ fn assemble(
             s.len()
         )));
     }
+    let mut warnings = Vec::new();
+    let leaked: Vec<usize> = targets
+        .iter()
+        .copied()
+        .filter(|t| feats.contains(t))
+        .collect();
+    if !leaked.is_empty() {
+        warnings.push(format!(
+            "{name}: target column(s) {leaked:?} ({}) are also listed as features ({}): the \
+             target is an input of the model (leakage)",
+            paths[2].display(),
+            paths[1].display()
+        ));
+    }
     let n = raw.nrows();
     let x = Mat::from_fn(n, feats.len(), |i, j| raw[(i, feats[j])]);
     let y = Mat::from_fn(n, targets.len(), |i, j| raw[(i, targets[j])]);
@@ -225,6 +243,7 @@ fn assemble(
         name,
         data: Dataset::new(x, y)?,
         n_splits,
+        warnings,
         splits,
     })
 }
@@ -329,6 +348,14 @@ impl UciDataset {
         let n = self.data.n();
         let train = parse_split_file(&train_text, &train_path, n)?;
         let test = parse_split_file(&test_text, &test_path, n)?;
+        for (idx, path) in [(&train, &train_path), (&test, &test_path)] {
+            if idx.is_empty() {
+                return Err(Error::Empty(format!(
+                    "{}: no row indices (split {k} needs a non-empty train and test set)",
+                    path.display()
+                )));
+            }
+        }
         let mut in_train = vec![false; n];
         for &i in &train {
             in_train[i] = true;

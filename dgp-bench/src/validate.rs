@@ -1,0 +1,442 @@
+//! Checks of a command line's inputs and outputs BEFORE any work (issue 16): every failure
+//! a user can cause is a usage error (exit code 2) naming the flag or file and what is
+//! allowed, reported before the first split trains; suspicious but legal inputs give
+//! warnings, printed on stderr and recorded in the JSON records
+//! ([`crate::experiment::SplitRecord::warnings`]).
+//!
+//! * Outputs ([`check_outputs`]): an output may not be an input of the same run nor another
+//!   output (compared by canonical path and, for files that exist, by device and inode,
+//!   so hard links and symlinks are seen through); a directory is refused where a file is
+//!   written; every output directory is created and probed for writing (a probe file is
+//!   created and removed; an existing target is opened for writing without truncation).
+//!   How files are then written (atomic rename for regular files, write-through for
+//!   devices, symlinks resolved) is [`crate::report`]'s policy.
+//! * Data and model ([`check_run`]): every requested split is read, standardised and
+//!   checked (split files exist and are non-empty, target scale representable in
+//!   original units), the number of inducing points is at most [`MAX_INDUCING`], and
+//!   M ≥ N_train gives a warning.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use dgp_traits::data::Standardizer;
+
+use crate::cli::{RunArgs, TimeArgs};
+use crate::datasets::BenchData;
+use crate::error::{BenchError, Result};
+use crate::experiment::{ExperimentSpec, model_label};
+
+/// Largest number of inducing points per layer a command line may ask for: an M×M
+/// covariance of one GP is 800 MB at M = 10 000, and a larger M ended in an allocation
+/// failure inside the linear algebra instead of an error.
+pub const MAX_INDUCING: usize = 10_000;
+
+/// One file a command will write, with the flag that names it (for messages).
+#[derive(Clone, Debug)]
+pub struct OutputFile {
+    /// The flag and value as the user wrote them, e.g. `--json out.jsonl` or
+    /// `--out D (report.md)`.
+    pub flag: String,
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl OutputFile {
+    /// An output named by `flag`.
+    pub fn new(flag: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        OutputFile {
+            flag: flag.into(),
+            path: path.into(),
+        }
+    }
+}
+
+/// The files `run --out DIR` writes for data set `name`.
+pub fn run_out_files(dir: &Path, name: &str) -> Vec<OutputFile> {
+    let flag = |f: &str| format!("--out {} ({f})", dir.display());
+    [
+        "report.md".to_string(),
+        "results.json".to_string(),
+        calibration_file_name(name),
+        "predictive_1d.svg".to_string(),
+    ]
+    .into_iter()
+    .map(|f| OutputFile::new(flag(&f), dir.join(&f)))
+    .collect()
+}
+
+/// File name of a run's calibration plot for data set `name`.
+pub fn calibration_file_name(name: &str) -> String {
+    format!(
+        "calibration_{}.svg",
+        name.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+    )
+}
+
+/// The input files of `--data SPEC` (none for built-ins; every file of a UCI folder and of
+/// its `splits/` folder) and of `--config FILE`.
+pub fn input_files(data: &str, config: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = config.into_iter().map(Path::to_path_buf).collect();
+    if data.starts_with("builtin:") {
+        return out;
+    }
+    let p = Path::new(data);
+    if p.is_dir() {
+        for dir in [p.to_path_buf(), p.join("splits")] {
+            if let Ok(entries) = fs::read_dir(&dir) {
+                out.extend(entries.flatten().map(|e| e.path()).filter(|q| q.is_file()));
+            }
+        }
+    } else {
+        out.push(p.to_path_buf());
+    }
+    out
+}
+
+/// What identifies a file: device and inode when it exists (Unix), and the canonical
+/// path (of the parent directory plus the name when the file does not exist yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Identity {
+    inode: Option<(u64, u64)>,
+    canonical: PathBuf,
+}
+
+fn identity(path: &Path) -> Identity {
+    let canonical = fs::canonicalize(path).unwrap_or_else(|_| {
+        // Not there yet: `.` and `..` removed lexically, then the parent resolved.
+        let mut abs = PathBuf::new();
+        for c in std::path::absolute(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .components()
+        {
+            match c {
+                std::path::Component::ParentDir => {
+                    abs.pop();
+                }
+                std::path::Component::CurDir => {}
+                c => abs.push(c),
+            }
+        }
+        match (abs.parent(), abs.file_name()) {
+            (Some(parent), Some(name)) => fs::canonicalize(parent)
+                .map(|p| p.join(name))
+                .unwrap_or(abs.clone()),
+            _ => abs.clone(),
+        }
+    });
+    Identity {
+        inode: inode(path),
+        canonical,
+    }
+}
+
+#[cfg(unix)]
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn inode(_path: &Path) -> Option<(u64, u64)> {
+    None
+}
+
+impl Identity {
+    fn same(&self, other: &Identity) -> bool {
+        self.canonical == other.canonical || (self.inode.is_some() && self.inode == other.inode)
+    }
+}
+
+/// Refuses outputs that are inputs or other outputs, then makes sure every output can be
+/// written (see the module docs). Nothing existing is modified; missing output
+/// directories are created.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the flag(s) and the file.
+pub fn check_outputs(inputs: &[PathBuf], outputs: &[OutputFile]) -> Result<()> {
+    let ins: Vec<(PathBuf, Identity)> = inputs.iter().map(|p| (p.clone(), identity(p))).collect();
+    let outs: Vec<Identity> = outputs.iter().map(|o| identity(&o.path)).collect();
+    for (o, id) in outputs.iter().zip(&outs) {
+        if let Some((p, _)) = ins.iter().find(|(_, i)| i.same(id)) {
+            return Err(BenchError::Usage(format!(
+                "{}: {} is an input of this run ({}); refusing to overwrite it (choose another output path)",
+                o.flag,
+                o.path.display(),
+                p.display()
+            )));
+        }
+    }
+    for (i, a) in outputs.iter().enumerate() {
+        for (j, b) in outputs.iter().enumerate().skip(i + 1) {
+            if outs[i].same(&outs[j]) {
+                return Err(BenchError::Usage(format!(
+                    "{} and {} name the same file {}; one would overwrite the other",
+                    a.flag,
+                    b.flag,
+                    b.path.display()
+                )));
+            }
+        }
+    }
+    let mut probed = HashSet::new();
+    for o in outputs {
+        check_writable(o, &mut probed)?;
+    }
+    Ok(())
+}
+
+/// Checks that `o` can be written: not a directory; its directory exists (created) and
+/// accepts a new file; an existing target opens for writing (not truncated).
+fn check_writable(o: &OutputFile, probed: &mut HashSet<PathBuf>) -> Result<()> {
+    let err = |what: String| BenchError::Usage(format!("{}: {what}", o.flag));
+    if o.path.is_dir() {
+        return Err(err(format!(
+            "{} is a directory; give a file name",
+            o.path.display()
+        )));
+    }
+    if fs::symlink_metadata(&o.path).is_ok_and(|m| m.file_type().is_symlink())
+        && fs::metadata(&o.path).is_err()
+    {
+        return Err(err(format!(
+            "{} is a symlink that does not resolve",
+            o.path.display()
+        )));
+    }
+    let resolved = fs::canonicalize(&o.path).unwrap_or_else(|_| o.path.clone());
+    let dir = resolved
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    fs::create_dir_all(&dir).map_err(|e| {
+        err(format!(
+            "cannot create the directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    // A device (e.g. /dev/null) is written through in place: no temporary file is made
+    // next to it, so its directory need not accept new files.
+    let device = fs::metadata(&resolved).is_ok_and(|m| !m.is_file());
+    if !device && probed.insert(dir.clone()) {
+        probe_dir(&dir).map_err(|e| {
+            err(format!(
+                "cannot write into the directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    if resolved.exists() {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&resolved)
+            .map_err(|e| err(format!("cannot write {}: {e}", o.path.display())))?;
+    }
+    Ok(())
+}
+
+/// Creates and removes a probe file in `dir`.
+fn probe_dir(dir: &Path) -> std::io::Result<()> {
+    let pid = std::process::id();
+    for k in 0..100u32 {
+        let p = dir.join(format!(".dgp-bench-probe.{pid}.{k}"));
+        match fs::OpenOptions::new().write(true).create_new(true).open(&p) {
+            Ok(f) => {
+                drop(f);
+                return fs::remove_file(&p);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Warnings of a run, each with the experiment it concerns (`None` = every experiment).
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(Vec<(Option<(String, usize)>, String)>);
+
+impl Warnings {
+    /// Every warning's text.
+    pub fn all(&self) -> Vec<String> {
+        self.0.iter().map(|(_, w)| w.clone()).collect()
+    }
+
+    /// The warnings that concern `spec` (the data's and its own), for its records.
+    pub fn for_spec(&self, spec: &ExperimentSpec<'_>) -> Vec<String> {
+        let key = (spec.backend.name().to_string(), spec.arch.layers);
+        self.0
+            .iter()
+            .filter(|(k, _)| k.as_ref().is_none_or(|k| *k == key))
+            .map(|(_, w)| w.clone())
+            .collect()
+    }
+
+    /// Prints every warning on stderr (`warning: ...`).
+    pub fn print(&self) {
+        for (_, w) in &self.0 {
+            eprintln!("warning: {w}");
+        }
+    }
+}
+
+/// `--inducing` within [`MAX_INDUCING`].
+///
+/// # Errors
+/// [`BenchError::Usage`] stating the limit.
+pub fn check_inducing(m: Option<usize>) -> Result<()> {
+    match m {
+        Some(m) if m > MAX_INDUCING => Err(BenchError::Usage(format!(
+            "--inducing {m}: at most {MAX_INDUCING} inducing points per layer (one GP's M×M \
+             covariance alone is 8·M² bytes: 800 MB at M = {MAX_INDUCING})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Everything `run` checks after parsing its experiments and before training: outputs
+/// ([`check_outputs`]), every requested split (read, non-empty, standardisable, target
+/// scale representable in original units), M against [`MAX_INDUCING`] and N_train.
+/// Prints the warnings and returns them for the records.
+///
+/// # Errors
+/// [`BenchError::Usage`] / [`BenchError::Data`] naming the flag, file or split.
+pub fn check_run(a: &RunArgs, data: &BenchData, specs: &[ExperimentSpec<'_>]) -> Result<Warnings> {
+    let mut outputs = Vec::new();
+    if let Some(p) = &a.json {
+        outputs.push(OutputFile::new(format!("--json {}", p.display()), p));
+    }
+    if let Some(d) = &a.out {
+        outputs.extend(run_out_files(d, &data.name));
+    }
+    let inputs = input_files(&a.source.data, a.model.config.as_deref());
+    check_outputs(&inputs, &outputs)?;
+    let mut warnings = Warnings(data.warnings().iter().map(|w| (None, w.clone())).collect());
+    let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
+    let mut min_train = usize::MAX;
+    for &k in &splits {
+        min_train = min_train.min(check_split(data, k)?);
+    }
+    for s in specs {
+        let m = s.arch.num_inducing;
+        check_inducing(Some(m))?;
+        if m >= min_train {
+            warnings.0.push((
+                Some((s.backend.name().to_string(), s.arch.layers)),
+                format!(
+                    "{} {}: M = {m} inducing points but the smallest training split has N = \
+                     {min_train} rows (M ≥ N_train: no sparse approximation, and more \
+                     parameters than data)",
+                    s.backend.name(),
+                    model_label(s.arch.layers)
+                ),
+            ));
+        }
+    }
+    warnings.print();
+    Ok(warnings)
+}
+
+/// What `time` checks before loading data: `--json` is not an input and can be written,
+/// `--inducing` is within [`MAX_INDUCING`].
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the flag.
+pub fn check_time(a: &TimeArgs) -> Result<()> {
+    check_inducing(a.model.inducing)?;
+    let outputs: Vec<OutputFile> = a
+        .json
+        .iter()
+        .map(|p| OutputFile::new(format!("--json {}", p.display()), p))
+        .collect();
+    check_outputs(
+        &input_files(&a.source.data, a.model.config.as_deref()),
+        &outputs,
+    )
+}
+
+/// What the default job checks before training: its `--out` directory can be written
+/// (the files it writes there are not directories, the directory accepts new files).
+///
+/// # Errors
+/// [`BenchError::Usage`] naming `--out`.
+pub fn check_default(out: &Path) -> Result<()> {
+    let files = ["report.md", "results.json"]
+        .map(|f| OutputFile::new(format!("--out {} ({f})", out.display()), out.join(f)));
+    check_outputs(&[], &files)
+}
+
+/// Reads split `k` and runs the standardisation the experiment will run; returns N_train.
+fn check_split(data: &BenchData, k: usize) -> Result<usize> {
+    let (train, test) = data.split_data(k)?;
+    let ctx = |e: dgp_traits::Error| {
+        BenchError::Usage(format!("{} split {k}: {}", data.name, one_line(&e)))
+    };
+    let s = Standardizer::fit_with(&train, data.standardize_options()).map_err(ctx)?;
+    s.transform(&train).map_err(ctx)?;
+    s.transform_x(test.x()).map_err(ctx)?;
+    s.check_target_variance_representable().map_err(ctx)?;
+    Ok(train.n())
+}
+
+fn one_line(e: &dgp_traits::Error) -> String {
+    e.to_string()
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dgp-validate-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn outputs_equal_to_inputs_or_each_other_are_refused() {
+        let d = scratch("same");
+        let data = d.join("data.csv");
+        fs::write(&data, "a,y\n1,2\n").unwrap();
+        let e = check_outputs(
+            std::slice::from_ref(&data),
+            &[OutputFile::new("--json", d.join("./data.csv"))],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("is an input"), "{e}");
+        #[cfg(unix)]
+        {
+            let link = d.join("hard.csv");
+            fs::hard_link(&data, &link).unwrap();
+            let e = check_outputs(
+                std::slice::from_ref(&data),
+                &[OutputFile::new("--json", &link)],
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("is an input"), "{e}");
+        }
+        let mut outs = run_out_files(&d.join("o"), "x");
+        outs.push(OutputFile::new("--json", d.join("o/../o/results.json")));
+        let e = check_outputs(&[], &outs).unwrap_err();
+        assert!(e.to_string().contains("same file"), "{e}");
+        assert_eq!(fs::read_to_string(&data).unwrap(), "a,y\n1,2\n");
+        check_outputs(
+            std::slice::from_ref(&data),
+            &[OutputFile::new("--json", d.join("new/r.jsonl"))],
+        )
+        .unwrap();
+        assert!(d.join("new").is_dir());
+        assert_eq!(
+            fs::read_dir(d.join("new")).unwrap().count(),
+            0,
+            "probe removed"
+        );
+        let _ = fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,740 @@
+//! The bad-input catalogue of issue 16: misuse of every family (flags, values, backends,
+//! settings, data files, split files, outputs that would destroy inputs or each other,
+//! unrepresentable data) run against the binary. Every case must fail BEFORE any training
+//! with a non-zero exit code, a one-line message holding the expected key words, no panic,
+//! and every file of the scratch tree (the inputs) unchanged, byte for byte. Also: the
+//! warnings (printed and recorded) and the output-writing policy (symlinks, devices).
+
+mod common;
+
+use std::path::Path;
+
+use common::{Scratch, bench, csv_text, stderr, stdout, tree_hashes, write_csv, write_uci};
+
+/// One catalogue case: a name, the arguments and the words the message must hold.
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    needles: Vec<&'static str>,
+}
+
+fn case<S: AsRef<str>>(name: &'static str, args: &[S], needles: &[&'static str]) -> Case {
+    Case {
+        name,
+        args: args.iter().map(|s| s.as_ref().to_string()).collect(),
+        needles: needles.to_vec(),
+    }
+}
+
+/// A copy of the good UCI folder at `dir` with `file` replaced by `contents`.
+fn uci_with(s: &Scratch, dir: &str, file: &str, contents: &str) -> String {
+    let d = s.path(dir);
+    write_uci(&d);
+    std::fs::write(d.join(file), contents).unwrap();
+    s.s(dir)
+}
+
+fn file(s: &Scratch, name: &str, contents: &str) -> String {
+    std::fs::write(s.path(name), contents).unwrap();
+    s.s(name)
+}
+
+/// Every fixture of the catalogue in one scratch directory, and the cases.
+fn catalogue(s: &Scratch) -> Vec<Case> {
+    write_uci(&s.path("uci"));
+    write_csv(&s.path("good.csv"));
+    let u = s.s("uci");
+    let csv = s.s("good.csv");
+    let data_txt = s.s("uci/data.txt");
+    let bad_num = uci_with(s, "u_badnum", "data.txt", "1 2 3\n4 x 6\n");
+    let nan = uci_with(s, "u_nan", "data.txt", "1 2 3\n4 nan 6\n7 8 9\n");
+    let inf = uci_with(s, "u_inf", "data.txt", "1 2 3\n4 5 inf\n7 8 9\n");
+    let ragged = uci_with(s, "u_ragged", "data.txt", "1 2 3\n4 5\n");
+    let empty = uci_with(s, "u_empty", "data.txt", "\n\n");
+    let feat_range = uci_with(s, "u_featrange", "index_features.txt", "0\n7\n");
+    let no_target = uci_with(s, "u_notarget", "index_target.txt", "");
+    let n_splits = uci_with(s, "u_nsplits", "n_splits.txt", "two\n");
+    let missing_split = uci_with(s, "u_missing", "n_splits.txt", "3\n");
+    let empty_test = uci_with(s, "u_emptytest", "splits/index_test_1.txt", "\n");
+    let repeated = uci_with(s, "u_repeat", "splits/index_test_0.txt", "3\n13\n3\n");
+    let overlap = uci_with(s, "u_overlap", "splits/index_test_0.txt", "0\n3\n");
+    let neg_index = uci_with(s, "u_negidx", "splits/index_train_0.txt", "0\n-1\n");
+    let ragged_csv = file(s, "ragged.csv", "a,y\n1,2\n3\n");
+    let badnum_csv = file(s, "badnum.csv", "a,y\n1,2\n3,abc\n");
+    let nan_csv = file(s, "nan.csv", "a,y\n1,2\nNaN,4\n");
+    let empty_csv = file(s, "empty.csv", "");
+    let header_only = file(s, "header.csv", "a,y\n");
+    let one_col = file(s, "onecol.csv", "y\n1\n2\n");
+    let huge_target = file(s, "huge.csv", &{
+        // Features fine, target at 1e300: its variance (1e600) is not an f64.
+        let mut t = String::from("a,y\n");
+        for i in 0..20 {
+            t.push_str(&format!("{i},{:e}\n", (i as f64 * 0.37).sin() * 1e300));
+        }
+        t
+    });
+    let bad_json = file(s, "bad.json", "{\n  \"beta\": 0.1,\n  \"rule\": qr1\n}\n");
+    let cfg = file(s, "cfg.json", "{\"whiten\": true}\n");
+    let junk_jsonl = file(s, "junk.jsonl", "{\"backend\": 1}\nnot json\n");
+    let plain = file(s, "plain-file", "x");
+    let under_plain = format!("{plain}/sub");
+    std::fs::create_dir_all(s.path("adir")).unwrap();
+    let adir = s.s("adir");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(s.path("nowhere/x"), s.path("dangling.jsonl")).unwrap();
+    let dangling = s.s("dangling.jsonl");
+    let od = s.s("outdir");
+    let od_results = format!("{od}/results.json");
+    let od_report = format!("{od}/report.md");
+    let r = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec!["run".to_string(), "--quiet".into()];
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let mut cases = vec![
+        // Flags and values (clap and our own range checks).
+        case(
+            "unknown flag",
+            &["run", "--data", &u, "--bogus"],
+            &["--bogus"],
+        ),
+        case("missing --data", &["run"], &["--data"]),
+        case("unknown subcommand", &["frobnicate"], &["frobnicate"]),
+        case(
+            "layers not a number",
+            &["run", "--data", &u, "--layers", "two"],
+            &["--layers"],
+        ),
+        case(
+            "layers 0",
+            &["run", "--data", &u, "--layers", "0"],
+            &["--layers", "at least 1"],
+        ),
+        case(
+            "layers list with junk",
+            &["run", "--data", &u, "--layers", "1,x"],
+            &["--layers", "'x'"],
+        ),
+        case(
+            "steps 0",
+            &["run", "--data", &u, "--steps", "0"],
+            &["--steps", "at least 1"],
+        ),
+        case(
+            "steps negative",
+            &["run", "--data", &u, "--steps", "-3"],
+            &["'-3'"],
+        ),
+        case(
+            "lr negative",
+            &["run", "--data", &u, "--lr", "-1"],
+            &["--lr", "> 0"],
+        ),
+        case("lr NaN", &["run", "--data", &u, "--lr", "NaN"], &["--lr"]),
+        case("lr inf", &["run", "--data", &u, "--lr", "inf"], &["--lr"]),
+        case(
+            "inducing 0",
+            &["run", "--data", &u, "--inducing", "0"],
+            &["--inducing", "at least 1"],
+        ),
+        case(
+            "inducing huge",
+            &["run", "--data", &u, "--inducing", "100000000"],
+            &["--inducing 100000000", "at most 10000"],
+        ),
+        case(
+            "batch 0",
+            &["run", "--data", &u, "--batch", "0"],
+            &["--batch", "at least 1"],
+        ),
+        case(
+            "samples 0",
+            &["run", "--data", &u, "--samples", "0"],
+            &["--samples", "at least 1"],
+        ),
+        case(
+            "hidden 0",
+            &["run", "--data", &u, "--hidden", "0"],
+            &["--hidden", "at least 1"],
+        ),
+        case(
+            "beta negative",
+            &["run", "--data", &u, "--beta", "-1"],
+            &["--beta", ">= 0"],
+        ),
+        case(
+            "mean unknown",
+            &["run", "--data", &u, "--mean", "cubic"],
+            &["--mean", "zero or linear"],
+        ),
+        case(
+            "natgrad 0",
+            &["run", "--data", &u, "--natgrad", "0"],
+            &["--natgrad", "(0, 1]"],
+        ),
+        case(
+            "natgrad scheme",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--natgrad",
+                "1",
+                "--natgrad-scheme",
+                "both",
+            ],
+            &["--natgrad-scheme", "alternate or joint"],
+        ),
+        case(
+            "splits junk",
+            &["run", "--data", &u, "--splits", "x"],
+            &["--splits", "'x'"],
+        ),
+        case(
+            "split out of range",
+            &["run", "--data", &u, "--splits", "5"],
+            &["split 5", "2 splits"],
+        ),
+        case(
+            "protocol unknown",
+            &["run", "--data", &u, "--protocol", "nope"],
+            &["--protocol"],
+        ),
+        case(
+            "split kind unknown",
+            &["run", "--data", &u, "--split-kind", "nope"],
+            &["--split-kind", "published, random or extrapolate"],
+        ),
+        // Backends and their settings, checked for every (backend, layers) before work.
+        case(
+            "backend unknown",
+            &["run", "--data", &u, "--backend", "nope"],
+            &["unknown backend 'nope'"],
+        ),
+        case(
+            "backend list with unknown",
+            &["run", "--data", &u, "--backend", "svi,nope"],
+            &["'nope'"],
+        ),
+        case(
+            "ppgpr with 2 layers",
+            &["run", "--data", &u, "--backend", "ppgpr"],
+            &["ppgpr", "--layers 2"],
+        ),
+        case(
+            "svi,dspp with bad rule",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "svi,dspp",
+                "--rule",
+                "qr9",
+            ],
+            &["qr9", "qr1, qr2 or qr3"],
+        ),
+        case(
+            "sampler with early stopping",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "sghmc",
+                "--split-kind",
+                "extrapolate",
+            ],
+            &["sghmc", "early stopping"],
+        ),
+        case(
+            "set unknown key",
+            &["run", "--data", &u, "--set", "bogus=1"],
+            &["unknown setting 'bogus'", "allowed"],
+        ),
+        case(
+            "set without value",
+            &["run", "--data", &u, "--set", "whiten"],
+            &["key=value"],
+        ),
+        case(
+            "set unknown backend",
+            &["run", "--data", &u, "--set", "nope:beta=1"],
+            &["unknown backend 'nope'"],
+        ),
+        case(
+            "set reserved key",
+            &["run", "--data", &u, "--set", "num_inducing=3"],
+            &["--inducing"],
+        ),
+        case(
+            "set out of range",
+            &["run", "--data", &u, "--set", "inner_q_scale=2"],
+            &["inner_q_scale", "(0, 1]"],
+        ),
+        case(
+            "config missing",
+            &["run", "--data", &u, "--config", "/no/such.json"],
+            &["--config /no/such.json"],
+        ),
+        case(
+            "config bad JSON",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "dspp",
+                "--config",
+                &bad_json,
+            ],
+            &["bad.json:3:"],
+        ),
+        // Data sources.
+        case(
+            "data missing",
+            &["run", "--data", "/no/such/dir"],
+            &["/no/such/dir", "no such file"],
+        ),
+        case(
+            "builtin unknown",
+            &["run", "--data", "builtin:nope"],
+            &["builtin:nope", "builtin:concrete"],
+        ),
+        case(
+            "target on a UCI folder",
+            &["run", "--data", &u, "--target", "y"],
+            &["--target", "CSV"],
+        ),
+        case(
+            "CSV target missing",
+            &["run", "--data", &csv, "--target", "z"],
+            &["'z'", "good.csv"],
+        ),
+        case(
+            "CSV ragged row",
+            &["run", "--data", &ragged_csv, "--target", "y"],
+            &["ragged.csv:3"],
+        ),
+        case(
+            "CSV bad number",
+            &["run", "--data", &badnum_csv],
+            &["badnum.csv:3:2", "'abc' is not a number"],
+        ),
+        case(
+            "CSV NaN",
+            &["run", "--data", &nan_csv],
+            &["nan.csv:3:1", "not a finite number"],
+        ),
+        case(
+            "CSV empty file",
+            &["run", "--data", &empty_csv],
+            &["empty.csv", "at least two columns"],
+        ),
+        case(
+            "CSV header only",
+            &["run", "--data", &header_only],
+            &["header.csv", "no data rows"],
+        ),
+        case(
+            "CSV one column",
+            &["run", "--data", &one_col],
+            &["onecol.csv", "two columns"],
+        ),
+        case(
+            "UCI bad number",
+            &["run", "--data", &bad_num],
+            &["data.txt:2:2", "'x' is not a number"],
+        ),
+        case(
+            "UCI NaN",
+            &["run", "--data", &nan],
+            &["data.txt:2:2", "not a finite number"],
+        ),
+        case(
+            "UCI inf",
+            &["run", "--data", &inf],
+            &["data.txt:2:3", "not a finite number"],
+        ),
+        case(
+            "UCI ragged",
+            &["run", "--data", &ragged],
+            &["data.txt:2", "2 fields"],
+        ),
+        case(
+            "UCI empty data",
+            &["run", "--data", &empty],
+            &["data.txt", "no data rows"],
+        ),
+        case(
+            "UCI feature index out of range",
+            &["run", "--data", &feat_range],
+            &["index_features.txt:2:1", "out of range"],
+        ),
+        case(
+            "UCI no target index",
+            &["run", "--data", &no_target],
+            &["index_target.txt", "no target index"],
+        ),
+        case(
+            "UCI n_splits not a number",
+            &["run", "--data", &n_splits],
+            &["n_splits.txt:1:1"],
+        ),
+        case(
+            "UCI missing split file",
+            &["run", "--data", &missing_split, "--steps", "1"],
+            &["index_train_2.txt"],
+        ),
+        case(
+            "UCI empty test file",
+            &["run", "--data", &empty_test, "--steps", "1"],
+            &["index_test_1.txt", "no row indices"],
+        ),
+        case(
+            "UCI repeated split index",
+            &["run", "--data", &repeated],
+            &["index_test_0.txt:3:1", "repeated"],
+        ),
+        case(
+            "UCI train/test overlap",
+            &["run", "--data", &overlap],
+            &["row 0", "both the train and the test"],
+        ),
+        case(
+            "UCI negative split index",
+            &["run", "--data", &neg_index],
+            &["index_train_0.txt:2:1", "non-negative"],
+        ),
+        case(
+            "target at 1e300",
+            &["run", "--data", &huge_target, "--steps", "1"],
+            &["huge", "scale", "rescale the target"],
+        ),
+        // Outputs that would destroy inputs or each other, or cannot be written.
+        case(
+            "--json is the CSV data",
+            &r(&["--data", &csv, "--json", &csv]),
+            &["--json", "is an input", "good.csv"],
+        ),
+        case(
+            "--json is UCI data.txt",
+            &r(&["--data", &u, "--json", &data_txt]),
+            &["--json", "is an input", "data.txt"],
+        ),
+        case(
+            "--json via another path",
+            &r(&["--data", &u, "--json", &format!("{u}/splits/../data.txt")]),
+            &["is an input"],
+        ),
+        case(
+            "--json is the --config file",
+            &r(&["--data", &u, "--config", &cfg, "--json", &cfg]),
+            &["is an input", "cfg.json"],
+        ),
+        case(
+            "--json is --out's results.json",
+            &r(&["--data", &u, "--out", &od, "--json", &od_results]),
+            &["results.json", "same file"],
+        ),
+        case(
+            "--json is --out's report.md",
+            &r(&["--data", &u, "--out", &od, "--json", &od_report]),
+            &["report.md", "same file"],
+        ),
+        case(
+            "--json is a directory",
+            &r(&["--data", &u, "--json", &adir]),
+            &["--json", "is a directory"],
+        ),
+        case(
+            "--json under a regular file",
+            &r(&["--data", &u, "--json", &format!("{under_plain}/r.jsonl")]),
+            &["--json", "plain-file"],
+        ),
+        case(
+            "--out under a regular file",
+            &r(&["--data", &u, "--out", &under_plain]),
+            &["--out", "plain-file"],
+        ),
+        case(
+            "default job --out under a regular file",
+            &["--quiet", "--out", &under_plain],
+            &["--out"],
+        ),
+        case(
+            "time --json is the data",
+            &["time", "--data", &csv, "--json", &csv],
+            &["--json", "is an input"],
+        ),
+        case(
+            "time --json under a regular file",
+            &[
+                "time",
+                "--data",
+                &u,
+                "--json",
+                &format!("{under_plain}/t.json"),
+            ],
+            &["--json", "plain-file"],
+        ),
+        case(
+            "time split out of range",
+            &["time", "--data", &u, "--split", "9"],
+            &["--split 9"],
+        ),
+        case(
+            "time inducing huge",
+            &["time", "--data", &u, "--inducing", "100000000"],
+            &["at most 10000"],
+        ),
+        case(
+            "table missing file",
+            &["table", "/no/such.jsonl"],
+            &["/no/such.jsonl"],
+        ),
+        case(
+            "table junk records",
+            &["table", &junk_jsonl],
+            &["junk.jsonl:1", "not a split record"],
+        ),
+    ];
+    if cfg!(unix) {
+        cases.push(case(
+            "--json a dangling symlink",
+            &r(&["--data", &u, "--json", &dangling]),
+            &["--json", "does not resolve"],
+        ));
+    }
+    cases
+}
+
+fn check_case(s: &Scratch, c: &Case) -> Result<(), String> {
+    let before = tree_hashes(&s.0);
+    let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+    let o = bench(&args);
+    let err = stderr(&o);
+    let out = stdout(&o);
+    let mut problems = Vec::new();
+    match o.status.code() {
+        Some(0) => problems.push("exit code 0".to_string()),
+        None => problems.push("killed by a signal".to_string()),
+        Some(101) => problems.push("exit code 101 (panic)".to_string()),
+        Some(_) => {}
+    }
+    if err.contains("panicked") || out.contains("panicked") {
+        problems.push("panicked".into());
+    }
+    if out.contains("NLL") {
+        problems.push("a split trained before the error".into());
+    }
+    for n in &c.needles {
+        if !err.contains(n) {
+            problems.push(format!("'{n}' not in the message"));
+        }
+    }
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    if errors.len() != 1 {
+        problems.push(format!("{} error lines", errors.len()));
+    }
+    if tree_hashes(&s.0) != before {
+        problems.push("files of the scratch tree changed".into());
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {} (dgp-bench {:?})\nstderr: {err}",
+            c.name,
+            problems.join("; "),
+            c.args
+        ))
+    }
+}
+
+/// The catalogue: every case fails before training, with its key words, without a panic
+/// and without touching any file.
+#[test]
+fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
+    let s = Scratch::new("catalogue");
+    let cases = catalogue(&s);
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| check_case(&s, c).err())
+        .collect();
+    if std::env::var_os("DGP_PRINT_CATALOGUE").is_some() {
+        for c in &cases {
+            let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+            let msg = stderr(&bench(&args));
+            let root = s.0.to_str().unwrap();
+            println!(
+                "| {} | `{}` |",
+                c.name,
+                msg.trim().replace(root, "$T").replace('|', "\\|")
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// Tiny settings: flag and value, each added unless `args` already has the flag.
+const TINY: [(&str, &str); 5] = [
+    ("--inducing", "5"),
+    ("--steps", "2"),
+    ("--batch", "16"),
+    ("--samples", "3"),
+    ("--splits", "0"),
+];
+
+fn run_tiny(args: &[&str]) -> (String, String) {
+    let mut v: Vec<&str> = vec!["run", "--quiet"];
+    v.extend_from_slice(args);
+    for (flag, value) in TINY {
+        if !args.contains(&flag) {
+            v.extend([flag, value]);
+        }
+    }
+    let o = bench(&v);
+    assert!(o.status.success(), "dgp-bench {v:?} failed: {}", stderr(&o));
+    (stdout(&o), stderr(&o))
+}
+
+fn json_lines(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A headerless-looking CSV, a target listed as a feature and M ≥ N_train give warnings on
+/// stderr and in the records (JSON Lines and results.json); a clean run has none.
+#[test]
+fn warnings_are_printed_and_recorded() {
+    let s = Scratch::new("warnings");
+    // Header row all numeric: the first data row was taken as names.
+    // (Rows 1.. of the data: the first row's values are distinct, so they are usable names.)
+    let text: String = csv_text(1.0)
+        .lines()
+        .skip(2)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(s.path("nohdr.csv"), &text).unwrap();
+    let json = s.path("w.jsonl");
+    let (_, err) = run_tiny(&[
+        "--data",
+        &s.s("nohdr.csv"),
+        "--json",
+        json.to_str().unwrap(),
+        "--inducing",
+        "500",
+        "--out",
+        &s.s("wout"),
+    ]);
+    assert!(err.contains("warning:") && err.contains("header"), "{err}");
+    assert!(
+        err.contains("M = 500") && err.contains("M ≥ N_train"),
+        "{err}"
+    );
+    let recs = json_lines(&json);
+    let w = recs[0]["warnings"].as_array().expect("warnings recorded");
+    assert_eq!(w.len(), 2, "{w:?}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("wout/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results["records"][0]["warnings"].as_array().unwrap().len(),
+        2
+    );
+    // A target that is also a feature (UCI).
+    let u = s.path("leak");
+    write_uci(&u);
+    std::fs::write(u.join("index_features.txt"), "0\n1\n2\n").unwrap();
+    let json2 = s.path("leak.jsonl");
+    let (_, err) = run_tiny(&[
+        "--data",
+        u.to_str().unwrap(),
+        "--json",
+        json2.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("also listed as features") && err.contains("leakage"),
+        "{err}"
+    );
+    assert_eq!(
+        json_lines(&json2)[0]["warnings"].as_array().unwrap().len(),
+        1
+    );
+    // A clean run: no warnings, no field.
+    write_uci(&s.path("clean"));
+    let json3 = s.path("clean.jsonl");
+    let (_, err) = run_tiny(&["--data", &s.s("clean"), "--json", json3.to_str().unwrap()]);
+    assert!(!err.contains("warning"), "{err}");
+    assert!(json_lines(&json3)[0].get("warnings").is_none());
+}
+
+/// Output policy: a symlinked output stays a symlink (its target is written), a device is
+/// written through (not replaced by a regular file), an existing regular file is replaced
+/// atomically and no temporary file is left behind.
+#[cfg(unix)]
+#[test]
+fn outputs_keep_symlinks_and_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = Scratch::new("outputs");
+    write_uci(&s.path("uci"));
+    let u = s.s("uci");
+    std::fs::create_dir_all(s.path("out")).unwrap();
+    std::fs::write(s.path("real-results.json"), "old").unwrap();
+    std::os::unix::fs::symlink(s.path("real-results.json"), s.path("out/results.json")).unwrap();
+    std::fs::write(s.path("real.jsonl"), "old").unwrap();
+    std::os::unix::fs::symlink(s.path("real.jsonl"), s.path("link.jsonl")).unwrap();
+    std::fs::write(s.path("out/report.md"), "old report").unwrap();
+    run_tiny(&[
+        "--data",
+        &u,
+        "--out",
+        &s.s("out"),
+        "--json",
+        &s.s("link.jsonl"),
+    ]);
+    let link = std::fs::symlink_metadata(s.path("out/results.json")).unwrap();
+    assert!(
+        link.file_type().is_symlink(),
+        "results.json is still a symlink"
+    );
+    let real = std::fs::read_to_string(s.path("real-results.json")).unwrap();
+    assert!(real.contains("\"records\""), "{real}");
+    assert!(
+        std::fs::symlink_metadata(s.path("link.jsonl"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(json_lines(&s.path("real.jsonl")).len(), 1);
+    assert!(
+        std::fs::read_to_string(s.path("out/report.md"))
+            .unwrap()
+            .contains("dgp-bench run")
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(s.path("out"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("tmp-dgp-bench"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    if Path::new("/dev/null").exists() {
+        run_tiny(&["--data", &u, "--json", "/dev/null"]);
+        let m = std::fs::metadata("/dev/null").unwrap();
+        assert!(
+            m.file_type().is_char_device(),
+            "/dev/null is still a device"
+        );
+    }
+}
