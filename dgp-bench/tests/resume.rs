@@ -221,7 +221,7 @@ fn args(uci: &Path, json: &Path, extra: &[&str]) -> Vec<String> {
         "--inducing",
         "6",
         "--steps",
-        "1500",
+        "4000",
         "--batch",
         "16",
         "--samples",

@@ -29,6 +29,11 @@ pub const MAX_UNCONSTRAINED: f64 = 1e6;
 /// set a check rebuilds a model on; larger loaded dimensions are an error.
 pub const MAX_SYNTHETIC_ENTRIES: usize = 20_000_000;
 
+/// Largest number of rows of the synthetic data set (twice the inducing points): a
+/// checkpoint with more than half as many inducing points is refused rather than built
+/// (its M×M matrices would not fit in memory).
+pub const MAX_SYNTHETIC_ROWS: usize = 20_000;
+
 /// `model` as JSON.
 ///
 /// # Errors
@@ -92,7 +97,7 @@ pub fn synthetic_data(d: usize, p: usize, n: usize) -> Result<Dataset> {
     let n = n.max(8);
     let entries = n
         .checked_mul(d.saturating_add(p))
-        .filter(|&e| e <= MAX_SYNTHETIC_ENTRIES && d > 0 && p > 0);
+        .filter(|&e| e <= MAX_SYNTHETIC_ENTRIES && n <= MAX_SYNTHETIC_ROWS && d > 0 && p > 0);
     if entries.is_none() {
         return Err(Error::Config(format!(
             "checkpoint: implausible dimensions (input_dim {d}, output_dim {p}, {n} inducing-scale rows)"
@@ -126,7 +131,7 @@ fn compare(a: &Value, b: &Value, skip: &[&str], path: &str) -> Result<()> {
             {
                 return compare_blocks(blocks, fresh, &format!("{path}.blocks"));
             }
-            for k in y.keys().filter(|k| !x.contains_key(*k)) {
+            if let Some(k) = y.keys().find(|k| !x.contains_key(*k)) {
                 return Err(mismatch(path, format!("field `{k}` is missing")));
             }
             for (k, v) in x {
