@@ -142,27 +142,6 @@ fn nested_fit_saved_loaded_and_finished_equals_one_fit() {
     });
 }
 
-#[test]
-fn a_backend_that_cannot_resume_refuses_checkpoints() {
-    let b = find_backend("sghmc").unwrap();
-    let mut arch = ArchSpec::with_defaults(b, 2);
-    arch.num_inducing = 5;
-    let d = data();
-    let cfg = FitConfig {
-        steps: 5,
-        batch_size: 12,
-        ..FitConfig::default()
-    };
-    let mut m = b.build_model(&arch, &cfg, &d).unwrap();
-    let mut rec = Recorder {
-        every: 2,
-        ..Recorder::default()
-    };
-    let e = m.fit(&d, &cfg, &mut rec).unwrap_err().to_string();
-    assert!(e.contains("cannot save its state"), "{e}");
-    assert_eq!(rec.steps, 0, "refused before the first step");
-}
-
 // ---- the binary ----
 
 struct Scratch(PathBuf);
