@@ -34,6 +34,10 @@ pub enum BenchError {
         /// What went wrong.
         message: String,
     },
+    /// The run was interrupted (SIGINT/SIGTERM) after finishing a step; the message says
+    /// what was saved and how to resume (exit code 130).
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 /// Shorthand for results of this crate.
@@ -46,6 +50,7 @@ impl BenchError {
         match self {
             BenchError::Usage(_) | BenchError::Data(_) => 2,
             BenchError::Run { .. } | BenchError::Output { .. } => 1,
+            BenchError::Interrupted(_) => 130,
         }
     }
 

@@ -308,9 +308,11 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let t0 = Instant::now();
     let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std)?;
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
+    let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
     let fit = model
-        .fit(&train_std, &fit_cfg, &mut bar)
+        .fit(&train_std, &fit_cfg, &mut control)
         .map_err(|e| BenchError::run(ctx("training"), e))?;
+    control.finish(&label)?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();
     let t1 = Instant::now();

@@ -44,6 +44,7 @@
 #![warn(missing_docs)]
 
 pub mod backends;
+pub mod checkpointing;
 pub mod cli;
 pub mod compare;
 pub mod datasets;

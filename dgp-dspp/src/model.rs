@@ -297,7 +297,18 @@ impl Dspp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json(s, |m: &Dspp| m.config.validate())
+        checkpoint::from_json_checked(
+            s,
+            |m: &Dspp| m.config.validate(),
+            |m| {
+                let n = m.config.num_inducing.saturating_mul(2);
+                Dspp::new(
+                    m.config.clone(),
+                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                )
+            },
+            &["fit_summary"],
+        )
     }
 
     /// The Adam settings of the training loop for `steps` steps at base rate `lr`.

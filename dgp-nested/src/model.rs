@@ -276,6 +276,17 @@ impl NestedDgp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges (an edited checkpoint).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json(s, |m: &NestedDgp| m.config.validate())
+        checkpoint::from_json_checked(
+            s,
+            |m: &NestedDgp| m.config.validate(),
+            |m| {
+                let n = m.config.num_inducing.saturating_mul(2);
+                NestedDgp::new(
+                    m.config.clone(),
+                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                )
+            },
+            &[],
+        )
     }
 }

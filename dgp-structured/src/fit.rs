@@ -87,21 +87,32 @@ impl StructuredDgp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges or parameters that do not fit it.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json(s, |m: &StructuredDgp| {
-            m.config.validate()?;
-            let widths = m.config.widths(m.input_dim);
-            if m.layers.len() != m.config.layers
-                || m.layout.size() != widths[1..].iter().sum::<usize>() * m.config.num_inducing
-                || m.layers
-                    .iter()
-                    .any(|l| l.num_inducing != m.config.num_inducing)
-            {
-                return Err(Error::Config(
-                    "structured checkpoint: layers and q do not match the configuration".into(),
-                ));
-            }
-            Ok(())
-        })
+        checkpoint::from_json_checked(
+            s,
+            |m: &StructuredDgp| {
+                m.config.validate()?;
+                let widths = m.config.widths(m.input_dim);
+                if m.layers.len() != m.config.layers
+                    || m.layout.size() != widths[1..].iter().sum::<usize>() * m.config.num_inducing
+                    || m.layers
+                        .iter()
+                        .any(|l| l.num_inducing != m.config.num_inducing)
+                {
+                    return Err(Error::Config(
+                        "structured checkpoint: layers and q do not match the configuration".into(),
+                    ));
+                }
+                Ok(())
+            },
+            |m| {
+                let n = m.config.num_inducing.saturating_mul(2);
+                StructuredDgp::new(
+                    m.config.clone(),
+                    &checkpoint::synthetic_data(m.input_dim, 1, n)?,
+                )
+            },
+            &[],
+        )
     }
 }
 

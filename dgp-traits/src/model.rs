@@ -222,6 +222,33 @@ pub trait FitObserver {
     /// Called when a run enters a named phase (a sampler's `"burn-in"`, `"sampling"`),
     /// before the phase's first [`FitObserver::on_step`]; ignored by default.
     fn on_phase(&mut self, _phase: &str) {}
+
+    /// Whether the caller asks the run to stop after the current step (e.g. on SIGINT);
+    /// polled by the executor after every step (issue 16). Default `false`.
+    fn should_stop(&self) -> bool {
+        false
+    }
+
+    /// Save the run's state ([`crate::train::RunState`]) through
+    /// [`FitObserver::save_run_state`] every this many steps (and when stopped by
+    /// [`FitObserver::should_stop`]); `0` (the default) saves nothing.
+    fn checkpoint_every(&self) -> usize {
+        0
+    }
+
+    /// Receives a run's state to keep (see [`FitObserver::checkpoint_every`]).
+    ///
+    /// # Errors
+    /// A failure to keep it, which ends the run with that error.
+    fn save_run_state(&mut self, _state: &crate::train::RunState) -> Result<()> {
+        Ok(())
+    }
+
+    /// A saved state the executor's run should continue from instead of starting fresh
+    /// (taken once); `None` by default.
+    fn take_run_state(&mut self) -> Option<crate::train::RunState> {
+        None
+    }
 }
 
 /// An observer that ignores everything.

@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// `dgp-bench compare`).
     #[arg(long)]
     pub per_point: bool,
+    /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N` (issue 16).
+    #[command(flatten)]
+    pub ckpt: crate::checkpointing::CheckpointFlags,
 }
 
 /// The protocol and split kind of the command line (checked before any data is read).
@@ -334,11 +337,11 @@ fn run_one(
     json: &mut Option<JsonLinesWriter>,
     command: &str,
     acc: &mut RunOutputs,
+    after_split: &mut dyn FnMut(&RunOutputs) -> Result<()>,
 ) -> Result<()> {
     println!("\n{}, splits {:?}", describe_spec(spec), spec.splits);
     let mut pit = Vec::new();
     let warnings = acc.warnings.for_spec(spec);
-    let first_plot = &mut acc.first_plot;
     let records = run_experiment_with(spec, &mut |o: &SplitOutcome| {
         let r = &o.record;
         println!(
@@ -363,12 +366,16 @@ fn run_one(
         }
         pit.extend_from_slice(&o.pit);
         if let Some(dir) = out_dir
-            && first_plot.is_none()
+            && acc.first_plot.is_none()
             && o.train.input_dim() == 1
         {
-            *first_plot = Some(plot_1d_outcome(dir, o, spec)?);
+            acc.first_plot = Some(plot_1d_outcome(dir, o, spec)?);
         }
-        Ok(())
+        acc.records.push(SplitRecord {
+            warnings: warnings.clone(),
+            ..r.clone()
+        });
+        after_split(acc)
     })?;
     let summary = summarise(&records);
     let row = &summary[0];
@@ -387,10 +394,6 @@ fn run_one(
     let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
     acc.curves
         .push((label, calibration_curve(&pit, &calibration_levels())));
-    acc.records.extend(records.into_iter().map(|r| SplitRecord {
-        warnings: warnings.clone(),
-        ..r
-    }));
     Ok(())
 }
 
@@ -473,6 +476,8 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let specs = build_specs(a, &data, &splits)?;
     let warnings = crate::validate::check_run(a, &data, &specs)?;
+    crate::checkpointing::start_session(&a.ckpt, &specs)?;
+    crate::checkpointing::install_interrupt_handler();
     // Output locations are arguments: check them before training (exit code 2).
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -510,7 +515,27 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
         ..RunOutputs::default()
     };
     for spec in &specs {
-        run_one(spec, a.out.as_deref(), &mut json, &command, &mut acc)?;
+        // --out is rewritten after every split, so an interrupted run keeps what finished.
+        let mut after = |acc: &RunOutputs| match &a.out {
+            Some(dir) => write_outputs(dir, a, &data, &specs, acc, &summarise(&acc.records)),
+            None => Ok(()),
+        };
+        run_one(
+            spec,
+            a.out.as_deref(),
+            &mut json,
+            &command,
+            &mut acc,
+            &mut after,
+        )
+        .map_err(|e| {
+            crate::checkpointing::interrupted_note(
+                e,
+                acc.records.len(),
+                a.json.as_deref(),
+                a.out.as_deref(),
+            )
+        })?;
     }
     let summary = summarise(&acc.records);
     if let Some(p) = &a.json {

@@ -63,7 +63,18 @@ impl Dgps {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] / [`Error::Shape`] for an
     /// edited checkpoint outside the configuration's ranges or inconsistent with it.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json(s, |m: &Dgps| m.check_structure())
+        checkpoint::from_json_checked(
+            s,
+            |m: &Dgps| m.check_structure(),
+            |m| {
+                let n = m.config.num_inducing.saturating_mul(2);
+                Dgps::new(
+                    m.config.clone(),
+                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                )
+            },
+            &["train_objective", "restart", "crn"],
+        )
     }
 
     /// Moments of the last layer at `x` (len rows) for `reps` sample paths drawn from

@@ -62,6 +62,11 @@ impl Default for SghmcDgpConfig {
     }
 }
 
+/// Largest hidden width [`SghmcDgpConfig::validate`] accepts: each hidden unit carries an
+/// M-vector of sampled inducing outputs with its momentum and preconditioner state, so an
+/// edited checkpoint or config with an absurd width is refused before anything is allocated.
+pub const MAX_HIDDEN_WIDTH: usize = 10_000;
+
 impl SghmcDgpConfig {
     /// Checks every range; the error names the field.
     ///
@@ -78,6 +83,13 @@ impl SghmcDgpConfig {
         }
         if self.hidden_width == Some(0) {
             return bad("hidden_width must be at least 1");
+        }
+        if let Some(w) = self.hidden_width
+            && w > MAX_HIDDEN_WIDTH
+        {
+            return Err(Error::Config(format!(
+                "sghmc: hidden_width must be at most {MAX_HIDDEN_WIDTH}, got {w}"
+            )));
         }
         if !(self.kuu_jitter.is_finite() && self.kuu_jitter > 0.0) {
             return bad("kuu_jitter must be finite and > 0");

@@ -9,6 +9,6 @@ mod model;
 mod progress;
 
 pub use backend::{SGHMC_BACKEND, SghmcBackend};
-pub use config::SghmcDgpConfig;
+pub use config::{MAX_HIDDEN_WIDTH, SghmcDgpConfig};
 pub use model::{NOISE_FLOOR, SghmcDgp, VAR_FLOOR};
 pub use progress::PhaseProgress;

@@ -487,37 +487,48 @@ impl SghmcDgp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges or a sampler state that does not fit the parameters.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json(s, |m: &SghmcDgp| {
-            m.config.validate()?;
-            if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
-                return Err(Error::Config(
-                    "sghmc checkpoint: layer count mismatch".into(),
-                ));
-            }
-            for l in &m.layers {
-                if l.num_inducing != m.config.num_inducing {
+        checkpoint::from_json_checked(
+            s,
+            |m: &SghmcDgp| {
+                m.config.validate()?;
+                if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
                     return Err(Error::Config(
-                        "sghmc checkpoint: num_inducing does not match the layers".into(),
+                        "sghmc checkpoint: layer count mismatch".into(),
                     ));
                 }
-            }
-            let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
-            if let Some(st) = &m.sampler
-                && (st.chain.len() != n
-                    || st.kept.iter().any(|k| k.len() != n)
-                    || st.window.iter().any(|k| k.len() != n)
-                    || st.schedule.thinning == 0
-                    || st.schedule.kept == 0
-                    || st.schedule.window == 0
-                    || st.schedule.window > st.schedule.burn_in
-                    || st.window.len() > st.schedule.window
-                    || st.window_next >= st.schedule.window)
-            {
-                return Err(Error::Config(
-                    "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),
-                ));
-            }
-            Ok(())
-        })
+                for l in &m.layers {
+                    if l.num_inducing != m.config.num_inducing {
+                        return Err(Error::Config(
+                            "sghmc checkpoint: num_inducing does not match the layers".into(),
+                        ));
+                    }
+                }
+                let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
+                if let Some(st) = &m.sampler
+                    && (st.chain.len() != n
+                        || st.kept.iter().any(|k| k.len() != n)
+                        || st.window.iter().any(|k| k.len() != n)
+                        || st.schedule.thinning == 0
+                        || st.schedule.kept == 0
+                        || st.schedule.window == 0
+                        || st.schedule.window > st.schedule.burn_in
+                        || st.window.len() > st.schedule.window
+                        || st.window_next >= st.schedule.window)
+                {
+                    return Err(Error::Config(
+                        "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),
+                    ));
+                }
+                Ok(())
+            },
+            |m| {
+                let n = m.config.num_inducing.saturating_mul(2);
+                SghmcDgp::new(
+                    m.config.clone(),
+                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                )
+            },
+            &["sampler"],
+        )
     }
 }

@@ -6,6 +6,7 @@ use crate::model::{Batch, FitConfig, FitReport, Model};
 use crate::rng::stream;
 use crate::tape::Tape;
 use crate::train::observer::{Control, Observer, StepInfo};
+use crate::train::resume::{RUN_STATE_VERSION, RunState};
 use crate::train::stepper::{StepContext, Stepper};
 use faer::{Mat, Par};
 use std::time::Instant;
@@ -58,10 +59,16 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         &self.stepper
     }
 
-    /// Trains `model` on `data` (model units); see the type docs.
+    /// Trains `model` on `data` (model units); see the type docs. When the caller's
+    /// [`crate::model::FitObserver`] asks for checkpoints or supplies a saved state, the
+    /// run saves / continues from [`RunState`]s (`crate::train::resume`); when it asks to
+    /// stop, the run ends after the current step (saving its state first if checkpoints
+    /// are on).
     ///
     /// # Errors
-    /// [`Error::Empty`] for data without rows; the stepper's and observers' errors.
+    /// [`Error::Empty`] for data without rows; the stepper's and observers' errors; a
+    /// stepper or observer that cannot be checkpointed when checkpoints are asked for; a
+    /// saved state of another run.
     pub fn run(&mut self, model: &mut M, data: &Dataset) -> Result<FitReport> {
         let n = data.n();
         if n == 0 {
@@ -82,8 +89,20 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             o.on_start(model, self.steps)?;
         }
         let mut report = FitReport::default();
+        let every = self.control().map_or(0, |c| c.checkpoint_every());
+        let resume = self.control().and_then(|c| c.take_run_state());
+        if every > 0 || resume.is_some() {
+            self.save_state(model, &noise, &report, (0, b, n))?;
+        }
+        let first = match resume {
+            Some(state) => self.restore(model, state, (b, n), &mut noise, &mut report)?,
+            None => 0,
+        };
+        for _ in 0..first {
+            batches.next_batch();
+        }
         let start = Instant::now();
-        for step in 0..self.steps {
+        for step in first..self.steps {
             let idx = batches.next_batch();
             gather_rows_into(data.x(), idx, xb.as_mut());
             gather_rows_into(data.y(), idx, yb.as_mut());
@@ -109,7 +128,16 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             for o in self.observers.iter_mut() {
                 stop |= o.on_step(model, &info)? == Control::Stop;
             }
-            if stop {
+            let asked = self.control().is_some_and(|c| c.should_stop());
+            let done = step + 1;
+            let due = asked || done.is_multiple_of(every.max(1));
+            if every > 0 && (done == self.steps || (!stop && due)) {
+                let state = self.save_state(model, &noise, &report, (done, b, n))?;
+                if let Some(c) = self.control() {
+                    c.save_run_state(&state)?;
+                }
+            }
+            if stop || asked {
                 break;
             }
         }
@@ -118,6 +146,70 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         }
         report.seconds = start.elapsed().as_secs_f64();
         Ok(report)
+    }
+
+    /// The caller's [`crate::model::FitObserver`], reached through the first observer
+    /// that forwards to one.
+    fn control(&mut self) -> Option<&mut dyn crate::model::FitObserver> {
+        self.observers.iter_mut().find_map(|o| o.fit_observer())
+    }
+
+    /// The run's state after `done` steps (`(done, batch_size, n)`); also the check,
+    /// before the first step, that the stepper and every observer can save theirs.
+    fn save_state(
+        &self,
+        model: &M,
+        noise: &crate::rng::Rng,
+        report: &FitReport,
+        (done, b, n): (usize, usize, usize),
+    ) -> Result<RunState> {
+        let observers = self
+            .observers
+            .iter()
+            .map(|o| o.save_state())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RunState {
+            version: RUN_STATE_VERSION,
+            steps_done: done,
+            steps: self.steps,
+            seed: self.seed,
+            batch_size: b,
+            n,
+            params: model.params().flat(),
+            noise: noise.clone(),
+            stepper: self.stepper.save_state()?,
+            observers,
+            report: report.clone(),
+        })
+    }
+
+    /// Continues from `state`: parameters, stepper, observers, noise and report; returns
+    /// the number of steps done.
+    fn restore(
+        &mut self,
+        model: &mut M,
+        state: RunState,
+        (b, n): (usize, usize),
+        noise: &mut crate::rng::Rng,
+        report: &mut FitReport,
+    ) -> Result<usize> {
+        let num_free = model.params().num_free();
+        state.check_matches(self.steps, self.seed, b, n, num_free)?;
+        if state.observers.len() != self.observers.len() {
+            return Err(Error::Config(format!(
+                "resume: the saved run had {} observers, this run has {}",
+                state.observers.len(),
+                self.observers.len()
+            )));
+        }
+        model.params_mut().set_flat(&state.params)?;
+        self.stepper.load_state(model, &state.stepper)?;
+        for (o, v) in self.observers.iter_mut().zip(&state.observers) {
+            o.load_state(v)?;
+        }
+        *noise = state.noise;
+        *report = state.report;
+        Ok(state.steps_done)
     }
 
     /// Whether a numerical failure `e` ends the run quietly (some observer recovers).

@@ -40,6 +40,7 @@ mod lbfgs;
 mod natural;
 mod observer;
 mod restarts;
+pub mod resume;
 pub(crate) mod rules;
 mod sghmc;
 mod stepper;
@@ -58,6 +59,7 @@ pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
 pub use observer::{Checkpoint, Control, Observer, Progress, SampleCollector, StepInfo};
 pub use restarts::{BestOf, best_of};
+pub use resume::{RUN_STATE_VERSION, RunState};
 pub use rules::{
     EarlyStopping, HeldOutRule, LindingerStopping, LindingerTrace, PATIENCE_SCORE_SAMPLES, Restore,
 };

@@ -89,4 +89,14 @@ impl<M: NaturalGradientModel + ?Sized> Stepper<M> for NaturalAdamStepper {
         model.params_mut().set_flat(&self.flat)?;
         Ok(value)
     }
+
+    fn save_state(&self) -> Result<serde_json::Value> {
+        crate::train::resume::save_adam(&self.adam)
+    }
+
+    fn load_state(&mut self, model: &mut M, state: &serde_json::Value) -> Result<()> {
+        crate::train::resume::load_adam(&mut self.adam, state)?;
+        self.flat = model.params().flat();
+        Ok(())
+    }
 }

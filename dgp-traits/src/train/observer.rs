@@ -49,6 +49,33 @@ pub trait Observer<M: ?Sized> {
     fn on_finish(&mut self, _model: &mut M) -> Result<()> {
         Ok(())
     }
+
+    /// The caller's [`FitObserver`] when this observer forwards to one ([`Progress`]):
+    /// the executor asks it for stop requests and checkpoints (`crate::train::resume`).
+    fn fit_observer(&mut self) -> Option<&mut dyn FitObserver> {
+        None
+    }
+
+    /// This observer's state for an exact resume ([`crate::train::RunState`]); by
+    /// default it cannot save one (an error naming the type).
+    ///
+    /// # Errors
+    /// When the observer cannot be checkpointed.
+    fn save_state(&self) -> Result<serde_json::Value> {
+        Err(crate::train::resume::not_resumable(std::any::type_name::<
+            Self,
+        >()))
+    }
+
+    /// Restores a state written by [`Observer::save_state`] (after [`Observer::on_start`]).
+    ///
+    /// # Errors
+    /// When the observer cannot be checkpointed or the state is malformed.
+    fn load_state(&mut self, _state: &serde_json::Value) -> Result<()> {
+        Err(crate::train::resume::not_resumable(std::any::type_name::<
+            Self,
+        >()))
+    }
 }
 
 /// Forwards every step to a [`FitObserver`] (`on_step(step, steps, value)`), e.g. the
@@ -66,6 +93,18 @@ impl<M: ?Sized> Observer<M> for Progress<'_> {
     fn on_step(&mut self, _model: &M, info: &StepInfo) -> Result<Control> {
         self.0.on_step(info.step, info.steps, info.value);
         Ok(Control::Continue)
+    }
+
+    fn fit_observer(&mut self) -> Option<&mut dyn FitObserver> {
+        Some(&mut *self.0)
+    }
+
+    fn save_state(&self) -> Result<serde_json::Value> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn load_state(&mut self, _state: &serde_json::Value) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -107,6 +146,14 @@ impl<M: Model + ?Sized, F: FnMut(usize, String) -> Result<()>> Observer<M> for C
             self.written += 1;
         }
         Ok(Control::Continue)
+    }
+
+    fn save_state(&self) -> Result<serde_json::Value> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn load_state(&mut self, _state: &serde_json::Value) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -33,6 +33,28 @@ pub trait Stepper<M: ?Sized> {
     /// One step on `batch`; returns the objective value of the step (the one reported in
     /// [`crate::model::FitReport`]).
     fn step(&mut self, model: &mut M, batch: &Batch<'_>, ctx: &mut StepContext<'_>) -> Result<f64>;
+
+    /// The stepper's state after [`Stepper::start`] and some steps, for an exact resume
+    /// ([`crate::train::RunState`]); by default it cannot save one (an error naming it).
+    ///
+    /// # Errors
+    /// When the stepper cannot be checkpointed.
+    fn save_state(&self) -> Result<serde_json::Value> {
+        Err(crate::train::resume::not_resumable(std::any::type_name::<
+            Self,
+        >()))
+    }
+
+    /// Restores a state written by [`Stepper::save_state`] into a started stepper;
+    /// `model` already holds the saved parameters.
+    ///
+    /// # Errors
+    /// When the stepper cannot be checkpointed or the state does not fit it.
+    fn load_state(&mut self, _model: &mut M, _state: &serde_json::Value) -> Result<()> {
+        Err(crate::train::resume::not_resumable(std::any::type_name::<
+            Self,
+        >()))
+    }
 }
 
 /// The positions of `role`'s blocks in the flat view, adjacent ranges merged (fewer, longer
@@ -90,6 +112,16 @@ impl<M: Model + ?Sized> Stepper<M> for AdamStepper {
         adam.ascend_ranges(&mut self.flat, &grad, &self.ranges)?;
         model.params_mut().set_flat(&self.flat)?;
         Ok(value)
+    }
+
+    fn save_state(&self) -> Result<serde_json::Value> {
+        crate::train::resume::save_adam(&self.adam)
+    }
+
+    fn load_state(&mut self, model: &mut M, state: &serde_json::Value) -> Result<()> {
+        crate::train::resume::load_adam(&mut self.adam, state)?;
+        self.flat = model.params().flat();
+        Ok(())
     }
 }
 
