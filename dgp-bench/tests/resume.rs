@@ -247,7 +247,13 @@ fn records(path: &Path) -> Vec<serde_json::Value> {
         .map(|r| {
             let mut v = serde_json::to_value(r).unwrap();
             let o = v.as_object_mut().unwrap();
-            for k in ["train_seconds", "predict_seconds", "command"] {
+            for k in [
+                "train_seconds",
+                "predict_seconds",
+                "wall_seconds",
+                "peak_rss_mib",
+                "command",
+            ] {
                 o.remove(k);
             }
             v
