@@ -352,8 +352,15 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         let step = model.sampler_state().unwrap().step;
         assert!(msg.contains(&format!("sghmc step {step} ")), "{eps}: {msg}");
         let json = model.to_json().unwrap();
-        let restored = SghmcDgp::from_json(&json).unwrap();
-        assert!(restored.params().flat().iter().all(|v| v.is_finite()));
+        // The saved state is the last finite one. Loading it back either gives finite
+        // parameters or, when the chain had already run off to absurd values (beyond
+        // `MAX_UNCONSTRAINED`, where no prediction can be finite), the checkpoint
+        // validation's typed error naming the value — never a panic or a NaN state.
+        match SghmcDgp::from_json(&json) {
+            Ok(restored) => assert!(restored.params().flat().iter().all(|v| v.is_finite())),
+            Err(dgp_traits::Error::Config(m)) => assert!(m.contains("magnitude"), "{eps}: {m}"),
+            Err(e) => panic!("{eps}: unexpected error restoring the last good state: {e}"),
+        }
         if step > 0 {
             assert_eq!(Some(&json), last.as_ref(), "{eps}");
             failed_after_good_steps = true;

@@ -74,8 +74,7 @@ pub fn from_json_checked<T: Serialize + DeserializeOwned>(
     rebuild: impl FnOnce(&T) -> Result<T>,
     skip: &[&str],
 ) -> Result<T> {
-    let loaded: Value = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
-    let model: T = T::deserialize(&loaded).map_err(|e| Error::Serde(e.to_string()))?;
+    let model: T = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
     validate(&model)?;
     let fresh = rebuild(&model).map_err(|e| {
         Error::Config(format!(
@@ -83,6 +82,10 @@ pub fn from_json_checked<T: Serialize + DeserializeOwned>(
         ))
     })?;
     let fresh = serde_json::to_value(&fresh).map_err(|e| Error::Serde(e.to_string()))?;
+    // Compare the state as this version writes it: fields an older checkpoint lacks and
+    // that deserialise to their defaults (e.g. an optional setting added later) are
+    // filled in, so old checkpoints keep loading.
+    let loaded = serde_json::to_value(&model).map_err(|e| Error::Serde(e.to_string()))?;
     compare_states(&loaded, &fresh, skip)?;
     Ok(model)
 }
