@@ -68,7 +68,7 @@ pub struct Cli {
 pub enum Command {
     /// Train and evaluate one backend on the splits of a data set (the full protocol).
     Run(RunArgs),
-    /// Time one gradient step (forward + backward + Adam update) and one test prediction.
+    /// Time each backend's real training step (its own fit and stepper: Adam, natural gradient + Adam, SGHMC burn-in / sampling), several backends interleaved in one run, and one test prediction.
     Time(TimeArgs),
     /// Merge JSON Lines records of earlier `run --json` calls into one table (mean ± s.e.
     /// per data set, backend and depth).
