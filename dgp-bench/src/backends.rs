@@ -386,7 +386,7 @@ pub static BACKENDS: &[BackendEntry] = &[
         quick: SGHMC_QUICK,
         layers_in_default_run: &[2],
         samples_in_run: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
-        samples_in_time: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures one gradient evaluation of the potential",
+        samples_in_time: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
         samples_are_components: false,
     },
 ];

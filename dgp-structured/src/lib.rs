@@ -51,18 +51,21 @@
 //! ```
 //!
 //! ## Measured (dgp-bench, 2-core machine shared with other jobs)
-//! Speed, `dgp-bench time --data kin8nm --backend B --layers 3 --inducing 128 --hidden 5
-//! --batch 512 --samples 5 --warmup 3 --steps 15 --predict-reps 1` (split 0, τ = 5), median
-//! ms per gradient step (value_and_grad + Adam). Session 3 (load 10–15 on 2 cores; old =
-//! the binary of bf75aa4, new = this crate; runs alternated, svi in the same minutes):
+//! Speed, `dgp-bench time --data ../shared/data/uci/kin8nm --backend svi,star,fc --layers 3
+//! --inducing 128 --hidden 5 --batch 512 --samples 5 --warmup 3 --steps 20 --block 2
+//! --predict-reps 1` (split 0, τ = 5): each backend's own `fit` and stepper, interleaved in
+//! rounds in one process, on the idle 2-core machine (load < 0.2; median ms per step, ratio
+//! = median of per-round ratios with its interquartile range):
 //!
-//! | run | star old | star new | svi DGP3 | old/svi | new/svi | mean field (new) |
-//! |---|---:|---:|---:|---:|---:|---:|
-//! | 1 | 1214 | 988 | 272 | 4.5 | 3.6 | |
-//! | 2 | 1516 | 714 | 255 | 5.9 | 2.8 | |
-//! | 3 | 1105 | 646, 665 | 220 | 5.0 | 3.0 | 343 (star/mf 1.9) |
+//! | backend | ms / step | ratio to svi DGP3 | predict test split (100 components) |
+//! |---|---:|---:|---:|
+//! | svi DGP3 | 48.5 | 1 | 0.48 s |
+//! | star DGP3 | 140.2 | 2.85× [2.71–3.14] | 1.03 s |
+//! | fc DGP3 (Adam) | 1074 | 21.3× [20.5–22.8] | 15.4 s |
+//! | structured mean field (`--set star:stripes=false --set star:arrow=false`, separate run) | 64.7 | 1.32× [1.31–1.39] | |
 //!
-//! STAR now ≈ 3× svi (before ≈ 5–6×; issue 14's ≤ 2× is NOT met) and ≈ 1.9× this crate's
+//! Before the block-sparse route (binary of bf75aa4, loaded machine) STAR was 5–6× svi.
+//! STAR is ≈ 2.85× svi (issue 14's ≤ 2× is NOT met) and ≈ 2.2× this crate's
 //! own non-whitened mean field (`--set stripes=false --set arrow=false`; the paper's
 //! "STAR about 2× slower than MF" is against its own mean-field code). What changed:
 //! the block-sparse route (private module `sparse`, fused ops in [`forms`]) forms the S_M blocks a
@@ -78,7 +81,7 @@
 //! parameters): ELBO equal to 6e-16 relative. What remains is inherent to the family:
 //! layer 3's five bilinear forms `a_2ᵀ S_{(2,t),L} a_3` between two different per-sample
 //! vectors (5 full products forward, 10 backward) and the non-whitened a_l solves.
-//! FC keeps the dense factor route (unchanged, ≈ 26× svi in session 2).
+//! FC keeps the dense factor route (≈ 21× svi; the paper has FC ≈ 3× STAR).
 //!
 //! Accuracy (one modest run, energy published splits 0–2, L = 3, M = 50, τ = 5, 1500 Adam
 //! steps lr 0.01, batch 512, S_train = 5, 100 test samples; not converged, not the paper
