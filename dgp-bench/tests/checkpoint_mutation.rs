@@ -183,11 +183,19 @@ fn check_backend(name: &str, cases: u32) {
         loader(name)(&original).is_ok(),
         "{name}: the unedited checkpoint must load"
     );
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+    // A fixed proptest stream: the same cases on every run (set CHECKPOINT_MUTATION_CASES
+    // to explore more of them locally).
+    let cases = std::env::var("CHECKPOINT_MUTATION_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    let config = ProptestConfig {
         cases,
         failure_persistence: None,
         ..ProptestConfig::default()
-    });
+    };
+    let rng = proptest::test_runner::TestRng::deterministic_rng(config.rng_algorithm);
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(config, rng);
     let result = runner.run(&(any::<u64>(), 1usize..4), |(seed, k)| {
         let mut s = seed;
         let mut v = root.clone();

@@ -271,6 +271,12 @@ impl DsppConfig {
         if self.layers > 1 && self.hidden_width == 0 {
             return bad("hidden_width must be at least 1");
         }
+        dgp_traits::skeleton::check_sizes(
+            "dspp",
+            self.layers,
+            &[self.hidden_width],
+            self.num_inducing,
+        )?;
         if self.sites == 0 {
             return bad("sites must be at least 1");
         }
@@ -285,6 +291,14 @@ impl DsppConfig {
         }
         if self.lmc_latent == Some(0) {
             return bad("lmc_latent must be at least 1");
+        }
+        if let Some(q) = self.lmc_latent
+            && q > dgp_traits::skeleton::MAX_WIDTH
+        {
+            return Err(Error::Config(format!(
+                "dspp: lmc_latent must be at most {}, got {q}",
+                dgp_traits::skeleton::MAX_WIDTH
+            )));
         }
         if self.lmc_latent.is_some() && !self.likelihood.has_noise_variance() {
             return bad("the LMC output is for Gaussian regression only");

@@ -158,6 +158,12 @@ impl NestedConfig {
         if self.hidden_width == Some(0) {
             return bad("hidden_width must be at least 1");
         }
+        dgp_traits::skeleton::check_sizes(
+            "nested",
+            self.layers,
+            self.hidden_width.as_slice(),
+            self.num_inducing,
+        )?;
         let pos = |x: f64| x > 0.0 && x.is_finite();
         if !(pos(self.init_lengthscale) && pos(self.init_variance)) {
             return bad("init_lengthscale and init_variance must be finite and > 0");

@@ -106,6 +106,15 @@ impl StructuredConfig {
         if self.tau == 0 {
             return Err(err("tau", "must be at least 1"));
         }
+        dgp_traits::skeleton::check_sizes(
+            "structured",
+            self.layers,
+            &[self.tau],
+            self.num_inducing,
+        )?;
+        if let Some(w) = &self.hidden_widths {
+            dgp_traits::skeleton::check_sizes("structured", self.layers, w, self.num_inducing)?;
+        }
         if self.train_samples == 0 {
             return Err(err("train_samples", "must be at least 1"));
         }

@@ -99,6 +99,12 @@ impl SviConfig {
         if self.hidden_width == Some(0) {
             return Err(Error::Config("svi: hidden_width must be at least 1".into()));
         }
+        dgp_traits::skeleton::check_sizes(
+            "svi",
+            self.layers,
+            self.hidden_width.as_slice(),
+            self.num_inducing,
+        )?;
         if self.train_samples == 0 {
             return Err(Error::Config(
                 "svi: train_samples must be at least 1".into(),

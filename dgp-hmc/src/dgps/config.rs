@@ -102,6 +102,12 @@ impl DgpsConfig {
         if self.hidden_width == Some(0) {
             return bad("hidden_width", "at least 1", "0".into());
         }
+        dgp_traits::skeleton::check_sizes(
+            "dgps",
+            self.layers,
+            self.hidden_width.as_slice(),
+            self.num_inducing,
+        )?;
         if self.max_iters == 0 {
             return bad("max_iters", "at least 1", "0".into());
         }

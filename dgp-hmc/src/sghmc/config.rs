@@ -84,6 +84,12 @@ impl SghmcDgpConfig {
         if self.hidden_width == Some(0) {
             return bad("hidden_width must be at least 1");
         }
+        dgp_traits::skeleton::check_sizes(
+            "sghmc",
+            self.layers,
+            self.hidden_width.as_slice(),
+            self.num_inducing,
+        )?;
         if let Some(w) = self.hidden_width
             && w > MAX_HIDDEN_WIDTH
         {

@@ -51,3 +51,40 @@ pub fn describe_stack(backend: &str, widths: &[usize], num_inducing: usize, extr
         w.join("→")
     )
 }
+
+/// Largest number of layers a configuration may ask for.
+pub const MAX_LAYERS: usize = 100;
+/// Largest hidden width (GPs per hidden layer) a configuration may ask for.
+pub const MAX_WIDTH: usize = 10_000;
+/// Largest number of inducing points per layer a configuration may ask for (one GP's
+/// M×M covariance is 8·M² bytes: 800 MB at this limit).
+pub const MAX_INDUCING: usize = 10_000;
+
+/// Bounds on the sizes of a deep-GP stack, checked by every backend's configuration so
+/// that an edited config or checkpoint with an absurd size is a typed error before
+/// anything is allocated (rather than an allocation panic or an out-of-memory abort).
+///
+/// # Errors
+/// [`crate::Error::Config`] naming `backend` and the first size out of range.
+pub fn check_sizes(
+    backend: &str,
+    layers: usize,
+    widths: &[usize],
+    num_inducing: usize,
+) -> crate::error::Result<()> {
+    let over = |what: &str, v: usize, max: usize| {
+        Err(crate::error::Error::Config(format!(
+            "{backend}: {what} must be at most {max}, got {v}"
+        )))
+    };
+    if layers > MAX_LAYERS {
+        return over("layers", layers, MAX_LAYERS);
+    }
+    if num_inducing > MAX_INDUCING {
+        return over("num_inducing", num_inducing, MAX_INDUCING);
+    }
+    if let Some(&w) = widths.iter().find(|&&w| w > MAX_WIDTH) {
+        return over("hidden_width", w, MAX_WIDTH);
+    }
+    Ok(())
+}

@@ -18,7 +18,9 @@ pub mod predict;
 pub mod propagate;
 pub mod stack;
 
-pub use checks::{check_batch, check_inputs, describe_stack};
+pub use checks::{
+    MAX_INDUCING, MAX_LAYERS, MAX_WIDTH, check_batch, check_inputs, check_sizes, describe_stack,
+};
 pub use predict::{ChunkMoments, finish_predictive, predict_chunked};
 pub use propagate::{NoiseMode, Propagated, propagate, reparam_sample, tile_rows};
 pub use stack::{InitRun, LayerPlan, MeanData, StackMean, layer_plans};
