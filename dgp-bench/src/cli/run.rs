@@ -471,6 +471,8 @@ fn write_outputs(
 }
 
 pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
+    // Before the backends' configs see M, so the message names the flag.
+    crate::validate::check_inducing(a.model.inducing)?;
     let (protocol, kind) = protocol_of(a)?;
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
