@@ -48,6 +48,15 @@ pub enum SplitKind {
     /// direction are the test set ([`extrapolation_split`]); features with train std ≤
     /// 1e-3 are dropped when standardising.
     Extrapolate,
+    /// The DSPP protocol's random 15:3:2 splits (`crate::protocol::Protocol::Dspp`):
+    /// `splits` of them (10, or 5 for 3-layer models), split k a permutation seeded with
+    /// `seed + k` whose first `floor(0.15·N)` rows are the test set; the validation part
+    /// is drawn inside the other 85 % by the backends that select on it
+    /// ([`crate::protocol::DsppPartition`]). Only `--protocol dspp` makes it.
+    Dspp {
+        /// Number of splits.
+        splits: usize,
+    },
 }
 
 impl SplitKind {
@@ -72,6 +81,7 @@ impl SplitKind {
             SplitKind::Published => "published",
             SplitKind::Random => "random",
             SplitKind::Extrapolate => "extrapolate",
+            SplitKind::Dspp { .. } => "15:3:2",
         }
     }
 }
@@ -176,6 +186,11 @@ enum Source {
         seed: u64,
     },
     Extrapolate {
+        data: Dataset,
+        n_splits: usize,
+        seed: u64,
+    },
+    Dspp {
         data: Dataset,
         n_splits: usize,
         seed: u64,
@@ -365,6 +380,19 @@ impl BenchData {
                     seed,
                 }
             }
+            SplitKind::Dspp { splits } => {
+                crate::protocol::DsppPartition::of(data.n(), &self.name)?;
+                if splits == 0 {
+                    return Err(BenchError::Usage(
+                        "--protocol dspp: zero splits requested".into(),
+                    ));
+                }
+                Source::Dspp {
+                    data,
+                    n_splits: splits,
+                    seed,
+                }
+            }
         };
         Ok(BenchData { source, ..self })
     }
@@ -382,7 +410,9 @@ impl BenchData {
     pub fn data(&self) -> &Dataset {
         match &self.source {
             Source::Uci(u) => &u.data,
-            Source::Random { data, .. } | Source::Extrapolate { data, .. } => data,
+            Source::Random { data, .. }
+            | Source::Extrapolate { data, .. }
+            | Source::Dspp { data, .. } => data,
         }
     }
 
@@ -390,7 +420,9 @@ impl BenchData {
     pub fn n_splits(&self) -> usize {
         match &self.source {
             Source::Uci(u) => u.n_splits,
-            Source::Random { n_splits, .. } | Source::Extrapolate { n_splits, .. } => *n_splits,
+            Source::Random { n_splits, .. }
+            | Source::Extrapolate { n_splits, .. }
+            | Source::Dspp { n_splits, .. } => *n_splits,
         }
     }
 
@@ -419,6 +451,18 @@ impl BenchData {
             Source::Extrapolate { n_splits, seed, .. } => format!(
                 "extrapolation splits (Lindinger et al. §4.1: the half with the smaller projection on a random direction is the test set), split k seeded with {seed} + k ({n_splits} available)"
             ),
+            Source::Dspp {
+                data,
+                n_splits,
+                seed,
+            } => {
+                let part = crate::protocol::DsppPartition::of(data.n(), &self.name)
+                    .map(|p| format!("; {}", p.describe()))
+                    .unwrap_or_default();
+                format!(
+                    "random 15:3:2 train/test/validation splits (Jankowiak et al. 2020 App. A.4), split k seeded with {seed} + k ({n_splits} available){part}"
+                )
+            }
         }
     }
 
@@ -445,6 +489,12 @@ impl BenchData {
                 ..
             } => random_split(data.n(), *test_fraction, seed.wrapping_add(k as u64))
                 .map_err(BenchError::data),
+            Source::Dspp { data, seed, .. } => random_split(
+                data.n(),
+                crate::protocol::DSPP_TEST_FRACTION,
+                seed.wrapping_add(k as u64),
+            )
+            .map_err(BenchError::data),
             Source::Extrapolate { data, seed, .. } => {
                 // The training half is `train ∪ holdout`: the early-stopping holdout is
                 // drawn inside `fit` by the rule (`FitConfig::early_stopping`).

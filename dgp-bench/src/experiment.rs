@@ -237,6 +237,23 @@ pub struct SplitRecord {
     /// there were none, so records of clean runs are unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Mean of each target column over the training split (the standardiser's `m_y`);
+    /// with [`SplitRecord::y_std`] it gives the metrics in standardised units exactly
+    /// ([`crate::units::standardised`]). Empty and omitted in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub y_mean: Vec<f64>,
+    /// Population std of each target column over the training split (`s_y`, 1 for a
+    /// constant column). Empty and omitted in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub y_std: Vec<f64>,
+    /// Rows of the `n_train` training rows that the backend held out to choose its
+    /// hyper-parameters (dspp/ppgpr's β_reg and width selection: `floor(2/17 · n_train)`,
+    /// the DSPP protocol's 10 % validation part; [`crate::protocol::selection_rows`]).
+    /// The selection's candidates trained on the other `n_train − validation_rows`; the
+    /// final model on all `n_train` (less any early-stopping holdout of its own). 0 and
+    /// omitted: no selection, the model trained on all `n_train` rows.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub validation_rows: usize,
 }
 
 fn is_zero(v: &usize) -> bool {
@@ -370,6 +387,9 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
             peak_rss_mib: crate::resources::peak_rss_mib(),
         },
         warnings: Vec::new(),
+        y_mean: standardizer.y_mean.clone(),
+        y_std: standardizer.y_std.clone(),
+        validation_rows: crate::protocol::selection_rows(spec, train.n()),
     };
     Ok(SplitOutcome {
         record,

@@ -11,10 +11,13 @@
 //! * [`experiment`] — [`experiment::run_experiment`]: per split, standardise with training
 //!   statistics, build, fit, predict, un-standardise, and compute NLL/RMSE/CRPS/coverage in
 //!   original units ([`experiment::SplitRecord`]).
-//! * [`protocol`] — `run --protocol published | lindinger` (Lindinger et al.'s random
-//!   90:10 splits, held-out early stopping and settings) next to `--split-kind published |
-//!   random | extrapolate` ([`datasets::SplitKind`]; the extrapolation split of protocol
-//!   §1, which always trains with Lindinger's held-out early stopping).
+//! * [`protocol`] — `run --protocol published | lindinger | dspp` (Lindinger et al.'s random
+//!   90:10 splits, held-out early stopping and settings; the DSPP paper's random 15:3:2
+//!   splits, 10 or 5 of them) next to `--split-kind published | random | extrapolate`
+//!   ([`datasets::SplitKind`]; the extrapolation split of protocol §1, which always trains
+//!   with Lindinger's held-out early stopping).
+//! * [`units`] — metrics in standardised units, derived exactly from a record and its
+//!   training split's target mean and std (protocol.md §2).
 //! * [`compare`] — the per-point direct comparison of any two backends (Lindinger et al.
 //!   §4.2) from records with per-test-point log densities (`run --per-point`).
 //! * [`summary`] — mean ± standard error over splits (ddof = 1).
@@ -60,6 +63,7 @@ pub mod resources;
 pub mod results;
 pub mod summary;
 pub mod timing;
+pub mod units;
 pub mod validate;
 
 pub use backends::{ArchSpec, BACKENDS, BackendEntry};

@@ -10,6 +10,18 @@
 //!   with staircase decay ×0.98 every 1000 steps, 100 test samples, M = 128, hidden width
 //!   τ = 5. Flags given on the command line override these defaults.
 //!
+//! * [`Protocol::Dspp`]: Jankowiak et al. (2020) App. A.2/A.4 — random 15:3:2
+//!   train/test/validation splits (75/15/10 %), [`DSPP_SPLITS`] of them seeded 0..9, or
+//!   [`DSPP_SPLITS_DEEP`] when any requested layer count is 3 or more
+//!   ([`dspp_split_count`]); split k is a permutation seeded with `seed + k` whose first
+//!   `floor(0.15·N)` rows are the test set ([`SplitKind::Dspp`]). The other 85 % is what
+//!   `fit` gets; dspp/ppgpr then hold out `floor(2/17 · n_fit)` of those rows for choosing
+//!   β_reg and the width (`dgp_dspp::VALIDATION_FRACTION`), which is the paper's 10 %
+//!   validation part: 85 % · 2/17 = 10 %, 85 % · 15/17 = 75 % ([`DsppPartition`]).
+//!   Backends without such a selection train on all 85 %. No training settings are
+//!   imposed (each backend's defaults). The run's table shows the metrics in standardised
+//!   units (protocol.md §2, [`crate::units`]) beside the original ones.
+//!
 //! The extrapolation split ([`SplitKind::Extrapolate`]) always trains with the same
 //! held-out rule (protocol §1 step 4), under either protocol.
 
@@ -18,6 +30,7 @@ use dgp_traits::train::HeldOutRule;
 
 use crate::datasets::SplitKind;
 use crate::error::{BenchError, Result};
+use crate::experiment::ExperimentSpec;
 
 /// An evaluation protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +39,101 @@ pub enum Protocol {
     Published,
     /// Lindinger et al. (2020): random 90:10 splits, held-out early stopping, their settings.
     Lindinger,
+    /// Jankowiak et al. (2020, DSPP): random 15:3:2 splits, selection on the validation
+    /// part, metrics in standardised units.
+    Dspp,
+}
+
+/// Test share of the DSPP protocol's splits: 3 of 15:3:2 (App. A.4).
+pub const DSPP_TEST_FRACTION: f64 = 0.15;
+/// Splits of the DSPP protocol for models of at most two layers (App. A.4: 10).
+pub const DSPP_SPLITS: usize = 10;
+/// Splits of the DSPP protocol when any requested model has three or more layers
+/// (App. A.4: 5 for 3-layer models).
+pub const DSPP_SPLITS_DEEP: usize = 5;
+/// Smallest training part (75 %) the DSPP protocol accepts: the early-stopping minimum
+/// of the core ([`dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING`]), so that the
+/// selection's candidates, trained on it, can still hold out rows for early stopping.
+pub const DSPP_MIN_TRAIN_ROWS: usize = dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING;
+
+/// The number of DSPP-protocol splits for the requested layer counts: [`DSPP_SPLITS_DEEP`]
+/// when any is 3 or more, [`DSPP_SPLITS`] otherwise (App. A.4).
+pub fn dspp_split_count(layers: &[usize]) -> usize {
+    if layers.iter().any(|&l| l >= 3) {
+        DSPP_SPLITS_DEEP
+    } else {
+        DSPP_SPLITS
+    }
+}
+
+/// How the DSPP protocol partitions `n` rows (App. A.4, 15:3:2). The counts use NumPy's
+/// `int(fraction · n)` (floor) as the core's splits do: `test = floor(0.15·n)`,
+/// `fit = n − test` (what `Model::fit` gets), `validation = floor(2/17 · fit)` (drawn
+/// inside the fit rows by dspp/ppgpr's selection, `dgp_dspp::VALIDATION_FRACTION`),
+/// `train = fit − validation` (what the selection's candidates train on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DsppPartition {
+    /// All rows.
+    pub n: usize,
+    /// Test rows (≈ 15 %).
+    pub test: usize,
+    /// Rows given to `fit` (≈ 85 %: train + validation).
+    pub fit: usize,
+    /// Validation rows of the selection (≈ 10 %).
+    pub validation: usize,
+    /// Training rows of the selection's candidates (≈ 75 %).
+    pub train: usize,
+}
+
+impl DsppPartition {
+    /// The partition of `n` rows.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] when the data cannot support 15:3:2: an empty test or
+    /// validation part, or a training part below [`DSPP_MIN_TRAIN_ROWS`] (at least 25
+    /// rows are needed).
+    pub fn of(n: usize, name: &str) -> Result<Self> {
+        let test = (DSPP_TEST_FRACTION * n as f64).floor() as usize;
+        let fit = n - test.min(n);
+        let validation = (dgp_dspp::VALIDATION_FRACTION * fit as f64).floor() as usize;
+        let train = fit - validation.min(fit);
+        if test == 0 || validation == 0 || train < DSPP_MIN_TRAIN_ROWS {
+            return Err(BenchError::Usage(format!(
+                "--protocol dspp: {name} has {n} rows, too few for 15:3:2 train/test/validation \
+                 splits (test {test}, validation {validation}, train {train}; the training part \
+                 needs at least {DSPP_MIN_TRAIN_ROWS} rows, the early-stopping minimum)"
+            )));
+        }
+        Ok(DsppPartition {
+            n,
+            test,
+            fit,
+            validation,
+            train,
+        })
+    }
+
+    /// One sentence: the counts and their shares of `n`.
+    pub fn describe(&self) -> String {
+        let pct = |k: usize| 100.0 * k as f64 / self.n as f64;
+        format!(
+            "15:3:2 of N = {}: test {} ({:.1} %); fit gets the other {} ({:.1} %), of which \
+             dspp/ppgpr's selection holds out {} for validation ({:.1} %) and trains its \
+             candidates on {} ({:.1} %) before the final fit on all {}; backends without \
+             selection train on all {}",
+            self.n,
+            self.test,
+            pct(self.test),
+            self.fit,
+            pct(self.fit),
+            self.validation,
+            pct(self.validation),
+            self.train,
+            pct(self.train),
+            self.fit,
+            self.fit
+        )
+    }
 }
 
 /// Training settings a protocol imposes (unless a flag overrides them).
@@ -66,7 +174,7 @@ pub const LINDINGER: ProtocolSettings = ProtocolSettings {
 };
 
 impl Protocol {
-    /// Parses `published` or `lindinger`.
+    /// Parses `published`, `lindinger` or `dspp`.
     ///
     /// # Errors
     /// [`BenchError::Usage`] naming the allowed values.
@@ -74,12 +182,9 @@ impl Protocol {
         match s {
             "published" => Ok(Protocol::Published),
             "lindinger" => Ok(Protocol::Lindinger),
-            "dspp" => Err(BenchError::Usage(
-                "--protocol dspp (15:3:2 splits) is not implemented yet; use published or lindinger"
-                    .into(),
-            )),
+            "dspp" => Ok(Protocol::Dspp),
             other => Err(BenchError::Usage(format!(
-                "--protocol must be published or lindinger, got '{other}'"
+                "--protocol must be published, lindinger or dspp, got '{other}'"
             ))),
         }
     }
@@ -89,21 +194,48 @@ impl Protocol {
         match self {
             Protocol::Published => "published",
             Protocol::Lindinger => "lindinger",
+            Protocol::Dspp => "dspp",
         }
     }
 
-    /// The split kind used when `--split-kind` is not given.
-    pub fn default_split_kind(self) -> SplitKind {
+    /// The split kind used when `--split-kind` is not given, for models with the
+    /// requested `layers` (the DSPP protocol's number of splits depends on them).
+    pub fn default_split_kind(self, layers: &[usize]) -> SplitKind {
         match self {
             Protocol::Published => SplitKind::Published,
             Protocol::Lindinger => SplitKind::Random,
+            Protocol::Dspp => SplitKind::Dspp {
+                splits: dspp_split_count(layers),
+            },
         }
+    }
+
+    /// The split kind of the command line: `given` (`--split-kind`) or the protocol's.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] when `--split-kind` is given with `--protocol dspp` (its
+    /// 15:3:2 splits are part of the protocol).
+    pub fn split_kind(self, given: Option<SplitKind>, layers: &[usize]) -> Result<SplitKind> {
+        match (self, given) {
+            (Protocol::Dspp, Some(k)) => Err(BenchError::Usage(format!(
+                "--protocol dspp brings its own 15:3:2 splits; leave out --split-kind {}",
+                k.name()
+            ))),
+            (_, Some(k)) => Ok(k),
+            (p, None) => Ok(p.default_split_kind(layers)),
+        }
+    }
+
+    /// Whether the run's tables show standardised units (protocol.md §2) beside the
+    /// original ones: the DSPP paper reports standardised units.
+    pub fn standardised_units(self) -> bool {
+        self == Protocol::Dspp
     }
 
     /// The settings the protocol imposes (`None`: the backends' defaults).
     pub fn settings(self) -> Option<&'static ProtocolSettings> {
         match self {
-            Protocol::Published => None,
+            Protocol::Published | Protocol::Dspp => None,
             Protocol::Lindinger => Some(&LINDINGER),
         }
     }
@@ -124,6 +256,30 @@ impl Protocol {
     }
 }
 
+/// Backends whose build step chooses hyper-parameters on a validation part of the
+/// training rows when [`crate::backends::ArchSpec::tune`] is set (`dgp_dspp`'s
+/// `DsppBackend::tuned_config`: β_reg unless `beta` is set, and for two or more layers the
+/// hidden width unless `--hidden` is given).
+const SELECTING_BACKENDS: &[&str] = &["dspp", "ppgpr"];
+
+/// Rows of `n_train` that the backend of `spec` holds out for its selection of
+/// hyper-parameters (`floor(VALIDATION_FRACTION · n_train)`, `dgp_dspp::VALIDATION_FRACTION`
+/// = 2/17), or 0 when it does not select (other backends, `--no-tune`, or everything
+/// given). Stored in [`crate::experiment::SplitRecord::validation_rows`].
+pub fn selection_rows(spec: &ExperimentSpec<'_>, n_train: usize) -> usize {
+    let a = &spec.arch;
+    let beta_given = a.settings.contains_key("beta");
+    let width_fixed = a.hidden_width.is_some() || a.layers == 1;
+    let selects = SELECTING_BACKENDS.contains(&spec.backend.name())
+        && a.tune
+        && !(beta_given && width_fixed);
+    if selects {
+        (dgp_dspp::VALIDATION_FRACTION * n_train as f64).floor() as usize
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,7 +288,7 @@ mod tests {
     fn protocols_parse_and_imply_their_splits_and_stopping() {
         assert_eq!(Protocol::parse("published").unwrap(), Protocol::Published);
         let l = Protocol::parse("lindinger").unwrap();
-        assert_eq!(l.default_split_kind(), SplitKind::Random);
+        assert_eq!(l.default_split_kind(&[2]), SplitKind::Random);
         assert_eq!(
             l.early_stopping(SplitKind::Random),
             Some(HeldOutRule::lindinger())
@@ -143,7 +299,7 @@ mod tests {
         assert_eq!(p.early_stopping(SplitKind::Published), None);
         assert!(p.early_stopping(SplitKind::Extrapolate).is_some());
         assert_eq!(p.label(SplitKind::Published), "");
-        for bad in ["", "dspp", "Lindinger"] {
+        for bad in ["", "DSPP", "Lindinger"] {
             assert_eq!(Protocol::parse(bad).unwrap_err().exit_code(), 2);
         }
         assert!((LINDINGER.lr_schedule.factor(1999) - 0.98).abs() < 1e-15);

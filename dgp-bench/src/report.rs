@@ -380,6 +380,9 @@ pub(crate) mod tests {
             log_density: Vec::new(),
             resources: Default::default(),
             warnings: Vec::new(),
+            y_mean: Vec::new(),
+            y_std: Vec::new(),
+            validation_rows: 0,
         }
     }
 
