@@ -270,9 +270,8 @@ pub fn selection_rows(spec: &ExperimentSpec<'_>, n_train: usize) -> usize {
     let a = &spec.arch;
     let beta_given = a.settings.contains_key("beta");
     let width_fixed = a.hidden_width.is_some() || a.layers == 1;
-    let selects = SELECTING_BACKENDS.contains(&spec.backend.name())
-        && a.tune
-        && !(beta_given && width_fixed);
+    let selects =
+        SELECTING_BACKENDS.contains(&spec.backend.name()) && a.tune && !(beta_given && width_fixed);
     if selects {
         (dgp_dspp::VALIDATION_FRACTION * n_train as f64).floor() as usize
     } else {

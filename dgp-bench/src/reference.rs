@@ -11,8 +11,11 @@
 //! * Units are never mixed (protocol.md §2). Records hold original units; rows in
 //!   original units are compared directly, with `tll = −nll` per split (exact: the record's
 //!   `nll` is the mean negative log density). Rows in standardised units (DSPP) are
-//!   REFUSED: converting needs each split's training-target std `s_y`, which a record does
-//!   not carry; the row is shown as "units differ" with no number.
+//!   compared in standardised units, each record converted exactly with its own split's
+//!   training-target std `s_y` ([`crate::units::standardised`]: `NLL_std = NLL − log s_y`,
+//!   `RMSE_std = RMSE/s_y`, `CRPS_std = CRPS/s_y`). When any record of the group lacks
+//!   `s_y` (records written before it was recorded) the row is shown as "units differ"
+//!   with no number: a standardised cell is never compared with original units.
 //! * Ours is the mean ± s.e. over the records' splits (sd with ddof = 1, [`MeanSe`]); the
 //!   papers' s.e. are as printed (Lindinger et al.'s code uses ddof = 0). The difference
 //!   is expressed in units of the combined s.e. `√(se_ours² + se_paper²)` (a missing s.e.
@@ -75,6 +78,22 @@ impl Metric {
     /// +1 when higher is better, −1 when lower is.
     pub fn better_sign(self) -> f64 {
         if self == Metric::Tll { 1.0 } else { -1.0 }
+    }
+
+    /// The metric of one record in `units`: original units directly, standardised units
+    /// through the record's training-target std ([`crate::units::standardised`]; `None`
+    /// when the record has none, or the metric cannot be converted).
+    pub fn in_units(self, r: &SplitRecord, units: Units) -> Option<f64> {
+        if units == Units::Original {
+            return Some(self.of(r));
+        }
+        let m = crate::units::standardised(r)?;
+        match self {
+            Metric::Tll => Some(-m.nll),
+            Metric::Nll => Some(m.nll),
+            Metric::Rmse => m.rmse,
+            Metric::Crps => m.crps,
+        }
     }
 
     /// The metric of one record in original units (`tll = −nll`).
@@ -205,7 +224,8 @@ pub fn matches(row: &ReferenceRow, r: &SplitRecord) -> bool {
 pub struct VsPaperRow {
     /// The published cell.
     pub reference: ReferenceRow,
-    /// Ours over the records' splits, in the row's metric; `None` when units differ.
+    /// Ours over the records' splits, in the row's metric and units; `None` when a record
+    /// cannot be converted to the row's units.
     pub ours: Option<MeanSe>,
     /// (ours − paper) · better_sign / combined s.e.; `None` without any s.e. or units.
     pub z: Option<f64>,
@@ -282,15 +302,19 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
 }
 
 fn compare_row(row: &ReferenceRow, own: &[&SplitRecord]) -> VsPaperRow {
-    if row.units != Units::Original {
+    let values: Option<Vec<f64>> = own
+        .iter()
+        .map(|r| row.metric.in_units(r, row.units))
+        .collect();
+    let Some(values) = values else {
         return VsPaperRow {
             reference: row.clone(),
             ours: None,
             z: None,
             worse: false,
         };
-    }
-    let ours = MeanSe::of(&own.iter().map(|r| row.metric.of(r)).collect::<Vec<_>>());
+    };
+    let ours = MeanSe::of(&values);
     let diff = (ours.mean - row.mean) * row.metric.better_sign();
     let se = match (ours.se, row.se) {
         (None, None) => None,
@@ -328,10 +352,12 @@ fn join<T: ToString>(set: &BTreeSet<T>) -> String {
 /// then one table row per published cell (see the module docs).
 pub fn render(groups: &[RecordGroup]) -> String {
     let mut s = String::from(
-        "Ours: mean ± s.e. over the records' splits (sd with ddof = 1), original units, tll = −nll. \
+        "Ours: mean ± s.e. over the records' splits (sd with ddof = 1), in the row's units, tll = −nll. \
          Paper: as printed. Δ/s.e. = (ours − paper)/√(se_ours² + se_paper²), positive = ours better; \
-         ✗ = ours worse by more than 1 combined s.e. Rows in standardised units are not compared \
-         (records are in original units; protocol.md §2).\n",
+         ✗ = ours worse by more than 1 combined s.e. Rows in standardised units (DSPP) are compared \
+         in standardised units, each split converted with its own training-target std s_y \
+         (NLL_std = NLL − log s_y, RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y); records without \
+         s_y show \"units differ\" (protocol.md §2).\n",
     );
     for g in groups {
         s.push_str(&format!(

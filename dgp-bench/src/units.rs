@@ -192,7 +192,13 @@ mod tests {
         assert_eq!(rows[0].nll.mean, 2.5);
         assert_eq!(rows[1].n_converted, 0);
         let t = markdown_table_standardised(&rows);
-        assert!(t.contains("| boston | svi | DGP2 | 2 | 2.50 ± 0.50 | 1.000 ± 0.000 |"), "{t}");
-        assert!(t.contains("| boston | dspp | DGP2 | 1 | — | — | — | 1.000 |"), "{t}");
+        assert!(
+            t.contains("| boston | svi | DGP2 | 2 | 2.50 ± 0.50 | 1.00 ± 0.00 | 0.500 ± 0.000 |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| boston | dspp | DGP2 | 1 | — | — | — | 1.00 |"),
+            "{t}"
+        );
     }
 }

@@ -211,9 +211,12 @@ fn bad_protocol_flags_are_one_line_usage_errors_before_training() {
     };
     run(
         &["--protocol", "nope"],
-        "--protocol must be published or lindinger",
+        "--protocol must be published, lindinger or dspp",
     );
-    run(&["--protocol", "dspp"], "not implemented");
+    run(
+        &["--protocol", "dspp", "--split-kind", "random"],
+        "leave out --split-kind",
+    );
     run(&["--split-kind", "sideways"], "--split-kind must be");
     run(
         &["--split-kind", "extrapolate", "--splits", "10"],

@@ -360,7 +360,10 @@ fn run_one(
             r.model
         );
         if spec.protocol.starts_with("dspp/") {
-            println!("         {}", crate::units::split_line(r).trim_start_matches(" | "));
+            println!(
+                "         {}",
+                crate::units::split_line(r).trim_start_matches(" | ")
+            );
         }
         if let Some(w) = json.as_mut() {
             w.write(&SplitRecord {

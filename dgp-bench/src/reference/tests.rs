@@ -105,3 +105,53 @@ fn units_are_never_mixed_and_missing_references_are_not_invented() {
         "{text}"
     );
 }
+
+#[test]
+fn standardised_rows_use_each_records_own_training_std() {
+    let table = reference_rows().unwrap();
+    // protein dspp L2 (rule qr3): nll 2.8 and 2.9 in original units, s_y 6.0 and 6.2.
+    let with_sy = |split: usize, nll: f64, sy: f64| SplitRecord {
+        y_mean: vec![7.7],
+        y_std: vec![sy],
+        rmse: 0.6 * sy,
+        crps: 0.3 * sy,
+        protocol: "dspp/15:3:2".into(),
+        ..rec("protein", "dspp", 2, split, nll)
+    };
+    let records = vec![with_sy(0, 2.8, 6.0), with_sy(1, 2.9, 6.2)];
+    let g = vs_paper(&records, &table);
+    assert_eq!(g[0].rows.len(), 3);
+    let row = |m: Metric| g[0].rows.iter().find(|r| r.reference.metric == m).unwrap();
+    let nll = row(Metric::Nll);
+    assert_eq!(nll.reference.paper_model, "QR3-2L");
+    let (a, b) = (2.8 - 6.0f64.ln(), 2.9 - 6.2f64.ln());
+    let ours = nll.ours.unwrap();
+    assert!((ours.mean - (a + b) / 2.0).abs() < 1e-12, "{ours:?}");
+    assert!((ours.se.unwrap() - (a - b).abs() / 2.0).abs() < 1e-12);
+    // The paper prints no s.e.: the combined s.e. is ours alone; lower NLL is better.
+    let z = (0.382 - ours.mean) / ours.se.unwrap();
+    assert!((nll.z.unwrap() - z).abs() < 1e-9);
+    assert_eq!(nll.worse, z < -1.0);
+    let rmse = row(Metric::Rmse).ours.unwrap();
+    assert!((rmse.mean - 0.6).abs() < 1e-12 && rmse.se.unwrap() < 1e-12);
+    assert!((row(Metric::Crps).ours.unwrap().mean - 0.3).abs() < 1e-12);
+    assert!(render(&g).contains("Records: protocol dspp/15:3:2"));
+    // One record of the group without s_y: the standardised rows are not compared at all.
+    let mixed = vec![with_sy(0, 2.8, 6.0), rec("protein", "dspp", 2, 1, 2.9)];
+    for r in &vs_paper(&mixed, &table)[0].rows {
+        assert_eq!((r.ours, r.z, r.worse), (None, None, false));
+    }
+    // svi DGP2 on protein with s_y: compared with Table 9's DGP2 row (nll 0.875).
+    let svi = vec![SplitRecord {
+        y_std: vec![6.0],
+        ..rec("protein", "svi", 2, 0, 2.8)
+    }];
+    let g = vs_paper(&svi, &table);
+    let r = g[0]
+        .rows
+        .iter()
+        .find(|r| r.reference.paper_model == "DGP2" && r.reference.metric == Metric::Nll)
+        .unwrap();
+    assert!((r.ours.unwrap().mean - (2.8 - 6.0f64.ln())).abs() < 1e-12);
+    assert_eq!(r.z, None, "one split and no published s.e.: no ratio");
+}
