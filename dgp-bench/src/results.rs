@@ -81,8 +81,17 @@ fn section(path: &Path) -> Result<String> {
         s.push_str("```\n\n");
     }
     if !records.is_empty() {
-        s.push_str(&markdown_table(&summarise(&records)));
+        let summary = summarise(&records);
+        s.push_str(&markdown_table(&summary));
         s.push('\n');
+        // Records of the DSPP protocol: also in the paper's standardised units.
+        if records.iter().any(|r| r.protocol.starts_with("dspp/")) {
+            let std_rows = crate::units::summarise_standardised(&records, &summary);
+            s.push_str(&crate::units::markdown_table_standardised(&std_rows));
+            s.push('\n');
+            s.push_str(crate::units::STD_TABLE_NOTE);
+            s.push_str("\n\n");
+        }
     }
     let notes = path.with_extension("md");
     if notes.is_file() {
@@ -148,6 +157,23 @@ mod tests {
         );
         assert!(doc.contains("| boston | svi | DGP2 | 2 |"), "{doc}");
         assert!(doc.contains("A note."), "{doc}");
+        assert!(
+            !doc.contains("NLL (std)"),
+            "published records: original units only"
+        );
+        r.protocol = "dspp/15:3:2".into();
+        r.y_std = vec![2.0];
+        fs::write(
+            dir.join("c.jsonl"),
+            serde_json::to_string(&r).unwrap() + "\n",
+        )
+        .unwrap();
+        let doc = render(&dir).unwrap();
+        assert!(
+            doc.contains("NLL (std)") && doc.contains("NLL_std = NLL − log s_y"),
+            "{doc}"
+        );
+        fs::remove_file(dir.join("c.jsonl")).unwrap();
         assert!(
             doc.contains("# Archived tables") && doc.contains("## old"),
             "{doc}"
