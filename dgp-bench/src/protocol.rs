@@ -113,14 +113,29 @@ impl DsppPartition {
         })
     }
 
-    /// One sentence: the counts and their shares of `n`.
+    /// One sentence: the counts and their shares of `n`, and what dspp's default
+    /// held-out early stopping (`dgp_dspp::DsppConfig::default().early_stopping`) takes
+    /// out of the final fit's rows.
     pub fn describe(&self) -> String {
         let pct = |k: usize| 100.0 * k as f64 / self.n as f64;
+        let stop = dgp_dspp::DsppConfig::default()
+            .early_stopping
+            .map(|e| (e.fraction * self.fit as f64).floor() as usize)
+            .filter(|_| self.fit >= dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING)
+            .map_or(String::new(), |h| {
+                format!(
+                    " (dspp's default early stopping then holds out {h} of them, {:.1} %, and \
+                     trains on {}, {:.1} %)",
+                    pct(h),
+                    self.fit - h,
+                    pct(self.fit - h)
+                )
+            });
         format!(
             "15:3:2 of N = {}: test {} ({:.1} %); fit gets the other {} ({:.1} %), of which \
              dspp/ppgpr's selection holds out {} for validation ({:.1} %) and trains its \
-             candidates on {} ({:.1} %) before the final fit on all {}; backends without \
-             selection train on all {}",
+             candidates on {} ({:.1} %) before the final fit on all {}{stop}; backends \
+             without selection train on all {}",
             self.n,
             self.test,
             pct(self.test),
@@ -301,7 +316,50 @@ mod tests {
         for bad in ["", "DSPP", "Lindinger"] {
             assert_eq!(Protocol::parse(bad).unwrap_err().exit_code(), 2);
         }
+        let d = Protocol::parse("dspp").unwrap();
+        assert_eq!(d.label(d.default_split_kind(&[2])), "dspp/15:3:2");
+        assert_eq!(d.default_split_kind(&[1, 3]), SplitKind::Dspp { splits: 5 });
+        assert_eq!(
+            (
+                d.settings(),
+                d.early_stopping(SplitKind::Dspp { splits: 10 })
+            ),
+            (None, None)
+        );
+        assert!(d.standardised_units() && !l.standardised_units());
         assert!((LINDINGER.lr_schedule.factor(1999) - 0.98).abs() < 1e-15);
         assert_eq!(LINDINGER.lr_schedule.factor(999), 1.0);
+    }
+
+    #[test]
+    fn selection_rows_follow_dspps_tuning_rule() {
+        use crate::backends::find_backend;
+        let data = crate::datasets::BenchData::embedded_concrete().unwrap();
+        let spec = |b: &str, layers: usize| {
+            ExperimentSpec::with_defaults(&data, find_backend(b).unwrap(), layers)
+        };
+        // floor(2/17 · 876) = 103: the 10 % validation part of concrete's 15:3:2 split.
+        assert_eq!(selection_rows(&spec("dspp", 2), 876), 103);
+        assert_eq!(selection_rows(&spec("ppgpr", 1), 876), 103);
+        assert_eq!(selection_rows(&spec("svi", 2), 876), 0);
+        let mut s = spec("dspp", 2);
+        s.arch.tune = false;
+        assert_eq!(selection_rows(&s, 876), 0, "--no-tune");
+        let mut s = spec("ppgpr", 1);
+        s.arch
+            .settings
+            .insert("beta".into(), serde_json::json!(0.05));
+        assert_eq!(
+            selection_rows(&s, 876),
+            0,
+            "β given, one layer: nothing to choose"
+        );
+        let mut s = spec("dspp", 2);
+        s.arch
+            .settings
+            .insert("beta".into(), serde_json::json!(0.05));
+        assert_eq!(selection_rows(&s, 876), 103, "the width is still chosen");
+        s.arch.hidden_width = Some(3);
+        assert_eq!(selection_rows(&s, 876), 0);
     }
 }
