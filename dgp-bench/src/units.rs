@@ -136,6 +136,27 @@ standardised with each split's training mean and population std s_y; NLL_std = N
 RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y (protocol.md §2). (orig) = the data's original units. \
 Mean ± s.e. over splits, s.e. = sd/√n with ddof = 1.";
 
+/// The notes a run prints under its table: under a protocol that reports standardised
+/// units (dspp) the table in standardised units beside the original ones and its note;
+/// nothing otherwise.
+pub fn run_notes(
+    protocol: crate::protocol::Protocol,
+    records: &[SplitRecord],
+    summary: &[SummaryRow],
+) -> Vec<String> {
+    if !protocol.standardised_units() {
+        return Vec::new();
+    }
+    let rows = summarise_standardised(records, summary);
+    vec![
+        format!(
+            "Standardised units (DSPP paper):\n\n{}",
+            markdown_table_standardised(&rows)
+        ),
+        STD_TABLE_NOTE.to_string(),
+    ]
+}
+
 /// The per-split addition to the run's progress line: ` | std: NLL … RMSE … CRPS …`
 /// (empty when the record cannot be converted).
 pub fn split_line(r: &SplitRecord) -> String {

@@ -570,22 +570,12 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Under a protocol that reports standardised units (dspp): the table in standardised
-/// units beside the original ones, and its note ([`crate::units`]); nothing otherwise.
+/// The standardised-unit table of a run under `--protocol dspp` ([`crate::units::run_notes`]).
 fn standardised_notes(a: &RunArgs, records: &[SplitRecord], summary: &[SummaryRow]) -> Vec<String> {
-    match protocol_of(a) {
-        Ok((p, _)) if p.standardised_units() => {
-            let rows = crate::units::summarise_standardised(records, summary);
-            vec![
-                format!(
-                    "Standardised units (DSPP paper):\n\n{}",
-                    crate::units::markdown_table_standardised(&rows)
-                ),
-                crate::units::STD_TABLE_NOTE.to_string(),
-            ]
-        }
-        _ => Vec::new(),
-    }
+    protocol_of(a).map_or_else(
+        |_| Vec::new(),
+        |(p, _)| crate::units::run_notes(p, records, summary),
+    )
 }
 
 fn plot_1d_outcome(
