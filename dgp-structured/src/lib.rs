@@ -102,8 +102,8 @@
 //! | fused FC cross entries | 139.9 | 353.8 (2.64× [2.53–2.79]) | 2167 (16.4× [15.0–17.0]) | 21.5 s |
 //!
 //! Where FC's step time still goes (operation counts, M²R = 128²·2560 ≈ 4.2·10⁷
-//! multiply-adds): the products `W_g = L_{g,0..=g}ᵀ a_l` are Σ(g+1) = 40 M²R (layer 2)
-//! + 11 M²R (layer 3) + 3 M²R (layer 1, on B points) forward and twice that backward,
+//! multiply-adds): the products `W_g = L_{g,0..=g}ᵀ a_l` are Σ(g+1) = 40 M²R (layer 2),
+//! 11 M²R (layer 3) and 3 M²R (layer 1, on B points) forward and twice that backward,
 //! ≈ 160 M²R per step against STAR's ≈ 27 M²R of fused forms — the 6× bar needs FC to
 //! use the S-block route of STAR (`a_iᵀ S_ij a_j` from blocks of S_M formed once per
 //! step: 21 M²R forward), which is NOT done. STAR (profile, 1 thread, `perf record
