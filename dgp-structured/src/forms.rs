@@ -377,3 +377,63 @@ pub fn tiled_col_dots(tape: &mut Tape, u: Var, vs: &[Var]) -> Var {
     parents.extend_from_slice(vs);
     tape.push(e, &parents, TiledColDotsOp { b })
 }
+
+/// Backward of [`prefix_col_dots`]: parents `[x, y]`.
+struct PrefixColDotsOp {
+    rows: usize,
+    b: usize,
+}
+
+impl Backward for PrefixColDotsOp {
+    fn name(&self) -> &'static str {
+        "prefix_col_dots"
+    }
+
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        let (x, y, gr) = (ctx.input(0), ctx.input(1), ctx.grad());
+        let (rows, b, r) = (self.rows, self.b, x.ncols());
+        let (xp, yp) = (x.subrows(0, rows), y.subrows(0, rows));
+        if sink.wants(0) {
+            let mut dx = sink.acc(0);
+            let mut dx = dx.as_mut().subrows_mut(0, rows);
+            for c in 0..r {
+                axpy_col(dx.as_mut(), c, gr[(0, c)], yp, c % b);
+            }
+        }
+        if sink.wants(1) {
+            let mut dy = sink.acc(1);
+            let mut dy = dy.as_mut().subrows_mut(0, rows);
+            for c in 0..r {
+                axpy_col(dy.as_mut(), c % b, gr[(0, c)], xp, c);
+            }
+        }
+    }
+}
+
+/// `e[c] = Σ_{m < rows} x[m, c] · y[m, c mod B]` (1×R), `rows = min(rows of x, rows of y)`,
+/// x with R columns and y with B columns (B divides R): the cross entries
+/// `a_iᵀ S_M^{(i),(j)} a_j = W_i · W_j` of the fully-coupled route (spec §3 step 4,
+/// spec §5) in one pass, without forming the product `W_i ⊙ W_j`, without slicing the
+/// longer stacked product to the common rows (rows beyond block i of L are zero in row
+/// block i), and without tiling layer 1's products (formed on the B points and shared
+/// by every sample) to R columns. Rows are summed in order.
+///
+/// # Panics
+/// Column counts that do not fit (a programming error of the caller).
+#[track_caller]
+pub fn prefix_col_dots(tape: &mut Tape, x: Var, y: Var) -> Var {
+    let ((rx, r), (ry, b)) = (tape.shape(x), tape.shape(y));
+    assert!(b > 0 && r % b == 0, "prefix_col_dots: R is a multiple of B");
+    let rows = rx.min(ry);
+    let mut e = tape.alloc(1, r);
+    {
+        let (xv, yv) = (
+            tape.value(x).subrows(0, rows),
+            tape.value(y).subrows(0, rows),
+        );
+        for c in 0..r {
+            e[(0, c)] = col_dot(xv, c, yv, c % b);
+        }
+    }
+    tape.push(e, &[x, y], PrefixColDotsOp { rows, b })
+}

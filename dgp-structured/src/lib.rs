@@ -81,7 +81,37 @@
 //! parameters): ELBO equal to 6e-16 relative. What remains is inherent to the family:
 //! layer 3's five bilinear forms `a_2ᵀ S_{(2,t),L} a_3` between two different per-sample
 //! vectors (5 full products forward, 10 backward) and the non-whitened a_l solves.
-//! FC keeps the dense factor route (≈ 21× svi; the paper has FC ≈ 3× STAR).
+//! FC keeps the dense factor route (≈ 21× svi before the change below; the paper has
+//! FC ≈ 3× STAR).
+//!
+//! FC's cross entries `a_iᵀ S_M^{(i),(j)} a_j = W_i · W_j` (W = stacked `L_{g,0..=g}ᵀ a`)
+//! used to go through the plain tape: layer 1's products tiled to every sample
+//! (`concat_cols`, (g+1)M×R copies), the longer product sliced to the common rows (a
+//! copy), then `W_i ⊙ W_j` (a (i+1)M×R temporary per pair, ≈ 200·M·R entries per step for
+//! L = 3, τ = 5) and its column sums, each with its backward temporaries. They now run as
+//! one fused pass ([`forms::prefix_col_dots`]: column dots over the common rows, layer
+//! 1's products read on the B points at column `c mod B`), values equal up to the
+//! summation order (tests: the fused op against the sliced/tiled tape product, values
+//! and gradients; STAR = FC, FD gradients, 1 vs 2 threads unchanged). Same command on the
+//! LOADED machine (load ≈ 6.5 on 2 cores, old binary at d3753a0 and new binary run back
+//! to back, so only the interleaved ratios are comparable):
+//!
+//! | binary | svi ms | star ms (ratio [IQR]) | fc ms (ratio [IQR]) | fc predict |
+//! |---|---:|---:|---:|---:|
+//! | d3753a0 | 100.3 | 268.9 (2.71× [2.69–2.88]) | 2147 (21.8× [18.9–22.1]) | 45.7 s |
+//! | fused FC cross entries | 139.9 | 353.8 (2.64× [2.53–2.79]) | 2167 (16.4× [15.0–17.0]) | 21.5 s |
+//!
+//! Where FC's step time still goes (operation counts, M²R = 128²·2560 ≈ 4.2·10⁷
+//! multiply-adds): the products `W_g = L_{g,0..=g}ᵀ a_l` are Σ(g+1) = 40 M²R (layer 2),
+//! 11 M²R (layer 3) and 3 M²R (layer 1, on B points) forward and twice that backward,
+//! ≈ 160 M²R per step against STAR's ≈ 27 M²R of fused forms — the 6× bar needs FC to
+//! use the S-block route of STAR (`a_iᵀ S_ij a_j` from blocks of S_M formed once per
+//! step: 21 M²R forward), which is NOT done. STAR (profile, 1 thread, `perf record
+//! --call-graph dwarf`, a short run whose samples include set-up and one prediction):
+//! gemm microkernels ≈ 55 % (the fused forms' forward and backward
+//! products, the non-whitened `K⁻¹k` solves), fresh allocations with page zeroing
+//! (`SharedPool::alloc` misses → `clear_page`, memset) ≈ 15 %, the rest elementwise
+//! field arithmetic of the per-row conditionals.
 //!
 //! Accuracy (one modest run, energy published splits 0–2, L = 3, M = 50, τ = 5, 1500 Adam
 //! steps lr 0.01, batch 512, S_train = 5, 100 test samples; not converged, not the paper

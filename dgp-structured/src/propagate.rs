@@ -133,7 +133,8 @@ impl StructuredDgp {
     }
 
     /// Dense route, spec §3 steps 2–3: the products W_{g,k} = L_{gk}ᵀ a_l of the layer's
-    /// GPs (tiled `reps` times), mũ^l and the lower triangle of S̃^{ll}.
+    /// GPs (layer 1's on the B points, not tiled), mũ^l and the lower triangle of S̃^{ll}
+    /// (tiled `reps` times).
     fn layer_terms(
         &self,
         tape: &mut Tape,
@@ -161,7 +162,8 @@ impl StructuredDgp {
         if reps == 1 {
             return (ws, mt, s);
         }
-        let ws = ws.iter().map(|w| w.tiled(tape, reps)).collect();
+        // The products stay on the B points: the cross terms of later layers pair them
+        // with every sample's columns in one fused pass (`forms::prefix_col_dots`).
         let (mt, s) = tile_terms(tape, mt, s, reps);
         (ws, mt, s)
     }

@@ -427,38 +427,33 @@ impl RowProducts {
     /// `a_iᵀ S_M^{(i),(j)} a_j = Σ_k W_{i,k} · W_{j,k}` per column (1×R) for two different
     /// GPs i < j (`self` is i); `None` when structurally zero.
     pub fn cross_entry(&self, tape: &mut Tape, other: &RowProducts) -> Option<Var> {
-        let mut acc = None;
-        let mut push = |tape: &mut Tape, x: Var, y: Var| {
-            let p = tape.mul(x, y);
-            let c = tape.col_sums(p);
-            acc = Some(match acc {
-                None => c,
-                Some(v) => tape.add(v, c),
-            });
-        };
         match (self, other) {
             (RowProducts::Blocks(wi), RowProducts::Blocks(wj)) => {
+                let mut acc = None;
                 for &(k, x) in wi {
                     if let Some(&(_, y)) = wj.iter().find(|(kj, _)| *kj == k) {
-                        push(tape, x, y);
+                        let p = tape.mul(x, y);
+                        let c = tape.col_sums(p);
+                        acc = Some(match acc {
+                            None => c,
+                            Some(v) => tape.add(v, c),
+                        });
                     }
                 }
+                acc
             }
             (RowProducts::Stacked(x), RowProducts::Stacked(y)) => {
-                let rows = tape.shape(*x).0.min(tape.shape(*y).0);
-                let cut = |tape: &mut Tape, v: Var| {
-                    if tape.shape(v).0 == rows {
-                        v
-                    } else {
-                        tape.slice_rows(v, 0, rows)
-                    }
+                // One fused pass over the common rows; the product with fewer columns
+                // (layer 1's, on the B points) is shared by every sample.
+                let (x, y) = if tape.shape(*x).1 >= tape.shape(*y).1 {
+                    (*x, *y)
+                } else {
+                    (*y, *x)
                 };
-                let (xs, ys) = (cut(tape, *x), cut(tape, *y));
-                push(tape, xs, ys);
+                Some(crate::forms::prefix_col_dots(tape, x, y))
             }
-            _ => {}
+            _ => None,
         }
-        acc
     }
 }
 
