@@ -119,6 +119,18 @@ impl Model for Dspp {
             self.config.q_cov,
             if self.mixing.is_some() { " LMC" } else { "" }
         );
+        let extra = match self
+            .fit_summary
+            .as_ref()
+            .and_then(|s| s.best_step.map(|b| (s, b)))
+        {
+            // Issue 18: the record says how long the held-out early stopping let it run.
+            Some((s, best)) => format!(
+                "{extra} ran={} kept_step={best} heldout_rows={}",
+                s.steps, s.heldout_rows
+            ),
+            None => extra,
+        };
         describe_stack("dspp", &widths, self.config.num_inducing, &extra)
     }
 }

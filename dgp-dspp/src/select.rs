@@ -29,6 +29,12 @@ pub struct SelectionScore {
     /// Mean negative log predictive density on the validation rows (model units);
     /// `+∞` when training failed numerically.
     pub val_nll: f64,
+    /// Training steps the candidate ran (after held-out early stopping; 0 when it failed).
+    #[serde(default)]
+    pub steps: usize,
+    /// Step whose parameters the candidate kept (held-out early stopping), if it ran.
+    #[serde(default)]
+    pub best_step: Option<usize>,
 }
 
 /// Chooses β_reg (and the hidden width) by validation NLL.
@@ -77,20 +83,25 @@ pub fn select_beta(
             };
             let outcome = Dspp::new(cfg, &fit_data).and_then(|mut m| {
                 m.fit(&fit_data, fit, &mut Silent)?;
-                m.mean_log_density(&val_data)
+                let run = m
+                    .fit_summary()
+                    .map_or((0, None), |s| (s.steps, s.best_step));
+                Ok((m.mean_log_density(&val_data)?, run))
             });
-            let val_nll = match outcome {
-                Ok(lp) if lp.is_finite() => -lp,
-                Ok(_) => f64::INFINITY,
+            let (val_nll, (steps, best_step)) = match outcome {
+                Ok((lp, run)) if lp.is_finite() => (-lp, run),
+                Ok((_, run)) => (f64::INFINITY, run),
                 Err(e) => {
                     last_err = Some(e);
-                    f64::INFINITY
+                    (f64::INFINITY, (0, None))
                 }
             };
             scores.push(SelectionScore {
                 beta: b,
                 width: w,
                 val_nll,
+                steps,
+                best_step,
             });
         }
     }
