@@ -19,6 +19,13 @@
 //! Recycling never changes results: a pooled buffer is either fully overwritten
 //! ([`Tape::alloc`], whose callers write every entry) or explicitly zeroed or copied into.
 //!
+//! Backward rules that write every entry of an input's adjoint take it with
+//! [`GradSink::acc_or_new`](super::GradSink::acc_or_new) and *assign* the first
+//! contribution (products with `Accum::Replace`, elementwise rules with `=`), instead of
+//! zero-filling a buffer and adding into it: the same values (up to the sign of an exact
+//! zero) without a memset pass per adjoint (a perf profile of a DSPP step on protein
+//! had memset at ~12 %; measured after this change: the step ~10–17 % faster).
+//!
 //! [`Gradients`]: super::Gradients
 
 use super::Tape;

@@ -50,10 +50,15 @@ impl Backward for MulBroadcastOp {
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         let (a, v, g, axis) = (ctx.input(0), ctx.input(1), ctx.grad(), self.axis);
         if sink.wants(0) {
-            let mut acc = sink.acc(0);
+            let (mut acc, fresh) = sink.acc_or_new(0);
             for j in 0..g.ncols() {
                 for i in 0..g.nrows() {
-                    acc[(i, j)] += g[(i, j)] * axis.pick(v, i, j);
+                    let d = g[(i, j)] * axis.pick(v, i, j);
+                    if fresh {
+                        acc[(i, j)] = d;
+                    } else {
+                        acc[(i, j)] += d;
+                    }
                 }
             }
         }

@@ -40,8 +40,13 @@ impl<D: Fn(f64, f64) -> f64 + Send + Sync + 'static> Backward for ElementwiseOp<
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         if sink.wants(0) {
             let d = &self.d;
-            zip!(sink.acc(0), ctx.grad(), ctx.input(0), ctx.output())
-                .for_each(|unzip!(acc, g, x, y)| *acc += *g * d(*x, *y));
+            let (acc, fresh) = sink.acc_or_new(0);
+            let z = zip!(acc, ctx.grad(), ctx.input(0), ctx.output());
+            if fresh {
+                z.for_each(|unzip!(acc, g, x, y)| *acc = *g * d(*x, *y));
+            } else {
+                z.for_each(|unzip!(acc, g, x, y)| *acc += *g * d(*x, *y));
+            }
         }
     }
 }
@@ -132,8 +137,29 @@ impl Backward for SubOp {
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         sink.add(0, ctx.grad());
         if sink.wants(1) {
-            zip!(sink.acc(1), ctx.grad()).for_each(|unzip!(acc, g)| *acc -= *g);
+            let (acc, fresh) = sink.acc_or_new(1);
+            if fresh {
+                zip!(acc, ctx.grad()).for_each(|unzip!(acc, g)| *acc = -*g);
+            } else {
+                zip!(acc, ctx.grad()).for_each(|unzip!(acc, g)| *acc -= *g);
+            }
         }
+    }
+}
+
+/// Adds `g ⊙ other` to the adjoint of input `i`, writing it without a zero fill when it is
+/// the first contribution (the same values as adding onto zeros).
+fn acc_product(
+    sink: &mut GradSink<'_>,
+    i: usize,
+    g: faer::MatRef<'_, f64>,
+    other: faer::MatRef<'_, f64>,
+) {
+    let (acc, fresh) = sink.acc_or_new(i);
+    if fresh {
+        zip!(acc, g, other).for_each(|unzip!(acc, g, o)| *acc = *g * *o);
+    } else {
+        zip!(acc, g, other).for_each(|unzip!(acc, g, o)| *acc += *g * *o);
     }
 }
 
@@ -146,10 +172,10 @@ impl Backward for MulOp {
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         let (a, b, g) = (ctx.input(0), ctx.input(1), ctx.grad());
         if sink.wants(0) {
-            zip!(sink.acc(0), g, b).for_each(|unzip!(acc, g, b)| *acc += *g * *b);
+            acc_product(sink, 0, g, b);
         }
         if sink.wants(1) {
-            zip!(sink.acc(1), g, a).for_each(|unzip!(acc, g, a)| *acc += *g * *a);
+            acc_product(sink, 1, g, a);
         }
     }
 }
@@ -163,10 +189,20 @@ impl Backward for DivOp {
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         let (b, y, g) = (ctx.input(1), ctx.output(), ctx.grad());
         if sink.wants(0) {
-            zip!(sink.acc(0), g, b).for_each(|unzip!(acc, g, b)| *acc += *g / *b);
+            let (acc, fresh) = sink.acc_or_new(0);
+            if fresh {
+                zip!(acc, g, b).for_each(|unzip!(acc, g, b)| *acc = *g / *b);
+            } else {
+                zip!(acc, g, b).for_each(|unzip!(acc, g, b)| *acc += *g / *b);
+            }
         }
         if sink.wants(1) {
-            zip!(sink.acc(1), g, b, y).for_each(|unzip!(acc, g, b, y)| *acc -= *g * *y / *b);
+            let (acc, fresh) = sink.acc_or_new(1);
+            if fresh {
+                zip!(acc, g, b, y).for_each(|unzip!(acc, g, b, y)| *acc = -(*g * *y / *b));
+            } else {
+                zip!(acc, g, b, y).for_each(|unzip!(acc, g, b, y)| *acc -= *g * *y / *b);
+            }
         }
     }
 }

@@ -103,7 +103,8 @@ impl Backward for ReshapeOp {
     }
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         if sink.wants(0) {
-            copy_col_major(ctx.grad(), sink.acc(0), true);
+            let (acc, fresh) = sink.acc_or_new(0);
+            copy_col_major(ctx.grad(), acc, !fresh);
         }
     }
 }

@@ -5,6 +5,13 @@ use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::Accum;
 use faer::linalg::matmul::matmul;
 
+/// `Accum::Replace` for a fresh adjoint buffer (unspecified contents, see
+/// [`GradSink::acc_or_new`]), `Accum::Add` otherwise: the first contribution is written
+/// without zero-filling the buffer first (the same values as adding onto zeros).
+fn accum_for(fresh: bool) -> Accum {
+    if fresh { Accum::Replace } else { Accum::Add }
+}
+
 struct MatMulOp {
     ta: bool,
     tb: bool,
@@ -20,18 +27,22 @@ impl Backward for MatMulOp {
         if sink.wants(0) {
             // C = op(A) op(B):  d op(A) = G op(B)ᵀ; if op(A) = Aᵀ then dA = op(B) Gᵀ.
             let par = crate::tape::par_for_output(par, a.nrows(), a.ncols());
+            let (acc, fresh) = sink.acc_or_new(0);
+            let accum = accum_for(fresh);
             if self.ta {
-                matmul(sink.acc(0), Accum::Add, ob, g.transpose(), 1.0, par);
+                matmul(acc, accum, ob, g.transpose(), 1.0, par);
             } else {
-                matmul(sink.acc(0), Accum::Add, g, ob.transpose(), 1.0, par);
+                matmul(acc, accum, g, ob.transpose(), 1.0, par);
             }
         }
         if sink.wants(1) {
             let par = crate::tape::par_for_output(par, b.nrows(), b.ncols());
+            let (acc, fresh) = sink.acc_or_new(1);
+            let accum = accum_for(fresh);
             if self.tb {
-                matmul(sink.acc(1), Accum::Add, g.transpose(), oa, 1.0, par);
+                matmul(acc, accum, g.transpose(), oa, 1.0, par);
             } else {
-                matmul(sink.acc(1), Accum::Add, oa.transpose(), g, 1.0, par);
+                matmul(acc, accum, oa.transpose(), g, 1.0, par);
             }
         }
     }

@@ -124,10 +124,14 @@ impl Backward for SumAxisOp {
     fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
         if sink.wants(0) {
             let (g, axis) = (ctx.grad(), self.axis);
-            let mut acc = sink.acc(0);
+            let (mut acc, fresh) = sink.acc_or_new(0);
             for j in 0..acc.ncols() {
                 for i in 0..acc.nrows() {
-                    acc[(i, j)] += axis.pick(g, i, j);
+                    if fresh {
+                        acc[(i, j)] = axis.pick(g, i, j);
+                    } else {
+                        acc[(i, j)] += axis.pick(g, i, j);
+                    }
                 }
             }
         }
