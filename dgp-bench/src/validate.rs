@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 
 use dgp_traits::data::Standardizer;
 
-use crate::cli::{RunArgs, TimeArgs};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
 use crate::experiment::{ExperimentSpec, model_label};
@@ -295,6 +294,27 @@ pub fn check_inducing(m: Option<usize>) -> Result<()> {
     }
 }
 
+/// The files a subcommand reads and writes, as given on its command line (`--data`,
+/// `--config`, `--json`, `--out`): what [`check_run`] and [`check_time`] check.
+#[derive(Clone, Copy, Debug)]
+pub struct IoPaths<'a> {
+    /// `--data`: a UCI folder, a CSV file or a `builtin:` name.
+    pub data: &'a str,
+    /// `--config`: a JSON file of backend settings.
+    pub config: Option<&'a Path>,
+    /// `--json`: the JSON Lines records.
+    pub json: Option<&'a Path>,
+    /// `--out`: the report directory (`run` only).
+    pub out: Option<&'a Path>,
+}
+
+impl IoPaths<'_> {
+    /// The input files behind `--data` and `--config` ([`input_files`]).
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        input_files(self.data, self.config)
+    }
+}
+
 /// Everything `run` checks after parsing its experiments and before training: outputs
 /// ([`check_outputs`]), every requested split (read, non-empty, standardisable, target
 /// scale representable in original units), M against [`MAX_INDUCING`] and N_train.
@@ -302,16 +322,19 @@ pub fn check_inducing(m: Option<usize>) -> Result<()> {
 ///
 /// # Errors
 /// [`BenchError::Usage`] / [`BenchError::Data`] naming the flag, file or split.
-pub fn check_run(a: &RunArgs, data: &BenchData, specs: &[ExperimentSpec<'_>]) -> Result<Warnings> {
+pub fn check_run(
+    paths: &IoPaths<'_>,
+    data: &BenchData,
+    specs: &[ExperimentSpec<'_>],
+) -> Result<Warnings> {
     let mut outputs = Vec::new();
-    if let Some(p) = &a.json {
+    if let Some(p) = paths.json {
         outputs.push(OutputFile::new(format!("--json {}", p.display()), p));
     }
-    if let Some(d) = &a.out {
+    if let Some(d) = paths.out {
         outputs.extend(run_out_files(d, &data.name));
     }
-    let inputs = input_files(&a.source.data, a.model.config.as_deref());
-    check_outputs(&inputs, &outputs)?;
+    check_outputs(&paths.inputs(), &outputs)?;
     let mut warnings = Warnings(data.warnings().iter().map(|w| (None, w.clone())).collect());
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
     let mut min_train = usize::MAX;
@@ -343,17 +366,14 @@ pub fn check_run(a: &RunArgs, data: &BenchData, specs: &[ExperimentSpec<'_>]) ->
 ///
 /// # Errors
 /// [`BenchError::Usage`] naming the flag.
-pub fn check_time(a: &TimeArgs) -> Result<()> {
-    check_inducing(a.model.inducing)?;
-    let outputs: Vec<OutputFile> = a
+pub fn check_time(inducing: Option<usize>, paths: &IoPaths<'_>) -> Result<()> {
+    check_inducing(inducing)?;
+    let outputs: Vec<OutputFile> = paths
         .json
         .iter()
         .map(|p| OutputFile::new(format!("--json {}", p.display()), p))
         .collect();
-    check_outputs(
-        &input_files(&a.source.data, a.model.config.as_deref()),
-        &outputs,
-    )
+    check_outputs(&paths.inputs(), &outputs)
 }
 
 /// What the default job checks before training: its `--out` directory can be written

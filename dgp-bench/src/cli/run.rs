@@ -107,6 +107,18 @@ pub struct RunArgs {
     pub ckpt: crate::checkpointing::CheckpointFlags,
 }
 
+impl RunArgs {
+    /// The files this run reads and writes, for [`crate::validate::check_run`].
+    pub fn io_paths(&self) -> crate::validate::IoPaths<'_> {
+        crate::validate::IoPaths {
+            data: &self.source.data,
+            config: self.model.config.as_deref(),
+            json: self.json.as_deref(),
+            out: self.out.as_deref(),
+        }
+    }
+}
+
 /// The protocol and split kind of the command line (checked before any data is read).
 fn protocol_of(a: &RunArgs) -> Result<(Protocol, SplitKind)> {
     let p = Protocol::parse(&a.protocol)?;
@@ -486,7 +498,7 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let specs = build_specs(a, &data, &splits)?;
-    let warnings = crate::validate::check_run(a, &data, &specs)?;
+    let warnings = crate::validate::check_run(&a.io_paths(), &data, &specs)?;
     crate::checkpointing::start_session(&a.ckpt, &specs)?;
     crate::checkpointing::install_interrupt_handler();
     // Output locations are arguments: check them before training (exit code 2).

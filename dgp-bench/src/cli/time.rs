@@ -96,7 +96,15 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
 }
 
 pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
-    crate::validate::check_time(a)?;
+    crate::validate::check_time(
+        a.model.inducing,
+        &crate::validate::IoPaths {
+            data: &a.source.data,
+            config: a.model.config.as_deref(),
+            json: a.json.as_deref(),
+            out: None,
+        },
+    )?;
     let backends = timed_backends(a)?;
     let data = a.source.load(a.seed)?;
     if a.split >= data.n_splits() {
