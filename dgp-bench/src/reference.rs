@@ -257,19 +257,9 @@ pub struct RecordGroup {
 /// Compares `records` with `table`: one [`RecordGroup`] per (data set, backend, layers)
 /// in order of first appearance (see the module docs for the rules).
 pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGroup> {
-    let mut keys: Vec<(String, String, usize)> = Vec::new();
-    for r in records {
-        let k = (r.dataset.clone(), r.backend.clone(), r.layers);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    keys.into_iter()
-        .map(|(dataset, backend, layers)| {
-            let group: Vec<&SplitRecord> = records
-                .iter()
-                .filter(|r| r.dataset == dataset && r.backend == backend && r.layers == layers)
-                .collect();
+    crate::summary::group_records(records)
+        .into_iter()
+        .map(|((dataset, backend, layers), group)| {
             let rows = table
                 .iter()
                 .filter_map(|row| {

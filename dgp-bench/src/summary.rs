@@ -98,22 +98,29 @@ impl SummaryRow {
     }
 }
 
+/// The key of a table row over splits: (data set, backend, layers).
+pub type GroupKey = (String, String, usize);
+
+/// The records of each (data set, backend, layers), keys in order of first appearance:
+/// the grouping of every table over splits ([`summarise`], `vs-paper`).
+pub fn group_records(records: &[SplitRecord]) -> Vec<(GroupKey, Vec<&SplitRecord>)> {
+    let mut groups: Vec<(GroupKey, Vec<&SplitRecord>)> = Vec::new();
+    for r in records {
+        let key = (r.dataset.clone(), r.backend.clone(), r.layers);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(r),
+            None => groups.push((key, vec![r])),
+        }
+    }
+    groups
+}
+
 /// Groups `records` by (data set, backend, layers) in order of first appearance and
 /// summarises each group as mean ± standard error over its splits.
 pub fn summarise(records: &[SplitRecord]) -> Vec<SummaryRow> {
-    let mut keys: Vec<(String, String, usize)> = Vec::new();
-    for r in records {
-        let key = (r.dataset.clone(), r.backend.clone(), r.layers);
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    keys.into_iter()
-        .map(|(dataset, backend, layers)| {
-            let group: Vec<&SplitRecord> = records
-                .iter()
-                .filter(|r| r.dataset == dataset && r.backend == backend && r.layers == layers)
-                .collect();
+    group_records(records)
+        .into_iter()
+        .map(|((dataset, backend, layers), group)| {
             let col = |f: &dyn Fn(&SplitRecord) -> f64| {
                 MeanSe::of(&group.iter().map(|r| f(r)).collect::<Vec<_>>())
             };

@@ -3,8 +3,7 @@
 //! and its usage errors.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use dgp_bench::backends::find_backend;
 use dgp_bench::datasets::{BenchData, SplitKind};
@@ -16,25 +15,9 @@ use dgp_traits::data::validation_split;
 use dgp_traits::metrics::Metrics;
 use dgp_traits::model::PredictConfig;
 
-struct Scratch(PathBuf);
+mod common;
 
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("dgp-bench-dspp-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{Scratch, bench, stderr, stdout};
 
 /// `n` rows, features (a, b), target a smooth function in units of 10 around 50 (so the
 /// standardised and original units differ); one published split.
@@ -186,14 +169,6 @@ fn a_records_standardised_nll_is_the_nll_computed_in_standardised_units() {
     assert!((r.nll - conv.nll - r.y_std[0].ln()).abs() < 1e-12);
 }
 
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("run dgp-bench")
-}
-
 #[test]
 fn cli_run_records_units_and_rows_and_refuses_bad_input() {
     let s = Scratch::new("cli");
@@ -229,12 +204,8 @@ fn cli_run_records_units_and_rows_and_refuses_bad_input() {
     ];
     args.extend(tiny);
     let o = bench(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{out}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}\n{out}", stderr(&o));
     assert!(
         out.contains("protocol dspp (split kind 15:3:2), splits [0, 9]"),
         "{out}"
@@ -274,7 +245,7 @@ fn cli_run_records_units_and_rows_and_refuses_bad_input() {
     ];
     args.extend(tiny);
     let o = bench(&args);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("split 9 does not exist"), "{err}");
     // Bad input: one-line usage errors, nothing trained.
@@ -294,7 +265,7 @@ fn cli_run_records_units_and_rows_and_refuses_bad_input() {
         args.extend(extra);
         args.extend(tiny);
         let o = bench(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -308,8 +279,8 @@ fn cli_run_records_units_and_rows_and_refuses_bad_input() {
     ];
     args.extend(tiny);
     let o = bench(&args);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("24 rows, too few for 15:3:2"), "{err}");
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("split 0:"));
+    assert!(!stdout(&o).contains("split 0:"));
 }
