@@ -129,7 +129,7 @@ pub(crate) fn new_blocks(
                 lengthscale: config.init_lengthscale,
                 variance: config.init_variance,
                 train_variance: true,
-                train_z: true,
+                train_z: config.train_inducing,
                 mean: init,
             },
         )?;

@@ -180,6 +180,18 @@ pub struct DsppConfig {
     pub later_z_init: LaterZInit,
     /// Lower bound of the Gaussian noise variance (GPyTorch: 1e-4), in model units.
     pub noise_floor: f64,
+    /// Whether the inducing inputs Z of every GP are trained (GPyTorch and the paper do)
+    /// or stay at their initial values (k-means centres for the first layer, see
+    /// [`LaterZInit`] for the others). Default: kept fixed — eq. (21) is not a bound, so
+    /// trained Z add capacity to the parametric model and let it interpolate small data
+    /// sets; [`crate::train`] has the measurement (issue 18).
+    pub train_inducing: bool,
+    /// After training with held-out early stopping, scale every component variance of
+    /// the predictive by the factor that maximises the held-out rows' log density
+    /// ([`dgp_traits::calibration::variance_scale`]); Gaussian likelihood without the LMC
+    /// only. Off by default: measured in [`crate::train`] it changes little, because the
+    /// early-stopping point is already the held-out optimum.
+    pub calibrate_variance: bool,
     /// Lloyd iterations of the k-means initialisation of the first layer's Z.
     pub kmeans_iters: usize,
     /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
@@ -217,6 +229,8 @@ impl Default for DsppConfig {
             hidden_mean_init: LinearInit::Pca,
             later_z_init: LaterZInit::Propagated,
             noise_floor: 1e-4,
+            train_inducing: false,
+            calibrate_variance: false,
             kmeans_iters: 25,
             lr_drops: LrDrops::default(),
             early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
@@ -230,11 +244,12 @@ impl Default for DsppConfig {
 impl DsppConfig {
     /// The initialisation of the GPyTorch DSPP example (`shared/specs/dspp.md` §6): hidden
     /// linear means with N(0, 1) weights and bias, later-layer inducing inputs drawn from
-    /// N(0, 1); everything else as [`Default`].
+    /// N(0, 1), all inducing inputs trained; everything else as [`Default`].
     pub fn gpytorch_reference() -> Self {
         DsppConfig {
             hidden_mean_init: LinearInit::RandomNormal,
             later_z_init: LaterZInit::Random,
+            train_inducing: true,
             ..Default::default()
         }
     }

@@ -51,6 +51,14 @@ pub struct Dspp {
     pub(crate) output_dim: usize,
     #[serde(default)]
     pub(crate) fit_summary: Option<FitSummary>,
+    /// Factor applied to every component variance of the predictive (1 unless
+    /// [`DsppConfig::calibrate_variance`] fitted it on held-out rows).
+    #[serde(default = "unit_scale")]
+    pub(crate) variance_scale: f64,
+}
+
+fn unit_scale() -> f64 {
+    1.0
 }
 
 fn identity(n: usize) -> Mat<f64> {
@@ -218,12 +226,25 @@ impl Dspp {
             input_dim: d_in,
             output_dim: p,
             fit_summary: None,
+            variance_scale: 1.0,
         })
     }
 
     /// What the last [`Model::fit`] did (steps, early-stopping checkpoint), if it ran.
     pub fn fit_summary(&self) -> Option<&FitSummary> {
         self.fit_summary.as_ref()
+    }
+
+    /// The factor applied to every component variance of the predictive: 1, or the
+    /// held-out calibration of [`DsppConfig::calibrate_variance`].
+    pub fn variance_scale(&self) -> f64 {
+        self.variance_scale
+    }
+
+    /// Whether the predictive's variances can be calibrated: one Gaussian output per latent
+    /// GP (no LMC; not the probit likelihood).
+    pub(crate) fn calibratable(&self) -> bool {
+        self.config.likelihood.has_noise_variance() && self.mixing.is_none()
     }
 
     pub(crate) fn set_fit_summary(&mut self, s: FitSummary) {

@@ -60,12 +60,16 @@ impl Model for Dspp {
             Some(a) => lmc_marginals(a, moments),
             None => moments,
         };
-        finish_predictive(
+        let pred = finish_predictive(
             &self.config.likelihood,
             self.weights(),
             moments,
             self.noise_variance().as_deref(),
-        )
+        )?;
+        if self.variance_scale == 1.0 {
+            return Ok(pred);
+        }
+        dgp_traits::calibration::scale_variances(&pred, self.variance_scale)
     }
 
     fn to_json(&self) -> Result<String> {
@@ -126,8 +130,14 @@ impl Model for Dspp {
         {
             // Issue 18: the record says how long the held-out early stopping let it run.
             Some((s, best)) => format!(
-                "{extra} ran={} kept_step={best} heldout_rows={}",
-                s.steps, s.heldout_rows
+                "{extra} ran={} kept_step={best} heldout_rows={}{}",
+                s.steps,
+                s.heldout_rows,
+                if self.variance_scale == 1.0 {
+                    String::new()
+                } else {
+                    format!(" variance_scale={:.4}", self.variance_scale)
+                }
             ),
             None => extra,
         };

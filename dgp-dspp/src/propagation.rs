@@ -7,6 +7,7 @@ use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS, SITE_VAR_JITTER};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::layer::{QVars, marginals};
+use dgp_traits::model::{Model, PredictConfig};
 use dgp_traits::skeleton::{ChunkMoments, Propagated, propagate, tile_rows};
 use dgp_traits::tape::{Tape, Var};
 use faer::{Mat, MatRef};
@@ -151,6 +152,10 @@ impl Dspp {
     /// Shape errors for `x`/`y`, numerical failures.
     pub fn log_density(&self, x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Result<Vec<f64>> {
         self.check_xy(x, y)?;
+        if self.variance_scale != 1.0 {
+            // Calibrated (Gaussian, no LMC): the mixture of the scaled predictive.
+            return self.predict(x, &PredictConfig::default())?.log_density(y);
+        }
         let mut tape = Tape::new();
         let params = self.record_constants(&mut tape);
         let (pp, _) = self.record_log_mixture(&mut tape, &params, x, y)?;

@@ -90,6 +90,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod calibration;
 pub mod conditional;
 pub mod data;
 pub mod error;

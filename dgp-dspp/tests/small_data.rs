@@ -1,0 +1,173 @@
+//! The two small-data options of the DSPP (issue 18): inducing inputs kept at their
+//! initial values (`train_inducing = false`) and the held-out variance calibration
+//! (`calibrate_variance`).
+
+use dgp_dspp::{Dspp, DsppConfig};
+use dgp_traits::calibration::scale_variances;
+use dgp_traits::data::Dataset;
+use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::params::Role;
+use dgp_traits::testing::toy_regression;
+use dgp_traits::train::{EarlyStopping, heldout_split};
+
+fn small_cfg() -> DsppConfig {
+    DsppConfig {
+        num_inducing: 6,
+        hidden_width: 2,
+        sites: 4,
+        ..Default::default()
+    }
+}
+
+fn fit_cfg() -> FitConfig {
+    FitConfig {
+        steps: 40,
+        learning_rate: 0.05,
+        seed: 3,
+        ..Default::default()
+    }
+}
+
+fn z_blocks(m: &Dspp) -> Vec<(String, Role, Vec<f64>)> {
+    m.params()
+        .blocks()
+        .iter()
+        .filter(|b| b.name.ends_with(".z"))
+        .map(|b| {
+            let v = &b.value;
+            let flat = (0..v.nrows())
+                .flat_map(|i| (0..v.ncols()).map(move |j| v[(i, j)]))
+                .collect();
+            (b.name.clone(), b.role, flat)
+        })
+        .collect()
+}
+
+#[test]
+fn frozen_inducing_inputs_stay_where_they_started() {
+    let data = toy_regression(60, 2, 1.0, 5);
+    for train in [false, true] {
+        let cfg = DsppConfig {
+            train_inducing: train,
+            early_stopping: None,
+            ..small_cfg()
+        };
+        let mut model = Dspp::new(cfg, &data).unwrap();
+        let before = z_blocks(&model);
+        // Both layers have inducing inputs.
+        assert_eq!(before.len(), 3, "{before:?}");
+        model.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+        let after = z_blocks(&model);
+        for ((name, role, b), (_, _, a)) in before.iter().zip(&after) {
+            if train {
+                assert_eq!(*role, Role::Optimised, "{name}");
+                assert_ne!(a, b, "{name} should move when trained");
+            } else {
+                assert_eq!(*role, Role::Fixed, "{name}");
+                assert_eq!(a, b, "{name} must stay at its initial value");
+            }
+        }
+    }
+}
+
+/// The held-out rows of a fit: the early-stopping split of `data` with the fit's seed.
+fn held_out(data: &Dataset, es: &EarlyStopping, seed: u64) -> Dataset {
+    let (_, val) = heldout_split(data.n(), es.fraction, seed).unwrap();
+    data.select_rows(&val).unwrap()
+}
+
+#[test]
+fn calibration_scales_every_variance_by_the_held_out_optimum() {
+    let data = toy_regression(90, 2, 1.0, 8);
+    let es = EarlyStopping::default();
+    let fit = fit_cfg();
+    let train = |calibrate: bool| {
+        let cfg = DsppConfig {
+            calibrate_variance: calibrate,
+            early_stopping: Some(es.clone()),
+            ..small_cfg()
+        };
+        let mut m = Dspp::new(cfg, &data).unwrap();
+        m.fit(&data, &fit, &mut Silent).unwrap();
+        m
+    };
+    let raw = train(false);
+    let cal = train(true);
+    assert_eq!(raw.variance_scale(), 1.0);
+    let c = cal.variance_scale();
+    assert!(c.is_finite() && c > 0.0 && c != 1.0, "scale {c}");
+
+    // Calibration is post-hoc: same parameters, means unchanged, variances times c.
+    let x = data.x();
+    let (pr, pc) = (
+        raw.predict(x, &PredictConfig::default()).unwrap(),
+        cal.predict(x, &PredictConfig::default()).unwrap(),
+    );
+    assert_eq!(pr.means(), pc.means());
+    assert_eq!(pr.weights(), pc.weights());
+    let (vr, vc) = (&pr.variances()[0], &pc.variances()[0]);
+    for i in 0..vr.nrows() {
+        for k in 0..vr.ncols() {
+            let rel = (vc[(i, k)] - c * vr[(i, k)]).abs() / (c * vr[(i, k)]);
+            assert!(
+                rel < 1e-14,
+                "({i}, {k}): {} vs {}",
+                vc[(i, k)],
+                c * vr[(i, k)]
+            );
+        }
+    }
+
+    // c maximises the held-out rows' log density.
+    let val = held_out(&data, &es, fit.seed);
+    let pv = cal.predict(val.x(), &PredictConfig::default()).unwrap();
+    let total = |f: f64| -> f64 {
+        scale_variances(&pv, f)
+            .unwrap()
+            .log_density(val.y())
+            .unwrap()
+            .iter()
+            .sum()
+    };
+    assert!(total(1.0) > total(1.02) && total(1.0) > total(1.0 / 1.02));
+
+    // The exact log density agrees with the calibrated predictive.
+    let ld = cal.log_density(val.x(), val.y()).unwrap();
+    let lp = pv.log_density(val.y()).unwrap();
+    for (a, b) in ld.iter().zip(&lp) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn calibration_needs_held_out_rows_and_survives_checkpoints() {
+    let data = toy_regression(90, 2, 1.0, 9);
+    let no_rows = DsppConfig {
+        calibrate_variance: true,
+        early_stopping: None,
+        ..small_cfg()
+    };
+    let mut m = Dspp::new(no_rows, &data).unwrap();
+    m.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+    assert_eq!(m.variance_scale(), 1.0, "no held-out rows, no calibration");
+
+    let cfg = DsppConfig {
+        calibrate_variance: true,
+        ..small_cfg()
+    };
+    let mut m = Dspp::new(cfg, &data).unwrap();
+    m.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+    let back = Dspp::from_json(&m.to_json().unwrap()).unwrap();
+    assert_eq!(back.variance_scale(), m.variance_scale());
+    // Checkpoints written before the field existed load uncalibrated.
+    let mut v: serde_json::Value = serde_json::from_str(&m.to_json().unwrap()).unwrap();
+    let removed = v
+        .as_object_mut()
+        .and_then(|o| o.get_mut("model"))
+        .and_then(|o| o.as_object_mut())
+        .and_then(|o| o.remove("variance_scale"))
+        .or_else(|| v.as_object_mut().and_then(|o| o.remove("variance_scale")));
+    assert!(removed.is_some(), "variance_scale not found in {v}");
+    let old = Dspp::from_json(&v.to_string()).unwrap();
+    assert_eq!(old.variance_scale(), 1.0);
+}
