@@ -81,15 +81,27 @@ impl GpBlock {
 /// share of the layer's mean parameters, its Z (`z_base`, plus 0.01·N(0, 1) noise per
 /// independent GP), and q(v) = N(1e-3·N(0, 1) draws, I) — drawn from `rng` in this order,
 /// block by block.
+/// Where a layer's inducing inputs start (before the per-GP noise) and whether they are
+/// trained ([`DsppConfig::trains_inducing`]).
+#[derive(Clone, Copy)]
+pub(crate) struct ZStart<'a> {
+    pub(crate) base: &'a Mat<f64>,
+    pub(crate) train: bool,
+}
+
 pub(crate) fn new_blocks(
     params: &mut ParamStore,
     config: &DsppConfig,
     plan: &LayerPlan,
     spec: &StackMean,
     mean_init: &MeanParams,
-    z_base: &Mat<f64>,
+    z_start: ZStart<'_>,
     rng: &mut Rng,
 ) -> Result<Vec<GpBlock>> {
+    let ZStart {
+        base: z_base,
+        train: train_z,
+    } = z_start;
     let (din, dout, m) = (plan.input_dim, plan.output_dim, config.num_inducing);
     let groups: Vec<(usize, usize)> = if config.independent_gps {
         (0..dout).map(|g| (g, 1)).collect()
@@ -129,7 +141,7 @@ pub(crate) fn new_blocks(
                 lengthscale: config.init_lengthscale,
                 variance: config.init_variance,
                 train_variance: true,
-                train_z: config.train_inducing,
+                train_z,
                 mean: init,
             },
         )?;

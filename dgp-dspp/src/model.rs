@@ -2,7 +2,7 @@
 //! (`shared/specs/dspp.md` §3), the objective of eq. (21) and the finite-mixture
 //! predictive.
 
-use crate::blocks::{DsppLayer, new_blocks};
+use crate::blocks::{DsppLayer, ZStart, new_blocks};
 use crate::config::{DsppConfig, LaterZInit};
 use crate::quadrature::QuadRule;
 use dgp_traits::data::Dataset;
@@ -167,6 +167,7 @@ impl Dspp {
         };
         let mut layers = Vec::with_capacity(n_layers);
         let mut logits = None;
+        let train_z = config.trains_inducing(data.n());
         for plan in layer_plans(&widths) {
             let (l, din, dout) = (plan.index, plan.input_dim, plan.output_dim);
             // Mean parameters of the whole layer, split per block below.
@@ -191,7 +192,10 @@ impl Dspp {
                 &plan,
                 spec,
                 &mean_init,
-                &z_base,
+                ZStart {
+                    base: &z_base,
+                    train: train_z,
+                },
                 &mut rng,
             )?;
             let sites = match &rule {

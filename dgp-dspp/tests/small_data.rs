@@ -1,6 +1,6 @@
 //! The two small-data options of the DSPP (issue 18): inducing inputs kept at their
-//! initial values (`train_inducing = false`) and the held-out variance calibration
-//! (`calibrate_variance`).
+//! initial values on small training sets (`train_inducing_min_ratio`) and the held-out
+//! variance calibration (`calibrate_variance`).
 
 use dgp_dspp::{Dspp, DsppConfig};
 use dgp_traits::calibration::scale_variances;
@@ -46,9 +46,10 @@ fn z_blocks(m: &Dspp) -> Vec<(String, Role, Vec<f64>)> {
 #[test]
 fn frozen_inducing_inputs_stay_where_they_started() {
     let data = toy_regression(60, 2, 1.0, 5);
-    for train in [false, true] {
+    // 60 rows, M = 6: trained from a ratio of 10 down, fixed above.
+    for (ratio, train) in [(11.0, false), (10.0, true), (0.0, true)] {
         let cfg = DsppConfig {
-            train_inducing: train,
+            train_inducing_min_ratio: ratio,
             early_stopping: None,
             ..small_cfg()
         };
