@@ -24,7 +24,10 @@
 //! sets"). In short: the DSPP beats the DGP on concrete and power, ties on wine-red and is
 //! worse on boston, energy and kin8nm, and is never over-confident the way GPyTorch's
 //! DSPP is on small data (held-out early stopping and the validation choice of β_reg
-//! prevent it; [`PAPER_BETAS`], [`select_beta`]).
+//! prevent it; [`PAPER_BETAS`], [`select_beta`]). On training sets of fewer than 16·M
+//! rows the inducing inputs stay at their initial values
+//! ([`DsppConfig::train_inducing_min_ratio`]), which closes most of the gap on energy;
+//! `results/dspp-small-data.md` has the measurements and what remains (boston).
 //!
 //! ```
 //! use dgp_dspp::prelude::*;
