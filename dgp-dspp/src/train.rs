@@ -19,10 +19,10 @@
 //! moving them tightens a bound on the evidence of a fixed model. Eq. (21) is no bound;
 //! there Z are parameters of the parametric model, and 128·(W+1) free inducing inputs on a
 //! few hundred rows let it place them on the training inputs and interpolate. A trace of
-//! energy split 4 (β 0.05, W 5, trained on 88 % of the rows for 3000 steps without early
-//! stopping) shows it: training RMSE 0.006 while the test RMSE stays at 0.62, noise at its
-//! 1e-4 floor, one quadrature weight at 1, test NLL 3.28 with 95 % coverage 0.52; β = 1 or
-//! 10 instead of 0.05 collapses the same way, so the KL term cannot stop it. With Z fixed
+//! energy split 4 (β 0.05, W 5, 3000 steps without early stopping; example `dspp_trace`)
+//! shows it: training RMSE 0.004 while the test RMSE stays at 0.76, noise at its 1e-4
+//! floor, one quadrature weight at 1, test NLL 5.2 with 95 % coverage 0.40; β = 1 or 10
+//! instead of 0.05 collapses the same way, so the KL term cannot stop it. With Z fixed
 //! the held-out optimum comes later and generalises better: on energy and boston splits
 //! 0–9 (β 0.05, W 5, no selection) test NLL fell by 0.22 and 0.14 nats (tables and records
 //! in `results/dspp-small-data.md`). The collapse itself still happens later in training
