@@ -348,6 +348,15 @@ pub static BACKENDS: &[BackendEntry] = &[
         samples_are_components: false,
     },
     BackendEntry {
+        backend: &dgp_structured::MF_BACKEND,
+        defaults: STRUCTURED_DEFAULTS,
+        quick: STRUCTURED_QUICK,
+        layers_in_default_run: &[3],
+        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
+        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_are_components: false,
+    },
+    BackendEntry {
         backend: &dgp_structured::FC_BACKEND,
         defaults: STRUCTURED_DEFAULTS,
         quick: QuickSettings {

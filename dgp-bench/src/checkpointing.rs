@@ -19,7 +19,7 @@
 //!   where it stopped, a split without a state starts fresh. The records are those of a
 //!   run that was never interrupted, bit for bit (timing fields aside).
 //! * **Scope.** Backends whose whole fit is one executor run with an Adam-type stepper
-//!   ([`RESUMABLE`]: svi, nested with Adam, star, fc) resume; any other backend is refused
+//!   ([`RESUMABLE`]: svi, nested with Adam, star, fc, mf) resume; any other backend is refused
 //!   before training ([`check_backend`]), and a fit that never reached the executor's
 //!   checkpoint hooks is an error after the split, never a silent fresh start.
 
@@ -38,7 +38,7 @@ use crate::experiment::ExperimentSpec;
 
 /// Backends that resume exactly: their fit is one run of the core executor with Adam (or
 /// natural gradient + Adam) and no early stopping.
-pub const RESUMABLE: &[&str] = &["svi", "nested", "star", "fc"];
+pub const RESUMABLE: &[&str] = &["svi", "nested", "star", "fc", "mf"];
 
 /// Default of `--checkpoint-every`.
 pub const DEFAULT_EVERY: usize = 500;
@@ -51,7 +51,7 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 pub struct CheckpointFlags {
     /// Save each split's training state to this directory (every --checkpoint-every steps,
     /// on SIGINT/SIGTERM and at the end of the split) so that `--resume DIR` continues
-    /// exactly; backends: svi, nested (Adam), star, fc.
+    /// exactly; backends: svi, nested (Adam), star, fc, mf.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub checkpoint: Option<PathBuf>,
     /// Continue a run checkpointed to DIR (same other flags; checked) and keep

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backends::{ArchSpec, BackendEntry};
 use crate::datasets::BenchData;
+use crate::diagnostics::FitDiagnostics;
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 use crate::resources::RunResources;
@@ -232,6 +233,11 @@ pub struct SplitRecord {
     /// omitted when unknown, e.g. in older records).
     #[serde(flatten, default)]
     pub resources: RunResources,
+    /// What training did: final noise variance, held-out kept step and score trace
+    /// (`noise_variance`, `kept_step`, `heldout_trace` in the JSON; each omitted when
+    /// unknown).
+    #[serde(flatten, default)]
+    pub diagnostics: FitDiagnostics,
     /// Warnings about the inputs of the run (M ≥ N_train, a headerless-looking CSV file,
     /// a target also listed as a feature; `dgp_bench::validate`); empty and omitted when
     /// there were none, so records of clean runs are unchanged.
@@ -386,6 +392,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
             wall_seconds: Some(wall.elapsed().as_secs_f64()),
             peak_rss_mib: crate::resources::peak_rss_mib(),
         },
+        diagnostics: FitDiagnostics::of(model.as_ref(), &fit, &standardizer),
         warnings: Vec::new(),
         y_mean: standardizer.y_mean.clone(),
         y_std: standardizer.y_std.clone(),

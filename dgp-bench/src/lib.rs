@@ -52,6 +52,7 @@ pub mod cli;
 pub mod compare;
 pub mod datasets;
 pub mod default_run;
+pub mod diagnostics;
 pub mod error;
 pub mod experiment;
 pub mod plots;

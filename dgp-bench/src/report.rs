@@ -379,6 +379,7 @@ pub(crate) mod tests {
             max_steps: 0,
             log_density: Vec::new(),
             resources: Default::default(),
+            diagnostics: Default::default(),
             warnings: Vec::new(),
             y_mean: Vec::new(),
             y_std: Vec::new(),

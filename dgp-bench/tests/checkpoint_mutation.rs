@@ -23,7 +23,7 @@ fn loader(name: &str) -> Loader {
         "nested" => |s| Ok(Box::new(dgp_nested::NestedDgp::from_json(s)?)),
         "dspp" => |s| Ok(Box::new(dgp_dspp::Dspp::from_json(s)?)),
         "ppgpr" => |s| Ok(Box::new(dgp_dspp::Ppgpr::from_json(s)?)),
-        "star" | "fc" => |s| Ok(Box::new(dgp_structured::StructuredDgp::from_json(s)?)),
+        "star" | "fc" | "mf" => |s| Ok(Box::new(dgp_structured::StructuredDgp::from_json(s)?)),
         "sghmc" => |s| Ok(Box::new(dgp_hmc::SghmcDgp::from_json(s)?)),
         "dgps" => |s| Ok(Box::new(dgp_hmc::Dgps::from_json(s)?)),
         other => panic!("no loader for {other}"),
@@ -235,5 +235,6 @@ backend_tests!(
     ppgpr_checkpoint_mutations => "ppgpr",
     star_checkpoint_mutations => "star",
     fc_checkpoint_mutations => "fc",
+    mf_checkpoint_mutations => "mf",
     dgps_checkpoint_mutations => "dgps"
 );

@@ -144,6 +144,19 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
         assert_eq!(s.heldout_rows, held.len());
         assert_eq!(kept.len() + held.len(), 60);
         assert_eq!(snap.0.len(), rb.steps);
+        // The report carries the summary, with one score per logged evaluation (every
+        // step here: `every: 1`, from step 0 to the stop), as (steps done, held-out NLL).
+        assert_eq!(ra.held_out.as_ref(), Some(&s));
+        assert_eq!(rb.held_out.as_ref(), Some(&s));
+        let done: Vec<usize> = s.scores.iter().map(|p| p.0).collect();
+        assert_eq!(done, (0..done.len()).collect::<Vec<_>>());
+        assert!(done.len() >= rb.steps.saturating_sub(1));
+        assert!(s.scores.iter().all(|p| p.1.is_finite()));
+        if let Some(at) = s.best_step {
+            let best = s.scores.iter().find(|p| p.0 == at).unwrap().1;
+            assert_eq!(Some(best), s.best_heldout_nll);
+            assert!(s.scores.iter().all(|p| p.1 >= best));
+        }
         match restore {
             Restore::Last => {
                 assert_eq!(s.best_step, None);
@@ -178,6 +191,12 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
     let mut m = svi(&data, None);
     let r = m.fit(&data, &cfg, &mut Silent).unwrap();
     assert!(r.steps < 300);
+    // Scored at the start and every 2 steps; the kept step is the best of them.
+    let h = r.held_out.as_ref().unwrap();
+    let done: Vec<usize> = h.scores.iter().map(|p| p.0).collect();
+    assert_eq!(done, (0..done.len()).map(|k| 2 * k).collect::<Vec<_>>());
+    let best = h.scores.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    assert_eq!(h.best_heldout_nll, Some(best));
     let ncfg = NestedConfig {
         layers: 1,
         num_inducing: 6,

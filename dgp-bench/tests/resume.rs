@@ -129,10 +129,11 @@ fn svi_fit_saved_loaded_and_finished_equals_one_fit() {
 }
 
 #[test]
-fn star_and_fc_fit_saved_loaded_and_finished_equals_one_fit() {
+fn star_fc_and_mf_fit_saved_loaded_and_finished_equals_one_fit() {
     let load: Loader = |s| Ok(Box::new(dgp_structured::StructuredDgp::from_json(s)?));
     split_fit_equals_whole("star", load);
     split_fit_equals_whole("fc", load);
+    split_fit_equals_whole("mf", load);
 }
 
 #[test]

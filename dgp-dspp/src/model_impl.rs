@@ -23,6 +23,10 @@ impl Model for Dspp {
         &mut self.params
     }
 
+    fn noise_variance(&self) -> Option<f64> {
+        Dspp::noise_variance(self).and_then(|v| v.first().copied())
+    }
+
     /// Adam on the objective with the configured learning-rate drops. With
     /// [`DsppConfig::early_stopping`] (the default), a fraction of the rows is held out,
     /// its NLL is monitored and the best parameters are kept (see [`crate::train`]); with

@@ -108,6 +108,10 @@ impl Model for Ppgpr {
         self.0.params_mut()
     }
 
+    fn noise_variance(&self) -> Option<f64> {
+        Model::noise_variance(&self.0)
+    }
+
     fn fit(
         &mut self,
         data: &Dataset,

@@ -161,6 +161,9 @@ pub(crate) fn fit(
         }
     };
     report.seconds += seconds;
+    if val.is_some() {
+        report.held_out = Some(summary.clone());
+    }
     model.set_fit_summary(summary);
     if let Some(v) = val {
         calibrate(model, v)?;

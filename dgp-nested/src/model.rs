@@ -191,6 +191,10 @@ impl Model for NestedDgp {
         &mut self.params
     }
 
+    fn noise_variance(&self) -> Option<f64> {
+        self.noise_variances().last().copied()
+    }
+
     /// Adam over minibatches ([`Optimiser::Adam`], the shared loop, honouring
     /// `cfg.early_stopping` and `cfg.lr_schedule` through
     /// [`dgp_traits::train::fit_with_held_out`]) or full-batch L-BFGS

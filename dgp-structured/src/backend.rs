@@ -1,4 +1,4 @@
-//! Registration of the STAR and FC backends with a harness
+//! Registration of the STAR, FC and mean-field backends with a harness
 //! ([`dgp_traits::backend::Backend`]).
 //!
 //! Backend settings are the fields of [`StructuredConfig`] (e.g. `whitened=true`,
@@ -20,7 +20,7 @@ fn natgrad_default() -> Value {
 
 /// Keys of [`StructuredConfig`] that the common settings (or the backend name) own.
 const RESERVED: &[(&str, &str)] = &[
-    ("family", "the backend name (star / fc)"),
+    ("family", "the backend name (star / fc / mf)"),
     ("layers", "--layers"),
     ("num_inducing", "--inducing"),
     ("tau", "--hidden"),
@@ -30,6 +30,11 @@ const RESERVED: &[(&str, &str)] = &[
 
 const STAR_SCHEMA: ConfigSchema<'static> = ConfigSchema {
     backend: "star",
+    reserved: RESERVED,
+    sections: &[],
+};
+const MF_SCHEMA: ConfigSchema<'static> = ConfigSchema {
+    backend: "mf",
     reserved: RESERVED,
     sections: &[],
 };
@@ -49,6 +54,12 @@ pub struct StructuredBackend {
 pub static STAR_BACKEND: StructuredBackend = StructuredBackend {
     family: Family::Star,
 };
+/// The structured crate's own mean-field family (`mf`): block-diagonal L, i.e. DSVI, with
+/// the same defaults as `star` (non-whitened, S = 5, Lindinger et al. §4) — the baseline
+/// of the paper's Table 2 and §4.2 direct comparison.
+pub static MF_BACKEND: StructuredBackend = StructuredBackend {
+    family: Family::MeanField,
+};
 /// The fully-coupled backend (`fc`).
 pub static FC_BACKEND: StructuredBackend = StructuredBackend {
     family: Family::FullyCoupled,
@@ -60,7 +71,8 @@ impl ConfigBackend for StructuredBackend {
     fn name(&self) -> &'static str {
         match self.family {
             Family::FullyCoupled => "fc",
-            _ => "star",
+            Family::Star => "star",
+            Family::MeanField => "mf",
         }
     }
 
@@ -69,14 +81,18 @@ impl ConfigBackend for StructuredBackend {
             Family::FullyCoupled => {
                 "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020)"
             }
-            _ => "stripes-and-arrow structured DGP (Lindinger et al. 2020)",
+            Family::Star => "stripes-and-arrow structured DGP (Lindinger et al. 2020)",
+            Family::MeanField => {
+                "mean-field DSVI in the structured crate, block-diagonal q, star's defaults (Lindinger et al. 2020 baseline)"
+            }
         }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {
         match self.family {
             Family::FullyCoupled => &FC_SCHEMA,
-            _ => &STAR_SCHEMA,
+            Family::Star => &STAR_SCHEMA,
+            Family::MeanField => &MF_SCHEMA,
         }
     }
 

@@ -174,12 +174,16 @@ impl Model for StructuredDgp {
         match self.config.family {
             Family::Star => "star",
             Family::FullyCoupled => "fc",
-            Family::MeanField => "structured-mf",
+            Family::MeanField => "mf",
         }
     }
 
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
+    }
+
+    fn noise_variance(&self) -> Option<f64> {
+        StructuredDgp::noise_variance(self)
     }
 
     /// Adam on every trainable block ([`AdamStepper`]); for the fully-coupled family with

@@ -353,6 +353,10 @@ impl Model for DeepGp {
         &mut self.params
     }
 
+    fn noise_variance(&self) -> Option<f64> {
+        DeepGp::noise_variance(self)
+    }
+
     /// Adam on every parameter ([`AdamStepper`]), or, when [`SviConfig::natgrad`] is set,
     /// natural-gradient steps on the last layer's q(u) (its blocks get
     /// [`Role::Natural`]) next to Adam on the rest ([`NaturalAdamStepper`], alternate or

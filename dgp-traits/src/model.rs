@@ -268,6 +268,10 @@ pub struct FitReport {
     pub seconds: f64,
     /// (step, objective) pairs recorded along the way.
     pub history: Vec<(usize, f64)>,
+    /// What held-out early stopping did (the step kept, the held-out score trace), when
+    /// [`FitConfig::early_stopping`] ran; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<crate::train::FitSummary>,
 }
 
 /// A trainable deep-GP model; see the module docs.
@@ -280,6 +284,14 @@ pub trait Model: Objective + Send + Sync {
 
     /// Mutable access to the parameters (optimisers, checkpoints).
     fn params_mut(&mut self) -> &mut ParamStore;
+
+    /// The Gaussian likelihood's noise variance σ² in model (standardised) units, of the
+    /// first output when there are several; `None` for other likelihoods or backends that
+    /// do not say (the default). A diagnostic: a run whose σ² collapses or balloons is
+    /// over- or under-fitting.
+    fn noise_variance(&self) -> Option<f64> {
+        None
+    }
 
     /// Trains on `data` (already in model units), reporting progress to `observer`. Each
     /// backend composes its scheme from the core's training pieces (`crate::train`: an

@@ -379,6 +379,10 @@ impl Model for SghmcDgp {
         &mut self.params
     }
 
+    fn noise_variance(&self) -> Option<f64> {
+        Some(SghmcDgp::noise_variance(self))
+    }
+
     /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
     /// `cfg.batch_size`, seed `cfg.seed`): burn-in with MCEM hyper steps, then the kept
     /// samples with thinning. `cfg.steps` is the budget of the whole run, burn-in plus

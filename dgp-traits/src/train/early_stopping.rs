@@ -39,6 +39,10 @@ pub struct FitSummary {
     pub heldout_rows: usize,
     /// Whether training stopped on a numerical failure after a good checkpoint existed.
     pub stopped_on_numerical_failure: bool,
+    /// Every held-out evaluation as (steps done, held-out NLL in model units), in order;
+    /// `+∞` where the model could not be scored. The trace a run is diagnosed by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scores: Vec<(usize, f64)>,
 }
 
 /// Observer: evaluates a held-out score (lower is better, `+∞` for "cannot evaluate") at
@@ -81,7 +85,10 @@ impl<F> HeldOutStopping<F> {
 impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> {
     fn on_start(&mut self, model: &M, steps: usize) -> Result<()> {
         self.every = self.es.period(steps);
-        self.best = Some(((self.score)(model), model.params().flat(), 0));
+        let score = (self.score)(model);
+        self.summary.scores.clear();
+        self.summary.scores.push((0, score));
+        self.best = Some((score, model.params().flat(), 0));
         self.since_best = 0;
         Ok(())
     }
@@ -96,6 +103,7 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> 
             return Ok(Control::Continue);
         }
         let score = (self.score)(model);
+        self.summary.scores.push((done, score));
         if score < best.0 {
             best.0 = score;
             model.params().flat_into(&mut best.1);
@@ -181,6 +189,7 @@ impl<F> LindingerObserver<F> {
         F: FnMut(&M) -> f64,
     {
         let nll = (self.score)(model);
+        self.summary.scores.push((done, nll));
         if let Some(t) = self.trace.as_mut() {
             t.log(-nll);
         }
@@ -215,6 +224,7 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for LindingerObserver<F
         self.last_good = None;
         self.best = None;
         self.failed = false;
+        self.summary.scores.clear();
         self.log(model, 0);
         Ok(())
     }

@@ -150,7 +150,7 @@ where
             let mut stop =
                 HeldOutStopping::new(es, hold.n(), |m: &M| heldout_nll(m, &hold, samples, seed));
             let report = ex.observe(&mut stop).run(model, &train)?;
-            Ok((report, Some(stop.summary().clone())))
+            Ok(with_summary(report, stop.summary()))
         }
         HeldOutRule::Lindinger(l) => {
             let mut k = 0u64;
@@ -159,7 +159,13 @@ where
                 heldout_nll(m, &hold, samples, seed.wrapping_add(k - 1))
             });
             let report = ex.observe(&mut stop).run(model, &train)?;
-            Ok((report, Some(stop.summary().clone())))
+            Ok(with_summary(report, stop.summary()))
         }
     }
+}
+
+/// `report` with [`FitReport::held_out`] set to `summary`, and the summary beside it.
+fn with_summary(mut report: FitReport, summary: &FitSummary) -> (FitReport, Option<FitSummary>) {
+    report.held_out = Some(summary.clone());
+    (report, Some(summary.clone()))
 }

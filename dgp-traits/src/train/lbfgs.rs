@@ -98,6 +98,7 @@ impl FullBatchLbfgs {
             final_objective: report.value,
             seconds: start.elapsed().as_secs_f64(),
             history,
+            held_out: None,
         })
     }
 }
