@@ -53,6 +53,32 @@ impl FitDiagnostics {
     }
 }
 
+impl FitDiagnostics {
+    /// One line for the run's console output (`σ² …; held-out NLL first → min (at step k),
+    /// last …; kept step …`), or `None` when there is nothing to say.
+    pub fn summary_line(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(v) = self.noise_variance {
+            parts.push(format!("noise variance {v:.4e}"));
+        }
+        if let (Some(first), Some(last)) = (self.heldout_trace.first(), self.heldout_trace.last()) {
+            let min = self
+                .heldout_trace
+                .iter()
+                .copied()
+                .fold(*first, |a, b| if b.1 < a.1 { b } else { a });
+            parts.push(format!(
+                "held-out NLL {:.4} at step {} → min {:.4} at {} → {:.4} at {}",
+                first.1, first.0, min.1, min.0, last.1, last.0
+            ));
+        }
+        if let Some(k) = self.kept_step {
+            parts.push(format!("kept the parameters of step {k}"));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 /// `trace` reduced to at most `max` points: consecutive points in groups of
 /// ⌈len / max⌉, each group as (its last step, mean of its finite values). Non-finite
 /// values (a model that could not be scored) are left out of the means, and a group with
@@ -81,6 +107,21 @@ mod tests {
         let t = vec![(0, 1.0), (10, f64::INFINITY), (20, 0.5)];
         assert_eq!(thin_trace(&t, 200), vec![(0, 1.0), (20, 0.5)]);
         assert!(thin_trace(&[], 10).is_empty());
+    }
+
+    #[test]
+    fn the_summary_line_says_what_is_known() {
+        assert_eq!(FitDiagnostics::default().summary_line(), None);
+        let d = FitDiagnostics {
+            noise_variance: Some(0.25),
+            kept_step: Some(20),
+            heldout_trace: vec![(0, 2.0), (20, 1.0), (40, 1.5)],
+        };
+        assert_eq!(
+            d.summary_line().unwrap(),
+            "noise variance 2.5000e-1; held-out NLL 2.0000 at step 0 → min 1.0000 at 20 → \
+             1.5000 at 40; kept the parameters of step 20"
+        );
     }
 
     #[test]

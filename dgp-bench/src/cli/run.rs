@@ -377,6 +377,9 @@ fn run_one(
                 crate::units::split_line(r).trim_start_matches(" | ")
             );
         }
+        if let Some(line) = r.diagnostics.summary_line() {
+            println!("         {line}");
+        }
         if let Some(w) = json.as_mut() {
             w.write(&SplitRecord {
                 command: command.to_string(),
