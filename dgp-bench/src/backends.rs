@@ -257,6 +257,12 @@ const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
     predict_samples: 100,
 };
 
+/// What `--samples` means in `run` for the structured backends (star, mf, fc).
+const STRUCTURED_SAMPLES_IN_RUN: &str = "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)";
+/// What `--samples` means in `time` for the structured backends.
+const STRUCTURED_SAMPLES_IN_TIME: &str =
+    "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)";
+
 /// Structured quick settings of the default job (kept small: STAR L = 3 adds at most
 /// about 25 s).
 const STRUCTURED_QUICK: QuickSettings = QuickSettings {
@@ -343,8 +349,8 @@ pub static BACKENDS: &[BackendEntry] = &[
         defaults: STRUCTURED_DEFAULTS,
         quick: STRUCTURED_QUICK,
         layers_in_default_run: &[3],
-        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
-        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
+        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
         samples_are_components: false,
     },
     BackendEntry {
@@ -352,8 +358,8 @@ pub static BACKENDS: &[BackendEntry] = &[
         defaults: STRUCTURED_DEFAULTS,
         quick: STRUCTURED_QUICK,
         layers_in_default_run: &[3],
-        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
-        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
+        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
         samples_are_components: false,
     },
     BackendEntry {
@@ -366,8 +372,8 @@ pub static BACKENDS: &[BackendEntry] = &[
             ..STRUCTURED_QUICK
         },
         layers_in_default_run: &[2],
-        samples_in_run: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
-        samples_in_time: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
+        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
         samples_are_components: false,
     },
     BackendEntry {
