@@ -89,7 +89,7 @@
 //! (`concat_cols`, (g+1)M×R copies), the longer product sliced to the common rows (a
 //! copy), then `W_i ⊙ W_j` (a (i+1)M×R temporary per pair, ≈ 200·M·R entries per step for
 //! L = 3, τ = 5) and its column sums, each with its backward temporaries. They now run as
-//! one fused pass ([`forms::prefix_col_dots`]: column dots over the common rows, layer
+//! one fused pass (`prefix_col_dots`, since replaced by the S-block route: column dots over the common rows, layer
 //! 1's products read on the B points at column `c mod B`), values equal up to the
 //! summation order (tests: the fused op against the sliced/tiled tape product, values
 //! and gradients; STAR = FC, FD gradients, 1 vs 2 threads unchanged). Same command on the

@@ -105,6 +105,8 @@ pub struct QTape {
     pub factor: FactorTape,
     /// Lazily formed blocks S_M^{(i),(j)} (i ≤ j), T×T table.
     s_cache: Vec<Option<Option<Var>>>,
+    /// Dense factor: lazily sliced row blocks `L_{g, 0..=g}` (M×(g+1)M), per GP g.
+    rows: Vec<Option<Var>>,
     /// Number of GP blocks T.
     t: usize,
     /// Block size M.
@@ -192,6 +194,7 @@ impl QParams {
             mean,
             factor,
             s_cache: vec![None; t * t],
+            rows: vec![None; t],
             t,
             m,
         }
@@ -283,6 +286,25 @@ impl QTape {
         tape.slice_rows(self.mean, g * self.m, self.m)
     }
 
+    /// Row block g of the dense factor up to its diagonal, `L_{g, 0..=g}` (M×(g+1)M; the
+    /// columns beyond are zero), sliced once per tape.
+    ///
+    /// # Panics
+    /// On a block factor (a programming error of the caller).
+    fn dense_row(&mut self, tape: &mut Tape, g: usize) -> Var {
+        if let Some(r) = self.rows[g] {
+            return r;
+        }
+        let FactorTape::Dense(l) = self.factor else {
+            panic!("dense_row: the factor is not dense");
+        };
+        let m = self.m;
+        let row = tape.slice_rows(l, g * m, m);
+        let row = tape.slice_cols(row, 0, (g + 1) * m);
+        self.rows[g] = Some(row);
+        row
+    }
+
     /// S_M^{(i),(j)} = Σ_k L_{ik} L_{jk}ᵀ for i ≤ j (spec §4's sums for STAR, stripe×stripe
     /// terms included; spec §5's row-block products for FC); `None` when it is
     /// structurally zero. Formed once per tape.
@@ -294,12 +316,15 @@ impl QTape {
         }
         let m = self.m;
         let s = match &self.factor {
-            FactorTape::Dense(l) => {
+            FactorTape::Dense(_) => {
                 // Columns beyond the end of block i are zero in row block i.
-                let ri = tape.slice_rows(*l, i * m, m);
-                let rj = tape.slice_rows(*l, j * m, m);
-                let ri = tape.slice_cols(ri, 0, (i + 1) * m);
-                let rj = tape.slice_cols(rj, 0, (i + 1) * m);
+                let ri = self.dense_row(tape, i);
+                let rj = self.dense_row(tape, j);
+                let rj = if j > i {
+                    tape.slice_cols(rj, 0, (i + 1) * m)
+                } else {
+                    rj
+                };
                 Some(tape.matmul_nt(ri, rj))
             }
             FactorTape::Blocks(table) => {
@@ -318,44 +343,6 @@ impl QTape {
         };
         self.s_cache[key] = Some(s);
         s
-    }
-
-    /// The products `W_{g,k} = L_{gk}ᵀ a` (M×R each) of GP g's row of L with its layer's
-    /// `a` (spec §3 steps 3–4 factored through L): `a_iᵀ S_M^{(i),(j)} a_j =
-    /// Σ_k W_{i,k} · W_{j,k}` column by column, so no S_M block is ever formed or multiplied
-    /// by the data. Diagonal blocks use the tape's triangular product; the dense factor
-    /// gives one stacked product `L_{g,0..=g}ᵀ a` ((g+1)M×R).
-    pub fn row_products(&self, tape: &mut Tape, g: usize, a: Var) -> RowProducts {
-        let m = self.m;
-        match &self.factor {
-            FactorTape::Dense(l) => {
-                let row = tape.slice_rows(*l, g * m, m);
-                let row = tape.slice_cols(row, 0, (g + 1) * m);
-                RowProducts::Stacked(tape.matmul_tn(row, a))
-            }
-            FactorTape::Blocks(table) => {
-                // The off-diagonal blocks of row g (stripes, arrow) in one product
-                // [L_g0 … L_gk]ᵀ a, sliced per block; the diagonal block triangular.
-                let off: Vec<(usize, Var)> = (0..g)
-                    .filter_map(|k| table[g * self.t + k].map(|b| (k, b)))
-                    .collect();
-                let mut ws = Vec::with_capacity(off.len() + 1);
-                if off.len() == 1 {
-                    ws.push((off[0].0, tape.matmul_tn(off[0].1, a)));
-                } else if !off.is_empty() {
-                    let blocks: Vec<Var> = off.iter().map(|&(_, b)| b).collect();
-                    let row = tape.concat_cols(&blocks);
-                    let w = tape.matmul_tn(row, a);
-                    for (i, &(k, _)) in off.iter().enumerate() {
-                        ws.push((k, tape.slice_rows(w, i * m, m)));
-                    }
-                }
-                if let Some(d) = table[g * self.t + g] {
-                    ws.push((g, tape.lower_matmul_tn(d, a)));
-                }
-                RowProducts::Blocks(ws)
-            }
-        }
     }
 
     /// KL(q ‖ p) against the block-diagonal prior (spec §2): the core's
@@ -379,80 +366,6 @@ impl QTape {
                 let prior = layout.prior_blocks(whiten, chols)?;
                 kl_blocks(tape, self, table, &prior)
             }
-        }
-    }
-}
-
-/// GP g's products `W_{g,k} = L_{gk}ᵀ a` of [`QTape::row_products`].
-#[derive(Clone, Debug)]
-pub enum RowProducts {
-    /// Block factor: `(k, W_{g,k})` for the stored blocks of row g, k ascending.
-    Blocks(Vec<(usize, Var)>),
-    /// Dense factor: `L_{g,0..=g}ᵀ a`, the blocks k = 0..=g stacked ((g+1)M×R).
-    Stacked(Var),
-}
-
-impl RowProducts {
-    /// The same products repeated `reps` times along the columns (layer 1's products are
-    /// formed on the B points and shared by every sample).
-    pub fn tiled(&self, tape: &mut Tape, reps: usize) -> RowProducts {
-        let mut tile = |v: Var| tape.concat_cols(&vec![v; reps]);
-        match self {
-            RowProducts::Blocks(ws) => {
-                RowProducts::Blocks(ws.iter().map(|&(k, w)| (k, tile(w))).collect())
-            }
-            RowProducts::Stacked(w) => RowProducts::Stacked(tile(*w)),
-        }
-    }
-
-    /// `a_gᵀ S_M^{(g),(g)} a_g = Σ_k ‖W_{g,k}‖²` per column (1×R); `None` when row g has
-    /// no stored block.
-    pub fn self_entry(&self, tape: &mut Tape) -> Option<Var> {
-        let mut acc = None;
-        let parts: Vec<Var> = match self {
-            RowProducts::Blocks(ws) => ws.iter().map(|&(_, w)| w).collect(),
-            RowProducts::Stacked(w) => vec![*w],
-        };
-        for w in parts {
-            let n = tape.col_sq_norms(w);
-            let n = tape.transpose(n);
-            acc = Some(match acc {
-                None => n,
-                Some(x) => tape.add(x, n),
-            });
-        }
-        acc
-    }
-
-    /// `a_iᵀ S_M^{(i),(j)} a_j = Σ_k W_{i,k} · W_{j,k}` per column (1×R) for two different
-    /// GPs i < j (`self` is i); `None` when structurally zero.
-    pub fn cross_entry(&self, tape: &mut Tape, other: &RowProducts) -> Option<Var> {
-        match (self, other) {
-            (RowProducts::Blocks(wi), RowProducts::Blocks(wj)) => {
-                let mut acc = None;
-                for &(k, x) in wi {
-                    if let Some(&(_, y)) = wj.iter().find(|(kj, _)| *kj == k) {
-                        let p = tape.mul(x, y);
-                        let c = tape.col_sums(p);
-                        acc = Some(match acc {
-                            None => c,
-                            Some(v) => tape.add(v, c),
-                        });
-                    }
-                }
-                acc
-            }
-            (RowProducts::Stacked(x), RowProducts::Stacked(y)) => {
-                // One fused pass over the common rows; the product with fewer columns
-                // (layer 1's, on the B points) is shared by every sample.
-                let (x, y) = if tape.shape(*x).1 >= tape.shape(*y).1 {
-                    (*x, *y)
-                } else {
-                    (*y, *x)
-                };
-                Some(crate::forms::prefix_col_dots(tape, x, y))
-            }
-            _ => None,
         }
     }
 }

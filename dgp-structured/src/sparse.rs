@@ -1,4 +1,4 @@
-//! The block-sparse route of Theorem 1 (STAR and mean field; spec §3 steps 2–4, §4):
+//! The S-block route of Theorem 1 (every family; spec §3 steps 2–4, §4, §5):
 //! S̃ and B entries from the blocks of S_M themselves, `a_iᵀ S_ij a_j` as column sums of
 //! `a_i ⊙ (S_ij a_j)`, with every block formed once per step by the sums of spec §4
 //! ([`QTape::s_block`], an M³ cost with no data factor).
@@ -12,13 +12,23 @@
 //! whose row of L is only its diagonal block keeps the cheaper `‖L_jjᵀ a‖²`
 //! (the mean-field case). Layer 1 itself works on the B points: its products
 //! `W_ik = L_ikᵀ a_1` give its entries and are kept for the later cross terms.
+//!
+//! The dense factor of the fully-coupled family (spec §5) takes the same route with
+//! every block present: `S_ij = L_{i,0..=i} L_{j,0..=i}ᵀ` (one product per block, no data
+//! factor), layer 1's entries as fused forms on the B points, and the layer-1 cross
+//! terms as `S_ijᵀ a_1` on the B points. Per step that is one M×M product per pair of
+//! GPs and column, where products of the rows of L with the data
+//! (`L_{g,0..=g}ᵀ a`, (g+1)M×R each) and their pairwise column dots cost (g+1) times as
+//! much and ran at memory speed.
 
 use crate::fields::{self, Field};
 use crate::forms::{self, Partner};
 use crate::model::{Proj, StructuredDgp};
-use crate::propagate::{LayerTerms, tile_terms};
 use crate::q::QTape;
 use dgp_traits::tape::{Tape, Var};
+
+/// The per-layer entries of spec §3 steps 2–4: B (P×T_l), mũ^l, lower triangle of S̃^{ll}.
+type LayerTerms = (Vec<Vec<Field>>, Vec<Var>, Vec<Vec<Field>>);
 
 /// What the block-sparse route keeps from earlier layers.
 #[derive(Default)]
@@ -58,7 +68,11 @@ impl StructuredDgp {
     ) -> LayerTerms {
         let mt = self.layer_means(tape, q, l, proj);
         let (b, mt, s) = if l == 0 {
-            let s = self.first_layer_terms(tape, q, proj, st);
+            let s = if q.is_dense() {
+                self.dense_first_layer_terms(tape, q, proj)
+            } else {
+                self.first_layer_terms(tape, q, proj, st)
+            };
             let (mt, s) = if reps > 1 {
                 tile_terms(tape, mt, s, reps)
             } else {
@@ -71,6 +85,45 @@ impl StructuredDgp {
         };
         st.a.push(proj.a);
         (b, mt, s)
+    }
+
+    /// Layer 1 of the dense (fully-coupled) factor on the B points: every entry
+    /// `a_1ᵀ S_{t2,t} a_1` of S̃^{11} (t2 ≤ t) through one fused pass over the S_M blocks
+    /// (+ the base variance on the diagonal).
+    fn dense_first_layer_terms(
+        &self,
+        tape: &mut Tape,
+        q: &mut QTape,
+        proj: &Proj,
+    ) -> Vec<Vec<Field>> {
+        let tl = self.layers[0].output_dim;
+        let a = proj.a;
+        let (mut blocks, mut partners, mut slots) = (Vec::new(), Vec::new(), Vec::new());
+        for t in 0..tl {
+            for t2 in 0..=t {
+                if let Some(sb) = q.s_block(tape, t2, t) {
+                    blocks.push(sb);
+                    partners.push(if t2 == t {
+                        Partner::Quad
+                    } else {
+                        Partner::With(a)
+                    });
+                    slots.push((t, t2));
+                }
+            }
+        }
+        let mut s: Vec<Vec<Field>> = (0..tl).map(|t| vec![None; t + 1]).collect();
+        if !blocks.is_empty() {
+            let g = tape.concat_rows(&blocks);
+            let e = forms::stacked_forms(tape, g, a, &partners);
+            for (p, &(t, t2)) in slots.iter().enumerate() {
+                s[t][t2] = Some(tape.slice_rows(e, p, 1));
+            }
+        }
+        for (t, row) in s.iter_mut().enumerate() {
+            row[t] = fields::add(tape, row[t], Some(proj.base));
+        }
+        s
     }
 
     /// Layer 1 on the B points: `W_ik = L_ikᵀ a_1` for the stored blocks of each row,
@@ -184,10 +237,20 @@ impl StructuredDgp {
                 outputs.push((slot, tape.slice_rows(e, p, 1)));
             }
         }
-        // Cross terms with layer-1 GPs: v = S_ji a_1 = Σ_k L_jk W_ik on the B points.
+        // Cross terms with layer-1 GPs: v = S_ji a_1 on the B points; for a block factor
+        // Σ_k L_jk W_ik from layer 1's products, for the dense one S_ijᵀ a_1 from the block.
         let (mut vs, mut vslots) = (Vec::new(), Vec::new());
         for t in 0..tl {
             let g = g0 + t;
+            if q.is_dense() {
+                for i in 0..g1 {
+                    if let Some(sb) = q.s_block(tape, i, g) {
+                        vs.push(tape.matmul_tn(sb, st.a[0]));
+                        vslots.push(Slot::B(i, t));
+                    }
+                }
+                continue;
+            }
             for (i, wi) in st.w1.iter().enumerate() {
                 let parts: Vec<Var> = wi
                     .iter()
@@ -216,4 +279,21 @@ impl StructuredDgp {
         }
         (b, s)
     }
+}
+
+/// mũ and S̃ entries repeated `reps` times along the columns (layer 1 is evaluated on the
+/// B points and shared by every sample).
+fn tile_terms(
+    tape: &mut Tape,
+    mt: Vec<Var>,
+    s: Vec<Vec<Field>>,
+    reps: usize,
+) -> (Vec<Var>, Vec<Vec<Field>>) {
+    let mut tile = |v: Var| tape.concat_cols(&vec![v; reps]);
+    let mt = mt.into_iter().map(&mut tile).collect();
+    let s = s
+        .into_iter()
+        .map(|row| row.into_iter().map(|e| e.map(&mut tile)).collect())
+        .collect();
+    (mt, s)
 }

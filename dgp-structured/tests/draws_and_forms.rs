@@ -1,7 +1,7 @@
 //! Function draws of the structured families (`Model::function_samples`) and the fused
 //! per-row forms of the block-sparse route (`dgp_structured::forms`).
 
-use dgp_structured::forms::{Partner, prefix_col_dots, stacked_forms, tiled_col_dots};
+use dgp_structured::forms::{Partner, stacked_forms, tiled_col_dots};
 use dgp_structured::{Family, StructuredConfig, StructuredDgp};
 use dgp_traits::model::Model;
 use dgp_traits::rng::{seeded, standard_normal};
@@ -125,51 +125,5 @@ fn fused_forms_do_not_depend_on_the_thread_count() {
         }
         let tv: f64 = (0..m).map(|i| a0[(i, c)] * v0[(i, c % b)]).sum();
         assert!((one.1[(0, c)] - tv).abs() < 1e-12);
-    }
-}
-
-/// The fully-coupled route's fused cross entries equal the plain tape's
-/// `col_sums(slice(x) ⊙ tile(slice(y)))` in values and gradients of both inputs.
-#[test]
-fn prefix_col_dots_equal_the_sliced_tiled_product() {
-    let (rx, ry, b, reps) = (12, 7, 5, 3);
-    let r = b * reps;
-    let mut rng = seeded(11);
-    let x0 = standard_normal(&mut rng, rx, r);
-    let y0 = standard_normal(&mut rng, ry, b);
-    let w0 = standard_normal(&mut rng, 1, r);
-    let run = |fused: bool| {
-        let mut t = Tape::new();
-        let (x, y) = (t.leaf(x0.clone()), t.leaf(y0.clone()));
-        let e = if fused {
-            prefix_col_dots(&mut t, x, y)
-        } else {
-            let xs = t.slice_rows(x, 0, ry);
-            let yt = t.concat_cols(&vec![y; reps]);
-            let p = t.mul(xs, yt);
-            t.col_sums(p)
-        };
-        let w = t.constant(w0.clone());
-        let ew = t.mul(e, w);
-        let s = t.sum(ew);
-        let grads = t.backward(s);
-        let gs: Vec<Mat<f64>> = [x, y]
-            .iter()
-            .map(|&v| grads.get(v).unwrap().to_owned())
-            .collect();
-        (t.value(e).to_owned(), gs)
-    };
-    let (fused, plain) = (run(true), run(false));
-    assert_eq!(fused.0.shape(), (1, r));
-    for c in 0..r {
-        assert!((fused.0[(0, c)] - plain.0[(0, c)]).abs() < 1e-12);
-    }
-    for (f, p) in fused.1.iter().zip(&plain.1) {
-        assert_eq!(f.shape(), p.shape());
-        for i in 0..f.nrows() {
-            for j in 0..f.ncols() {
-                assert!((f[(i, j)] - p[(i, j)]).abs() < 1e-12);
-            }
-        }
     }
 }
