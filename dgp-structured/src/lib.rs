@@ -50,69 +50,61 @@
 //! # }
 //! ```
 //!
-//! ## Measured (dgp-bench, 2-core machine shared with other jobs)
-//! Speed, `dgp-bench time --data ../shared/data/uci/kin8nm --backend svi,star,fc --layers 3
-//! --inducing 128 --hidden 5 --batch 512 --samples 5 --warmup 3 --steps 20 --block 2
-//! --predict-reps 1` (split 0, τ = 5): each backend's own `fit` and stepper, interleaved in
-//! rounds in one process, on the idle 2-core machine (load < 0.2; median ms per step, ratio
-//! = median of per-round ratios with its interquartile range):
+//! ## Speed (dgp-bench, 2-core machine)
+//! `dgp-bench time --data ../shared/data/uci/kin8nm --backend svi,mf,star,fc --layers 3
+//! --inducing 128 --hidden 5 --batch 512 --samples 5 --predict-reps 1` (split 0, τ = 5,
+//! one thread): each backend's own `fit` and stepper (Adam; `fc` without natural
+//! gradients, as the paper's runtime comparison), interleaved in rounds in one process;
+//! median ms per step and the median of the per-round ratios with its interquartile
+//! range. The other core ran a training job, so only the ratios are comparable across
+//! runs:
 //!
 //! | backend | ms / step | ratio to svi DGP3 | predict test split (100 components) |
 //! |---|---:|---:|---:|
-//! | svi DGP3 | 48.5 | 1 | 0.48 s |
-//! | star DGP3 | 140.2 | 2.85× [2.71–3.14] | 1.03 s |
-//! | fc DGP3 (Adam) | 1074 | 21.3× [20.5–22.8] | 15.4 s |
-//! | structured mean field (`--set star:stripes=false --set star:arrow=false`, separate run; now the `mf` backend) | 64.7 | 1.32× [1.31–1.39] | |
+//! | svi DGP3 | 66.4 | 1 | 0.81 s |
+//! | mf DGP3 | 92.8 | 1.39× [1.30–1.59] | 0.96 s |
+//! | star DGP3 | 181.0 | 2.71× [2.50–2.87] | 1.71 s |
+//! | fc DGP3 (Adam) | 543.8 | 8.11× [7.95–8.63] | 4.70 s |
 //!
-//! Before the block-sparse route (binary of bf75aa4, loaded machine) STAR was 5–6× svi.
-//! STAR is ≈ 2.85× svi (issue 14's ≤ 2× is NOT met) and ≈ 2.2× this crate's
-//! own non-whitened mean field (`--set stripes=false --set arrow=false`; the paper's
-//! "STAR about 2× slower than MF" is against its own mean-field code). What changed:
-//! the block-sparse route (private module `sparse`, fused ops in [`forms`]) forms the S_M blocks a
-//! layer needs once per step by the sums of spec §4 (M³, no data factor) and meets each
-//! layer's `a_l` in ONE fused pass over column chunks — `e_p = colsum(U_p ⊙ (S_p a_l))`
-//! for the layer's quadratic forms and its cross terms with earlier layers — run on
-//! rayon over chunks with single-threaded products (no faer barriers), no M×R slices,
-//! tiles or elementwise temporaries; cross terms with layer-1 GPs use `L_ji (L_iiᵀ a_1)`
-//! on the B points shared by every sample. For L = 3, τ = 5 that is, in M²R products
-//! forward, 5 (layer 2) + 6 (layer 3) full instead of 15 full + 6 triangular, with the
-//! quadratic forms' adjoints w.r.t. `a` from the stored product (`2 g ⊙ S a`). Measured
-//! against the old route on the same L at kin8nm size (M = 128, τ = 5, L = 3, perturbed
-//! parameters): ELBO equal to 6e-16 relative. What remains is inherent to the family:
-//! layer 3's five bilinear forms `a_2ᵀ S_{(2,t),L} a_3` between two different per-sample
-//! vectors (5 full products forward, 10 backward) and the non-whitened a_l solves.
-//! FC keeps the dense factor route (≈ 21× svi before the change below; the paper has
-//! FC ≈ 3× STAR).
+//! Issue 14's bars (STAR ≤ 2×, FC ≤ 6× the svi step) are NOT met. STAR is 1.95× this
+//! crate's own mean field, the paper's "STAR about 2× slower than MF" (§4.2), and FC is
+//! 3.0× STAR, the paper's "FC three times slower than STAR (Adam)"; what differs from the
+//! issue's ratios is that the svi backend's DGP3 step is faster than our mean field's
+//! (whitened, layer 1 on R columns but no non-whitened solves and no per-row conditionals).
 //!
-//! FC's cross entries `a_iᵀ S_M^{(i),(j)} a_j = W_i · W_j` (W = stacked `L_{g,0..=g}ᵀ a`)
-//! used to go through the plain tape: layer 1's products tiled to every sample
-//! (`concat_cols`, (g+1)M×R copies), the longer product sliced to the common rows (a
-//! copy), then `W_i ⊙ W_j` (a (i+1)M×R temporary per pair, ≈ 200·M·R entries per step for
-//! L = 3, τ = 5) and its column sums, each with its backward temporaries. They now run as
-//! one fused pass (`prefix_col_dots`, since replaced by the S-block route: column dots over the common rows, layer
-//! 1's products read on the B points at column `c mod B`), values equal up to the
-//! summation order (tests: the fused op against the sliced/tiled tape product, values
-//! and gradients; STAR = FC, FD gradients, 1 vs 2 threads unchanged). Same command on the
-//! LOADED machine (load ≈ 6.5 on 2 cores, old binary at d3753a0 and new binary run back
-//! to back, so only the interleaved ratios are comparable):
+//! History. Before the block-sparse route (binary of bf75aa4) STAR was 5–6× svi. FC took
+//! the products of L's rows with the data, `W_g = L_{g,0..=g}ᵀ a_l` ((g+1)M×R each), and
+//! their pairwise column dots: 21× svi in that form, 13.4× with the dots fused
+//! (measured at the start of the change below: svi 65.4 ms, fc 855 ms, predict 9.2 s).
+//! FC now takes STAR's S-block route (private module `sparse`): the blocks
+//! `S_ij = L_{i,0..=i} L_{j,0..=i}ᵀ` once per step (M³ each, no data factor) and one
+//! fused pass of forms per layer ([`forms::stacked_forms`]); 8.1×, predict 4.7 s.
 //!
-//! | binary | svi ms | star ms (ratio \[IQR\]) | fc ms (ratio \[IQR\]) | fc predict |
-//! |---|---:|---:|---:|---:|
-//! | d3753a0 | 100.3 | 268.9 (2.71× [2.69–2.88]) | 2147 (21.8× [18.9–22.1]) | 45.7 s |
-//! | fused FC cross entries | 139.9 | 353.8 (2.64× [2.53–2.79]) | 2167 (16.4× [15.0–17.0]) | 21.5 s |
+//! Where the time goes (`cargo run --release -p dgp-structured --example step_probe --
+//! star|fc`, per-operation wall time of the tape's forward and backward rules, one
+//! thread, ms per ELBO + gradient evaluation on the same loaded machine):
 //!
-//! Where FC's step time still goes (operation counts, M²R = 128²·2560 ≈ 4.2·10⁷
-//! multiply-adds): the products `W_g = L_{g,0..=g}ᵀ a_l` are Σ(g+1) = 40 M²R (layer 2),
-//! 11 M²R (layer 3) and 3 M²R (layer 1, on B points) forward and twice that backward,
-//! ≈ 160 M²R per step against STAR's ≈ 27 M²R of fused forms — the 6× bar needs FC to
-//! use the S-block route of STAR (`a_iᵀ S_ij a_j` from blocks of S_M formed once per
-//! step: 21 M²R forward), which is NOT done. STAR (profile, 1 thread, `perf record
-//! --call-graph dwarf`, a short run whose samples include set-up and one prediction):
-//! gemm microkernels ≈ 55 % (the fused forms' forward and backward
-//! products, the non-whitened `K⁻¹k` solves), fresh allocations with page zeroing
-//! (`SharedPool::alloc` misses → `clear_page`, memset) ≈ 15 %, the rest elementwise
-//! field arithmetic of the per-row conditionals.
+//! | operation | star fwd + bwd | fc fwd + bwd |
+//! |---|---:|---:|
+//! | fused forms `colsum(U ⊙ S a)` (`stacked_forms`) | 24 + 45 | 60 + 86 |
+//! | triangular solves (non-whitened `K⁻¹k`, KL) | 12 + 21 | 18 + 34 |
+//! | plain products (S blocks, `S_ijᵀ a_1`, layer 1) | 8 + 17 | 34 + 71 |
+//! | layer-1 cross terms (`tiled_col_dots`) | 3 + 6 | 8 + 14 |
+//! | kernels | 4 + 3 | 3 + 3 |
+//! | slices of the dense L | 1 + 1 | 16 + 14 |
+//! | everything else (per-row conditionals, Cholesky factors, KL) | ≈ 30 | ≈ 70 |
+//! | total | ≈ 175 | ≈ 440 |
 //!
+//! In multiply-adds (M²R = 128²·2560 ≈ 4.2·10⁷) the step is about 21 M²R for svi DGP3,
+//! 35 for STAR (11 forms forward, 16 backward, 4 non-whitened solves and their adjoints)
+//! and 126 for FC (21 forms on R columns, 30 products and 15 forms on the B points, 286 M³
+//! of S blocks, each with a backward of about twice its forward): 1.7× and 6× svi before
+//! any overhead, so the FC bar cannot be met by tuning this route, and STAR's gap to 2×
+//! is in the ≈ 30 ms of small operations of the per-row conditionals and the solves' lower
+//! throughput. Not tried: explicit triangular inverses for `K⁻¹k` (products instead of
+//! solves), symmetric rank-k adjoints for the quadratic forms, one op for the dense
+//! S blocks without the row and column slices.
+
 //! ## Accuracy and extrapolation
 //!
 //! Measured tables live in the repository's `RESULTS.md` (regenerated by `dgp-bench
