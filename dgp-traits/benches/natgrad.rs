@@ -1,6 +1,7 @@
 //! Cost of one natural-gradient step on a Gaussian factor (`optim::natural_gradient_step`:
 //! the Cholesky reverse rule, two triangular inverses, two Cholesky factorisations, all
-//! O(M³)) at M = 100 and 128, next to the SVGP-style forward + backward of
+//! O(M³)) at M = 100 and 128 (one GP's q) and 1408 (the fully-coupled joint q of
+//! dgp-structured at L = 3, τ = 5, M = 128: 11 GPs × 128), next to the SVGP-style forward + backward of
 //! `tape_overhead` (Kuf 128×1000 through the tape), so the extra cost per output GP and
 //! step can be read as a ratio on a busy machine.
 
@@ -13,7 +14,7 @@ use std::hint::black_box;
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("natgrad_step");
-    for m in [100usize, 128] {
+    for m in [100usize, 128, 1408] {
         let r = standard_normal(&mut seeded(m as u64), m, m);
         let l = Mat::from_fn(m, m, |i, j| match i.cmp(&j) {
             std::cmp::Ordering::Greater => 0.05 * r[(i, j)],

@@ -15,10 +15,23 @@
 //! The models hold S through its Cholesky factor L, so the tape gives ∂𝓛/∂L; the symmetric
 //! g_S is recovered from it by [`covariance_adjoint`]. A step whose new precision
 //! S⁻¹ − 2γ g_S is not positive definite is retried with γ halved.
+//!
+//! The step is computed in the factor's own coordinates, without forming S⁻¹ or S′.
+//! With g_S = ½ L⁻ᵀ P L⁻¹ (P symmetric, [`covariance_adjoint`]) the new precision is
+//! `Λ′ = S⁻¹ − 2γ g_S = L⁻ᵀ C L⁻¹` with `C = I − γP`, so Λ′ is positive definite exactly
+//! when C is, and with `C = U Uᵀ` (U upper triangular: the Cholesky factor of C with
+//! rows and columns reversed) `S′ = Λ′⁻¹ = (L U⁻ᵀ)(L U⁻ᵀ)ᵀ`, where `L U⁻ᵀ` is lower
+//! triangular with a positive diagonal: the new factor itself. The mean update
+//! `m′ = S′(θ₁ + γ(g_m − 2 g_S m))` with θ₁ = S⁻¹m simplifies to `m′ = m + γ S′ g_m`.
+//! Per attempt that is one Cholesky factorisation and one triangular solve with M
+//! right-hand sides; with the triangular product forming P about M³ multiply-adds per
+//! step, against 5.7 M³ for forming S⁻¹, Λ′, its inverse and a second factorisation (the
+//! former implementation), and no squared condition numbers.
 
 use crate::error::{Error, Result};
 use crate::linalg::{Tri, cholesky, tri_solve};
-use faer::{Mat, MatRef, Par};
+use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::{Accum, Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
 /// How natural-gradient steps and Adam steps share a training iteration
@@ -100,14 +113,35 @@ pub struct NaturalStep {
 /// Panics when the shapes differ or `l` is not square (callers check shapes).
 pub fn covariance_adjoint(l: MatRef<'_, f64>, l_bar: MatRef<'_, f64>) -> Mat<f64> {
     let m = l.nrows();
-    assert!(l.ncols() == m && l_bar.nrows() == m && l_bar.ncols() == m);
-    let lower_bar = Mat::from_fn(m, m, |i, j| if i >= j { l_bar[(i, j)] } else { 0.0 });
-    let c = l.transpose() * &lower_bar;
-    let p = Mat::from_fn(m, m, |i, j| if i >= j { c[(i, j)] } else { c[(j, i)] });
+    let p = factor_adjoint(l, l_bar);
     // Y = L⁻ᵀ P, then g_S = ½ (L⁻ᵀ Yᵀ)ᵀ = ½ L⁻ᵀ P L⁻¹.
     let y = tri_solve(l, p.as_ref(), Tri::LowerT, Par::Seq);
     let z = tri_solve(l, y.transpose(), Tri::LowerT, Par::Seq);
     Mat::from_fn(m, m, |i, j| 0.25 * (z[(j, i)] + z[(i, j)]))
+}
+
+/// The symmetric P with `g_S = ½ L⁻ᵀ P L⁻¹` ([`covariance_adjoint`]): the lower triangle
+/// of `Lᵀ tril(L̄)`, mirrored.
+///
+/// Panics when the shapes differ or `l` is not square (callers check shapes).
+fn factor_adjoint(l: MatRef<'_, f64>, l_bar: MatRef<'_, f64>) -> Mat<f64> {
+    let m = l.nrows();
+    assert!(l.ncols() == m && l_bar.nrows() == m && l_bar.ncols() == m);
+    // Only the lower triangle of the product of the upper Lᵀ and the lower tril(L̄) is
+    // formed (a sixth of the dense product's multiply-adds).
+    let mut c = Mat::<f64>::zeros(m, m);
+    triangular::matmul(
+        c.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        l.transpose(),
+        BlockStructure::TriangularUpper,
+        l_bar,
+        BlockStructure::TriangularLower,
+        1.0,
+        Par::Seq,
+    );
+    Mat::from_fn(m, m, |i, j| if i >= j { c[(i, j)] } else { c[(j, i)] })
 }
 
 /// One natural-gradient step (module docs) on q = N(`mean`, L Lᵀ) with L = `factor`,
@@ -157,23 +191,11 @@ pub fn natural_gradient_step(
             jitter: 0.0,
         });
     }
-    let g_s = covariance_adjoint(factor, grad_factor);
-    // Λ = S⁻¹ = L⁻ᵀ L⁻¹ and θ₁ = Λ m.
-    let identity = Mat::<f64>::identity(m, m);
-    let l_inv = tri_solve(factor, identity.as_ref(), Tri::Lower, Par::Seq);
-    let precision = l_inv.transpose() * &l_inv;
-    let theta1 = &precision * mean;
-    // ∂𝓛/∂η₁ = g_m − 2 g_S m.
-    let d_eta1 = grad_mean - (&g_s * mean) * faer::Scale(2.0);
+    let p = factor_adjoint(factor, grad_factor);
     let mut gamma = cfg.gamma;
     let mut last = Error::Numerical("natural step: no attempt made".into());
     for _ in 0..=cfg.max_halvings {
-        let new_precision = Mat::from_fn(m, m, |i, j| {
-            let a = precision[(i, j)] - 2.0 * gamma * g_s[(i, j)];
-            let b = precision[(j, i)] - 2.0 * gamma * g_s[(j, i)];
-            0.5 * (a + b)
-        });
-        match updated(&new_precision, &theta1, &d_eta1, gamma) {
+        match updated(mean, factor, grad_mean, &p, gamma) {
             Ok((mean, factor)) => {
                 return Ok(NaturalStep {
                     mean,
@@ -188,24 +210,33 @@ pub fn natural_gradient_step(
     Err(last)
 }
 
-/// m′ = Λ′⁻¹(θ₁ + γ ∂𝓛/∂η₁) and L′ = chol(Λ′⁻¹) for the new precision Λ′.
+/// One attempt at step size γ (module docs): `C = I − γP = U Uᵀ`, `L′ = L U⁻ᵀ`,
+/// `m′ = m + γ L′ L′ᵀ g_m`; [`Error::NotPositiveDefinite`] when C is not.
 fn updated(
-    precision: &Mat<f64>,
-    theta1: &Mat<f64>,
-    d_eta1: &Mat<f64>,
+    mean: MatRef<'_, f64>,
+    factor: MatRef<'_, f64>,
+    grad_mean: MatRef<'_, f64>,
+    p: &Mat<f64>,
     gamma: f64,
 ) -> Result<(Mat<f64>, Mat<f64>)> {
-    let m = precision.nrows();
-    let r = cholesky(precision.as_ref(), "natural step: new precision")?;
-    let theta1_new = theta1 + d_eta1 * faer::Scale(gamma);
-    let half = tri_solve(r.as_ref(), theta1_new.as_ref(), Tri::Lower, Par::Seq);
-    let mean = tri_solve(r.as_ref(), half.as_ref(), Tri::LowerT, Par::Seq);
-    let identity = Mat::<f64>::identity(m, m);
-    let r_inv = tri_solve(r.as_ref(), identity.as_ref(), Tri::Lower, Par::Seq);
-    let cov = r_inv.transpose() * &r_inv;
-    let factor = cholesky(cov.as_ref(), "natural step: new covariance")?;
-    crate::error::check_finite("natural step: new mean", mean.as_ref())?;
-    Ok((mean, factor))
+    let m = factor.nrows();
+    let last = m.saturating_sub(1);
+    // C with rows and columns reversed: its lower factor R gives C's upper factor
+    // U = J R J (J the reversal).
+    let reversed = Mat::from_fn(m, m, |i, j| {
+        let c = -gamma * p[(last - i, last - j)];
+        if i == j { 1.0 + c } else { c }
+    });
+    let r = cholesky(reversed.as_ref(), "natural step: new precision")?;
+    let u = Mat::from_fn(m, m, |i, j| r[(last - i, last - j)]);
+    // L′ᵀ = U⁻¹ Lᵀ (upper triangular).
+    let lt = tri_solve(u.as_ref(), factor.transpose(), Tri::Upper, Par::Seq);
+    let new_factor = Mat::from_fn(m, m, |i, j| if i >= j { lt[(j, i)] } else { 0.0 });
+    let s_g = &new_factor * (new_factor.transpose() * grad_mean);
+    let new_mean = Mat::from_fn(m, 1, |i, _| mean[(i, 0)] + gamma * s_g[(i, 0)]);
+    crate::error::check_finite("natural step: new mean", new_mean.as_ref())?;
+    crate::error::check_finite("natural step: new factor", new_factor.as_ref())?;
+    Ok((new_mean, new_factor))
 }
 
 #[cfg(test)]
