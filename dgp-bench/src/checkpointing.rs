@@ -34,7 +34,7 @@ use dgp_traits::train::RunState;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
-use crate::experiment::ExperimentSpec;
+use crate::spec::ExperimentSpec;
 
 /// Backends that resume exactly: their fit is one run of the core executor with Adam (or
 /// natural gradient + Adam) and no early stopping.

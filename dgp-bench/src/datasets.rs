@@ -27,64 +27,7 @@ pub const CSV_TEST_FRACTION: f64 = 0.1;
 /// splits.
 pub const CSV_SPLITS: usize = 20;
 
-/// Number of seeds of the extrapolation split and of Lindinger et al.'s random 90:10
-/// splits (protocol §1: seeds 0..9).
-pub const LINDINGER_SPLITS: usize = 10;
-/// Test fraction of Lindinger et al.'s random splits (Table 1: 90:10).
-pub const LINDINGER_TEST_FRACTION: f64 = 0.1;
-
-/// How a data set is split into train and test rows (`dgp-bench run --split-kind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SplitKind {
-    /// The data set's own splits: the published ones of a UCI folder, the seeded random
-    /// 90/10 splits of a CSV file, the 80/20 splits of the step function.
-    Published,
-    /// [`LINDINGER_SPLITS`] random 90:10 splits, split k a permutation seeded with
-    /// `seed + k` whose first `floor(0.1·N)` rows are the test set (Structured_DGP's
-    /// `prepare_dataset`, Lindinger et al. Table 1).
-    Random,
-    /// The extrapolation split of protocol §1 (Lindinger et al. §4.1), seeds `seed + k`
-    /// for k = 0..9: the `floor(N/2)` rows with the smallest projection on a random
-    /// direction are the test set ([`extrapolation_split`]); features with train std ≤
-    /// 1e-3 are dropped when standardising.
-    Extrapolate,
-    /// The DSPP protocol's random 15:3:2 splits (`crate::protocol::Protocol::Dspp`):
-    /// `splits` of them (10, or 5 for 3-layer models), split k a permutation seeded with
-    /// `seed + k` whose first `floor(0.15·N)` rows are the test set; the validation part
-    /// is drawn inside the other 85 % by the backends that select on it
-    /// ([`crate::protocol::DsppPartition`]). Only `--protocol dspp` makes it.
-    Dspp {
-        /// Number of splits.
-        splits: usize,
-    },
-}
-
-impl SplitKind {
-    /// Parses `published`, `random` or `extrapolate`.
-    ///
-    /// # Errors
-    /// [`BenchError::Usage`] naming the allowed values.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "published" => Ok(SplitKind::Published),
-            "random" => Ok(SplitKind::Random),
-            "extrapolate" => Ok(SplitKind::Extrapolate),
-            other => Err(BenchError::Usage(format!(
-                "--split-kind must be published, random or extrapolate, got '{other}'"
-            ))),
-        }
-    }
-
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            SplitKind::Published => "published",
-            SplitKind::Random => "random",
-            SplitKind::Extrapolate => "extrapolate",
-            SplitKind::Dspp { .. } => "15:3:2",
-        }
-    }
-}
+pub use crate::splits::{LINDINGER_SPLITS, LINDINGER_TEST_FRACTION, SplitKind};
 
 /// Size of the step-function data set (DGPS thesis §5.1 uses N ∈ {50, 100, 200}).
 pub const STEP_N: usize = 200;
@@ -381,7 +324,7 @@ impl BenchData {
                 }
             }
             SplitKind::Dspp { splits } => {
-                crate::protocol::DsppPartition::of(data.n(), &self.name)?;
+                crate::splits::DsppPartition::of(data.n(), &self.name)?;
                 if splits == 0 {
                     return Err(BenchError::Usage(
                         "--protocol dspp: zero splits requested".into(),
@@ -456,7 +399,7 @@ impl BenchData {
                 n_splits,
                 seed,
             } => {
-                let part = crate::protocol::DsppPartition::of(data.n(), &self.name)
+                let part = crate::splits::DsppPartition::of(data.n(), &self.name)
                     .map(|p| format!("; {}", p.describe()))
                     .unwrap_or_default();
                 format!(
@@ -491,7 +434,7 @@ impl BenchData {
                 .map_err(BenchError::data),
             Source::Dspp { data, seed, .. } => random_split(
                 data.n(),
-                crate::protocol::DSPP_TEST_FRACTION,
+                crate::splits::DSPP_TEST_FRACTION,
                 seed.wrapping_add(k as u64),
             )
             .map_err(BenchError::data),

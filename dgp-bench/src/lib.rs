@@ -27,7 +27,7 @@
 //! * [`timing`] — `time`: milliseconds per REAL training step (each backend's own `fit`),
 //!   several backends interleaved in one run with per-round ratios, and per prediction.
 //! * [`resources`] — wall seconds and peak RSS per split in the records.
-//! * [`reference`] — the seed papers' published numbers (protocol.md §4) and `vs-paper`.
+//! * [`reference`](mod@reference) — the seed papers' published numbers (protocol.md §4) and `vs-paper`.
 //! * [`default_run`] — the quick job run without arguments.
 //! * [`validate`] — checks of inputs and outputs before any work (outputs never inputs,
 //!   writable, splits readable, M limits) and the warnings recorded in the records.
@@ -62,6 +62,8 @@ pub mod reference;
 pub mod report;
 pub mod resources;
 pub mod results;
+pub mod spec;
+pub mod splits;
 pub mod summary;
 pub mod timing;
 pub mod units;

@@ -28,9 +28,10 @@
 use dgp_traits::optim::LrSchedule;
 use dgp_traits::train::HeldOutRule;
 
-use crate::datasets::SplitKind;
 use crate::error::{BenchError, Result};
-use crate::experiment::ExperimentSpec;
+use crate::spec::ExperimentSpec;
+use crate::splits::SplitKind;
+pub use crate::splits::{DSPP_MIN_TRAIN_ROWS, DSPP_TEST_FRACTION, DsppPartition};
 
 /// An evaluation protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,17 +45,11 @@ pub enum Protocol {
     Dspp,
 }
 
-/// Test share of the DSPP protocol's splits: 3 of 15:3:2 (App. A.4).
-pub const DSPP_TEST_FRACTION: f64 = 0.15;
 /// Splits of the DSPP protocol for models of at most two layers (App. A.4: 10).
 pub const DSPP_SPLITS: usize = 10;
 /// Splits of the DSPP protocol when any requested model has three or more layers
 /// (App. A.4: 5 for 3-layer models).
 pub const DSPP_SPLITS_DEEP: usize = 5;
-/// Smallest training part (75 %) the DSPP protocol accepts: the early-stopping minimum
-/// of the core ([`dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING`]), so that the
-/// selection's candidates, trained on it, can still hold out rows for early stopping.
-pub const DSPP_MIN_TRAIN_ROWS: usize = dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING;
 
 /// The number of DSPP-protocol splits for the requested layer counts: [`DSPP_SPLITS_DEEP`]
 /// when any is 3 or more, [`DSPP_SPLITS`] otherwise (App. A.4).
@@ -63,91 +58,6 @@ pub fn dspp_split_count(layers: &[usize]) -> usize {
         DSPP_SPLITS_DEEP
     } else {
         DSPP_SPLITS
-    }
-}
-
-/// How the DSPP protocol partitions `n` rows (App. A.4, 15:3:2). The counts use NumPy's
-/// `int(fraction · n)` (floor) as the core's splits do: `test = floor(0.15·n)`,
-/// `fit = n − test` (what `Model::fit` gets), `validation = floor(2/17 · fit)` (drawn
-/// inside the fit rows by dspp/ppgpr's selection, `dgp_dspp::VALIDATION_FRACTION`),
-/// `train = fit − validation` (what the selection's candidates train on).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DsppPartition {
-    /// All rows.
-    pub n: usize,
-    /// Test rows (≈ 15 %).
-    pub test: usize,
-    /// Rows given to `fit` (≈ 85 %: train + validation).
-    pub fit: usize,
-    /// Validation rows of the selection (≈ 10 %).
-    pub validation: usize,
-    /// Training rows of the selection's candidates (≈ 75 %).
-    pub train: usize,
-}
-
-impl DsppPartition {
-    /// The partition of `n` rows.
-    ///
-    /// # Errors
-    /// [`BenchError::Usage`] when the data cannot support 15:3:2: an empty test or
-    /// validation part, or a training part below [`DSPP_MIN_TRAIN_ROWS`] (at least 25
-    /// rows are needed).
-    pub fn of(n: usize, name: &str) -> Result<Self> {
-        let test = (DSPP_TEST_FRACTION * n as f64).floor() as usize;
-        let fit = n - test.min(n);
-        let validation = (dgp_dspp::VALIDATION_FRACTION * fit as f64).floor() as usize;
-        let train = fit - validation.min(fit);
-        if test == 0 || validation == 0 || train < DSPP_MIN_TRAIN_ROWS {
-            return Err(BenchError::Usage(format!(
-                "--protocol dspp: {name} has {n} rows, too few for 15:3:2 train/test/validation \
-                 splits (test {test}, validation {validation}, train {train}; the training part \
-                 needs at least {DSPP_MIN_TRAIN_ROWS} rows, the early-stopping minimum)"
-            )));
-        }
-        Ok(DsppPartition {
-            n,
-            test,
-            fit,
-            validation,
-            train,
-        })
-    }
-
-    /// One sentence: the counts and their shares of `n`, and what dspp's default
-    /// held-out early stopping (`dgp_dspp::DsppConfig::default().early_stopping`) takes
-    /// out of the final fit's rows.
-    pub fn describe(&self) -> String {
-        let pct = |k: usize| 100.0 * k as f64 / self.n as f64;
-        let stop = dgp_dspp::DsppConfig::default()
-            .early_stopping
-            .map(|e| (e.fraction * self.fit as f64).floor() as usize)
-            .filter(|_| self.fit >= dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING)
-            .map_or(String::new(), |h| {
-                format!(
-                    " (dspp's default early stopping then holds out {h} of them, {:.1} %, and \
-                     trains on {}, {:.1} %)",
-                    pct(h),
-                    self.fit - h,
-                    pct(self.fit - h)
-                )
-            });
-        format!(
-            "15:3:2 of N = {}: test {} ({:.1} %); fit gets the other {} ({:.1} %), of which \
-             dspp/ppgpr's selection holds out {} for validation ({:.1} %) and trains its \
-             candidates on {} ({:.1} %) before the final fit on all {}{stop}; backends \
-             without selection train on all {}",
-            self.n,
-            self.test,
-            pct(self.test),
-            self.fit,
-            pct(self.fit),
-            self.validation,
-            pct(self.validation),
-            self.train,
-            pct(self.train),
-            self.fit,
-            self.fit
-        )
     }
 }
 

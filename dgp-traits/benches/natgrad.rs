@@ -1,5 +1,5 @@
 //! Cost of one natural-gradient step on a Gaussian factor (`optim::natural_gradient_step`:
-//! the Cholesky reverse rule, two triangular inverses, two Cholesky factorisations, all
+//! the Cholesky reverse rule, one Cholesky factorisation and one triangular solve per attempt, all
 //! O(M³)) at M = 100 and 128 (one GP's q) and 1408 (the fully-coupled joint q of
 //! dgp-structured at L = 3, τ = 5, M = 128: 11 GPs × 128), next to the SVGP-style forward + backward of
 //! `tape_overhead` (Kuf 128×1000 through the tape), so the extra cost per output GP and

@@ -1,0 +1,111 @@
+//! [`ExperimentSpec`]: what defines one experiment of `dgp-bench run` (backend,
+//! architecture, training settings, splits of one data set). A leaf of the experiment,
+//! protocol and checkpointing modules, which all take it.
+
+use dgp_traits::optim::LrSchedule;
+use dgp_traits::train::HeldOutRule;
+
+use crate::backends::{ArchSpec, BackendEntry};
+use crate::datasets::BenchData;
+use crate::error::{BenchError, Result};
+
+/// Everything that defines an experiment: one backend and architecture on some splits of
+/// one data set.
+#[derive(Clone, Debug)]
+pub struct ExperimentSpec<'a> {
+    /// The data set and its splits.
+    pub data: &'a BenchData,
+    /// The backend (from [`crate::backends::BACKENDS`]).
+    pub backend: &'static BackendEntry,
+    /// Architecture and sample counts.
+    pub arch: ArchSpec,
+    /// Optimisation steps.
+    pub steps: usize,
+    /// Minibatch size; the batch of a split is `min(batch_size, N_train)`.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Seed of the minibatch order and Monte Carlo noise (the prediction uses
+    /// `seed + PREDICT_SEED_OFFSET`).
+    pub seed: u64,
+    /// Split indices to run.
+    pub splits: Vec<usize>,
+    /// Show a progress bar per split (on stderr, only when it is a terminal).
+    pub progress: bool,
+    /// Held-out early stopping passed to `fit` ([`dgp_traits::model::FitConfig::early_stopping`]); `steps`
+    /// is then the cap.
+    pub early_stopping: Option<HeldOutRule>,
+    /// Learning-rate schedule passed to `fit` ([`dgp_traits::model::FitConfig::lr_schedule`]).
+    pub lr_schedule: LrSchedule,
+    /// Keep every test point's log predictive density in the record
+    /// ([`crate::experiment::SplitRecord::log_density`]) for the per-point comparison (`dgp-bench compare`).
+    pub per_point: bool,
+    /// Protocol and split kind for the records (`lindinger/random`, ...); empty for the
+    /// default (published protocol on the data set's own splits).
+    pub protocol: String,
+}
+
+impl<'a> ExperimentSpec<'a> {
+    /// The backend's `run` defaults ([`crate::backends::BackendDefaults`]) for `layers`
+    /// layers on every split of `data`, seed 0, no progress bar.
+    pub fn with_defaults(
+        data: &'a BenchData,
+        backend: &'static BackendEntry,
+        layers: usize,
+    ) -> Self {
+        let d = backend.defaults;
+        ExperimentSpec {
+            data,
+            backend,
+            arch: ArchSpec::with_defaults(backend, layers),
+            steps: d.steps,
+            batch_size: d.batch_cap,
+            learning_rate: d.learning_rate,
+            seed: 0,
+            splits: (0..data.n_splits()).collect(),
+            progress: false,
+            early_stopping: None,
+            lr_schedule: LrSchedule::Constant,
+            per_point: false,
+            protocol: String::new(),
+        }
+    }
+
+    /// Checks the ranges of every setting, and the backend-specific settings with the
+    /// backend ([`BackendEntry::check`]).
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] naming the offending setting.
+    pub fn validate(&self) -> Result<()> {
+        let a = &self.arch;
+        let checks: [(bool, &str); 7] = [
+            (a.layers >= 1, "--layers must be at least 1"),
+            (a.num_inducing >= 1, "--inducing must be at least 1"),
+            (a.hidden_width != Some(0), "--hidden must be at least 1"),
+            (
+                a.train_samples >= 1,
+                "the number of training samples must be at least 1",
+            ),
+            (a.predict_samples >= 1, "--samples must be at least 1"),
+            (self.batch_size >= 1, "--batch must be at least 1"),
+            (
+                self.learning_rate > 0.0 && self.learning_rate.is_finite(),
+                "--lr must be a finite number > 0",
+            ),
+        ];
+        if let Some((_, msg)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err(BenchError::Usage((*msg).to_string()));
+        }
+        if self.splits.is_empty() {
+            return Err(BenchError::Usage("no splits selected".into()));
+        }
+        if let Some(&k) = self.splits.iter().find(|&&k| k >= self.data.n_splits()) {
+            return Err(BenchError::Usage(format!(
+                "split {k} requested but {} has {} splits",
+                self.data.name,
+                self.data.n_splits()
+            )));
+        }
+        self.backend.check(&self.arch)
+    }
+}
