@@ -126,7 +126,7 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
         // … equals the core helper run directly, whose snapshots show what was kept.
         let mut b = init.clone();
         let mut snap = Snap(Vec::new());
-        let (rb, summary) = fit_with_held_out_observed(
+        let rb = fit_with_held_out_observed(
             &mut b,
             &data,
             &cfg,
@@ -137,7 +137,7 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
         .unwrap();
         assert_eq!(ra.steps, rb.steps);
         assert_eq!(bits(&a.params().flat()), bits(&b.params().flat()));
-        let s = summary.unwrap();
+        let s = rb.held_out.clone().unwrap();
         let (kept, held) = held_out_rows(cfg.early_stopping.as_ref().unwrap(), 60, cfg.seed)
             .unwrap()
             .unwrap();

@@ -1,6 +1,6 @@
 //! The one call a backend's `fit` makes to honour [`FitConfig::early_stopping`]:
-//! [`fit_with_held_out`] (and [`fit_with_held_out_observed`] for extra observers and the
-//! early-stopping summary).
+//! [`fit_with_held_out`] (and [`fit_with_held_out_observed`] for extra observers). The
+//! early-stopping summary is the report's [`crate::model::FitReport::held_out`].
 //!
 //! With `early_stopping: None` (or fewer than [`MIN_ROWS_FOR_EARLY_STOPPING`] rows) it is
 //! exactly `Executor::new(stepper, cfg).observe(&mut Progress::new(observer)).run(model,
@@ -104,12 +104,12 @@ where
     M: Model,
     S: Stepper<M>,
 {
-    fit_with_held_out_observed(model, data, cfg, stepper, observer, &mut []).map(|(r, _)| r)
+    fit_with_held_out_observed(model, data, cfg, stepper, observer, &mut [])
 }
 
 /// [`fit_with_held_out`] with `extra` observers (after progress, before the rule's
-/// observer, e.g. a sampler's collector or a checkpoint) and the rule's [`FitSummary`]
-/// (`None` when no early stopping ran).
+/// observer, e.g. a sampler's collector or a checkpoint); the rule's [`FitSummary`] is
+/// the report's [`FitReport::held_out`] (`None` when no early stopping ran).
 ///
 /// # Errors
 /// As [`fit_with_held_out`].
@@ -120,7 +120,7 @@ pub fn fit_with_held_out_observed<M, S>(
     stepper: S,
     observer: &mut dyn FitObserver,
     extra: &mut [&mut dyn Observer<M>],
-) -> Result<(FitReport, Option<FitSummary>)>
+) -> Result<FitReport>
 where
     M: Model,
     S: Stepper<M>,
@@ -135,7 +135,7 @@ where
         for o in extra.iter_mut() {
             ex = ex.observe(&mut **o);
         }
-        return Ok((ex.run(model, data)?, None));
+        return ex.run(model, data);
     };
     let train = data.select_rows(&kept)?;
     let hold = data.select_rows(&held)?;
@@ -164,8 +164,8 @@ where
     }
 }
 
-/// `report` with [`FitReport::held_out`] set to `summary`, and the summary beside it.
-fn with_summary(mut report: FitReport, summary: &FitSummary) -> (FitReport, Option<FitSummary>) {
+/// `report` with [`FitReport::held_out`] set to `summary`.
+fn with_summary(mut report: FitReport, summary: &FitSummary) -> FitReport {
     report.held_out = Some(summary.clone());
-    (report, Some(summary.clone()))
+    report
 }
