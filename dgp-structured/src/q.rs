@@ -13,9 +13,10 @@ use dgp_traits::joint_q::{JointQ, JointQVars};
 use dgp_traits::kl::PriorBlock;
 use dgp_traits::linalg::Tri;
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::tape::{Tape, Var};
+use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use dgp_traits::transforms::raw_lower_factor;
-use faer::{Mat, MatRef};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
 /// Lower bound of the diagonal of the diagonal blocks of L (softplus + floor), as for the
@@ -105,8 +106,6 @@ pub struct QTape {
     pub factor: FactorTape,
     /// Lazily formed blocks S_M^{(i),(j)} (i ≤ j), T×T table.
     s_cache: Vec<Option<Option<Var>>>,
-    /// Dense factor: lazily sliced row blocks `L_{g, 0..=g}` (M×(g+1)M), per GP g.
-    rows: Vec<Option<Var>>,
     /// Number of GP blocks T.
     t: usize,
     /// Block size M.
@@ -194,7 +193,6 @@ impl QParams {
             mean,
             factor,
             s_cache: vec![None; t * t],
-            rows: vec![None; t],
             t,
             m,
         }
@@ -286,25 +284,6 @@ impl QTape {
         tape.slice_rows(self.mean, g * self.m, self.m)
     }
 
-    /// Row block g of the dense factor up to its diagonal, `L_{g, 0..=g}` (M×(g+1)M; the
-    /// columns beyond are zero), sliced once per tape.
-    ///
-    /// # Panics
-    /// On a block factor (a programming error of the caller).
-    fn dense_row(&mut self, tape: &mut Tape, g: usize) -> Var {
-        if let Some(r) = self.rows[g] {
-            return r;
-        }
-        let FactorTape::Dense(l) = self.factor else {
-            panic!("dense_row: the factor is not dense");
-        };
-        let m = self.m;
-        let row = tape.slice_rows(l, g * m, m);
-        let row = tape.slice_cols(row, 0, (g + 1) * m);
-        self.rows[g] = Some(row);
-        row
-    }
-
     /// S_M^{(i),(j)} = Σ_k L_{ik} L_{jk}ᵀ for i ≤ j (spec §4's sums for STAR, stripe×stripe
     /// terms included; spec §5's row-block products for FC); `None` when it is
     /// structurally zero. Formed once per tape.
@@ -316,17 +295,7 @@ impl QTape {
         }
         let m = self.m;
         let s = match &self.factor {
-            FactorTape::Dense(_) => {
-                // Columns beyond the end of block i are zero in row block i.
-                let ri = self.dense_row(tape, i);
-                let rj = self.dense_row(tape, j);
-                let rj = if j > i {
-                    tape.slice_cols(rj, 0, (i + 1) * m)
-                } else {
-                    rj
-                };
-                Some(tape.matmul_nt(ri, rj))
-            }
+            FactorTape::Dense(l) => Some(dense_s_block(tape, *l, i, j, m)),
             FactorTape::Blocks(table) => {
                 let mut acc: Option<Var> = None;
                 for k in 0..=i {
@@ -368,6 +337,68 @@ impl QTape {
             }
         }
     }
+}
+
+/// Backward of [`dense_s_block`]: parent the dense factor L.
+struct DenseSBlockOp {
+    i: usize,
+    j: usize,
+    m: usize,
+}
+
+impl Backward for DenseSBlockOp {
+    fn name(&self) -> &'static str {
+        "dense_s_block"
+    }
+
+    /// With `R_g = L_{g,0..=i}`: `R̄_i += S̄ R_j`, `R̄_j += S̄ᵀ R_i` (both rows of L's adjoint
+    /// for i = j).
+    fn backward(&self, ctx: &BackwardCtx<'_>, sink: &mut GradSink<'_>) {
+        if !sink.wants(0) {
+            return;
+        }
+        let (i, j, m) = (self.i, self.j, self.m);
+        let w = (i + 1) * m;
+        let (l, g) = (ctx.input(0), ctx.grad());
+        let (ri, rj) = (l.submatrix(i * m, 0, m, w), l.submatrix(j * m, 0, m, w));
+        let mut acc = sink.acc(0);
+        matmul(
+            acc.as_mut().submatrix_mut(i * m, 0, m, w),
+            Accum::Add,
+            g,
+            rj,
+            1.0,
+            Par::Seq,
+        );
+        matmul(
+            acc.as_mut().submatrix_mut(j * m, 0, m, w),
+            Accum::Add,
+            g.transpose(),
+            ri,
+            1.0,
+            Par::Seq,
+        );
+    }
+}
+
+/// `S_M^{(i),(j)} = L_{i,0..=i} L_{j,0..=i}ᵀ` (i ≤ j) of the dense factor `l` in one
+/// product on views of L (columns beyond block i are zero in row block i), without
+/// slicing rows or columns onto the tape; the adjoint goes straight into L's.
+fn dense_s_block(tape: &mut Tape, l: Var, i: usize, j: usize, m: usize) -> Var {
+    let w = (i + 1) * m;
+    let mut out = tape.alloc(m, m);
+    {
+        let lv = tape.value(l);
+        matmul(
+            out.as_mut(),
+            Accum::Replace,
+            lv.submatrix(i * m, 0, m, w),
+            lv.submatrix(j * m, 0, m, w).transpose(),
+            1.0,
+            Par::Seq,
+        );
+    }
+    tape.push(out, &[l], DenseSBlockOp { i, j, m })
 }
 
 /// The block-sparse KL of [`QTape::kl`].
