@@ -72,6 +72,10 @@
 //! issue's ratios is that the svi backend's DGP3 step is faster than our mean field's
 //! (whitened, layer 1 on R columns but no non-whitened solves and no per-row conditionals).
 //!
+//! Whitened (`--set star:whitened=true --set mf:whitened=true`, one solve per layer
+//! instead of two, as svi), same command on a machine loaded by two training jobs: mf
+//! 1.06× [0.92–1.32], star 2.13× [2.00–2.31] the svi step.
+//!
 //! History. Before the block-sparse route (binary of bf75aa4) STAR was 5–6× svi. FC took
 //! the products of L's rows with the data, `W_g = L_{g,0..=g}ᵀ a_l` ((g+1)M×R each), and
 //! their pairwise column dots: 21× svi in that form, 13.4× with the dots fused
