@@ -61,14 +61,16 @@
 //!
 //! | backend | ms / step | ratio to svi DGP3 | predict test split (100 components) |
 //! |---|---:|---:|---:|
-//! | svi DGP3 | 66.4 | 1 | 0.81 s |
-//! | mf DGP3 | 92.8 | 1.39× [1.30–1.59] | 0.96 s |
-//! | star DGP3 | 181.0 | 2.71× [2.50–2.87] | 1.71 s |
-//! | fc DGP3 (Adam) | 543.8 | 8.11× [7.95–8.63] | 4.70 s |
+//! | svi DGP3 | 69.7 | 1 | 0.78 s |
+//! | mf DGP3 | 93.7 | 1.36× [1.31–1.49] | 0.93 s |
+//! | star DGP3 | 182.8 | 2.57× [2.41–2.89] | 1.90 s |
+//! | fc DGP3 (Adam) | 526.8 | 7.54× [7.42–7.80] | 6.79 s |
+//! | fc DGP3, natural steps `--set 'fc:natgrad={"gamma":0.1,"max_halvings":10,"scheme":"joint"}'` (separate run, `--steps 20`) | 621.0 | 9.28× [8.80–9.91] | |
+//! | fc DGP3, natural steps, alternating scheme (`--set fc:natgrad.gamma=0.1`, two evaluations per step) | 1237 | 19.4× [18.4–20.4] | |
 //!
 //! Issue 14's bars (STAR ≤ 2×, FC ≤ 6× the svi step) are NOT met. STAR is 1.95× this
 //! crate's own mean field, the paper's "STAR about 2× slower than MF" (§4.2), and FC is
-//! 3.0× STAR, the paper's "FC three times slower than STAR (Adam)"; what differs from the
+//! 2.9× STAR, the paper's "FC three times slower than STAR (Adam)"; what differs from the
 //! issue's ratios is that the svi backend's DGP3 step is faster than our mean field's
 //! (whitened, layer 1 on R columns but no non-whitened solves and no per-row conditionals).
 //!
@@ -82,7 +84,11 @@
 //! (measured at the start of the change below: svi 65.4 ms, fc 855 ms, predict 9.2 s).
 //! FC now takes STAR's S-block route (private module `sparse`): the blocks
 //! `S_ij = L_{i,0..=i} L_{j,0..=i}ᵀ` once per step (M³ each, no data factor) and one
-//! fused pass of forms per layer ([`forms::stacked_forms`]); 8.1×, predict 4.7 s.
+//! fused pass of forms per layer ([`forms::stacked_forms`]); 8.1×, then 7.5× with the
+//! blocks as one op on views of L (no row and column slices copied onto the tape).
+//! The natural step on FC's 1408-dimensional joint q costs 191 ms (criterion
+//! `natgrad_step/M1408` of dgp-traits; 838 ms before it was rewritten in the factor's own
+//! coordinates, same machine state).
 //!
 //! Where the time goes (`cargo run --release -p dgp-structured --example step_probe --
 //! star|fc`, per-operation wall time of the tape's forward and backward rules, one
@@ -95,7 +101,7 @@
 //! | plain products (S blocks, `S_ijᵀ a_1`, layer 1) | 8 + 17 | 34 + 71 |
 //! | layer-1 cross terms (`tiled_col_dots`) | 3 + 6 | 8 + 14 |
 //! | kernels | 4 + 3 | 3 + 3 |
-//! | slices of the dense L | 1 + 1 | 16 + 14 |
+//! | slices of the dense L (gone since: the S blocks are one op on views of L) | 1 + 1 | 16 + 14 |
 //! | everything else (per-row conditionals, Cholesky factors, KL) | ≈ 30 | ≈ 70 |
 //! | total | ≈ 175 | ≈ 440 |
 //!
