@@ -35,9 +35,7 @@ impl StructuredDgp {
             .expected_log_lik(tape, y, mean, var, noise)?;
         let data = tape.sum(ell);
         let data = tape.scale(data, batch.num_data as f64 / rows as f64);
-        let kl = prop
-            .q
-            .kl(tape, &self.layout, self.config.whitened, &prop.chols)?;
+        let kl = prop.q.kl(tape, &self.layout, prop.whitened, &prop.chols)?;
         let elbo = tape.sub(data, kl);
         Ok((elbo, kl, prop.q))
     }

@@ -41,8 +41,7 @@ pub struct StructuredDgp {
 
 /// One layer's projection of its inputs (R columns).
 pub(crate) struct Proj {
-    pub(crate) chol: Var,
-    /// `a_l` of spec §3 (non-whitened K⁻¹k, whitened L⁻¹k), M×R.
+    /// `a_l` of spec §3 (K⁻¹k, or L_K⁻¹k in whitened coordinates), M×R.
     pub(crate) a: Var,
     /// `k(f,f) − aᵀK a` (1×R), the white noise included.
     pub(crate) base: Var,
@@ -223,17 +222,29 @@ impl StructuredDgp {
         Ok(c)
     }
 
-    /// Spec §3 step 1 and the pieces of steps 2–3 that depend on the layer alone.
+    /// chol(K_l) of every layer on the tape (they depend on Z_l and the kernel alone, not
+    /// on the propagated inputs).
+    pub(crate) fn chols_kuu(&self, tape: &mut Tape, leaves: &[Var]) -> Result<Vec<Var>> {
+        (0..self.layers.len())
+            .map(|l| self.chol_kuu(tape, leaves, l))
+            .collect()
+    }
+
+    /// Spec §3 step 1 and the pieces of steps 2–3 that depend on the layer alone, with
+    /// `chol` = chol(K_l). `a_l` is `L_K⁻¹k` when `whitened_coords` (the whitened prior,
+    /// or a non-whitened q mapped to whitened coordinates by [`crate::q::QTape::whiten`]),
+    /// else `K⁻¹k`.
     pub(crate) fn project(
         &self,
         tape: &mut Tape,
         leaves: &[Var],
         l: usize,
         x: Var,
+        chol: Var,
+        whitened_coords: bool,
     ) -> Result<Proj> {
         let layer = &self.layers[l];
         let hyp = layer.kernel_vars(tape, leaves);
-        let chol = self.chol_kuu(tape, leaves, l)?;
         let z = layer.z.var(leaves);
         let kuf = layer.kernel.record(tape, z, x, hyp);
         let a_w = tape.tri_solve(chol, kuf, Tri::Lower);
@@ -244,7 +255,7 @@ impl StructuredDgp {
         let q_nn = tape.col_sq_norms(a_w);
         let base = tape.sub(kdiag, q_nn);
         let base = tape.transpose(base);
-        let a = if self.config.whitened {
+        let a = if whitened_coords {
             a_w
         } else {
             tape.tri_solve(chol, a_w, Tri::LowerT)
@@ -259,12 +270,7 @@ impl StructuredDgp {
                 .map(|t| tape.slice_rows(mt, t, 1))
                 .collect()
         });
-        Ok(Proj {
-            chol,
-            a,
-            base,
-            mean,
-        })
+        Ok(Proj { a, base, mean })
     }
 
     /// [`Self::project`]'s a_l, k − aᵀKa and mean function (R×T_l) at `x`.
@@ -275,7 +281,8 @@ impl StructuredDgp {
         l: usize,
         x: Var,
     ) -> Result<(Var, Var, Option<Var>)> {
-        let p = self.project(tape, leaves, l, x)?;
+        let chol = self.chol_kuu(tape, leaves, l)?;
+        let p = self.project(tape, leaves, l, x, chol, self.config.whitened)?;
         let mean = p.mean.map(|rows| {
             let c = tape.concat_rows(&rows);
             tape.transpose(c)

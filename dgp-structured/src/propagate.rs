@@ -21,6 +21,8 @@ pub(crate) struct Prop {
     pub reps: usize,
     /// chol(K_l) per layer.
     pub chols: Vec<Var>,
+    /// Whether `q` is in whitened coordinates (its KL is against N(0, I)).
+    pub whitened: bool,
     /// The joint q on the tape.
     pub q: QTape,
 }
@@ -51,13 +53,16 @@ impl StructuredDgp {
         let nl = self.layers.len();
         let reps = if nl > 1 { samples.max(1) } else { 1 };
         let rows = tape.shape(x).0 * reps;
+        let chols = self.chols_kuu(tape, leaves)?;
         let mut q = self.q.record(tape, leaves, &self.layout);
-        let mut chols = Vec::with_capacity(nl);
+        // A non-whitened block factor is mapped to whitened coordinates once per step
+        // (M³ per stored block, no data factor), so that each layer needs one solve with
+        // the data (L_K⁻¹k) instead of two (K⁻¹k).
+        let whitened = self.config.whitened || q.whiten(tape, &self.layout, &chols);
         let mut st = State::default();
         let mut input = x;
         for l in 0..nl {
-            let proj = self.project(tape, leaves, l, input)?;
-            chols.push(proj.chol);
+            let proj = self.project(tape, leaves, l, input, chols[l], whitened)?;
             let r = if l == 0 { reps } else { 1 };
             let (b, mt, s) = self.sparse_terms(tape, &mut q, l, &proj, r, &mut st.sparse);
             let cond = fields::condition(tape, &st.c, &st.r, &b, &s, &mt);
@@ -69,6 +74,7 @@ impl StructuredDgp {
                     var,
                     reps,
                     chols,
+                    whitened,
                     q,
                 });
             }

@@ -274,6 +274,34 @@ impl QTape {
         }
     }
 
+    /// Maps a block factor of the non-whitened prior to whitened coordinates, the q of
+    /// v = L_K⁻¹ f_M (L_K = blockdiag of chol(K_l) per GP, `chols[l]` per layer):
+    /// μ_g ← L_{K,l}⁻¹ μ_g and L_ik ← L_{K,l}⁻¹ L_ik with l the layer of row block i. The
+    /// block sparsity is kept (row blocks are scaled) and diagonal blocks stay lower
+    /// triangular. Then `a_iᵀ S_ij a_j = (L_K⁻¹k_i)ᵀ S^w_ij (L_K⁻¹k_j)` and mũ = m + (L_K⁻¹k)ᵀμ^w
+    /// (spec §1: the whitened variant), and KL(q ‖ N(0, K)) = KL(q^w ‖ N(0, I)) because both
+    /// Gaussians map through the same L_K⁻¹: the ELBO is unchanged, each layer needs one
+    /// solve with the data instead of two, and the KL's solves are these. Call before any
+    /// [`Self::s_block`]; returns `false` (nothing done) for the dense factor.
+    pub fn whiten(&mut self, tape: &mut Tape, layout: &JointQ, chols: &[Var]) -> bool {
+        let t = self.t;
+        let FactorTape::Blocks(table) = &mut self.factor else {
+            return false;
+        };
+        debug_assert!(self.s_cache.iter().all(Option::is_none));
+        let mut means = Vec::with_capacity(t);
+        for (g, b) in layout.blocks().iter().enumerate() {
+            let c = chols[b.layer];
+            let mu = tape.slice_rows(self.mean, b.start, b.len);
+            means.push(tape.tri_solve(c, mu, Tri::Lower));
+            for x in table[g * t..=g * t + g].iter_mut().flatten() {
+                *x = tape.tri_solve(c, *x, Tri::Lower);
+            }
+        }
+        self.mean = tape.concat_rows(&means);
+        true
+    }
+
     /// Whether the factor is the dense (fully-coupled) one.
     pub fn is_dense(&self) -> bool {
         matches!(self.factor, FactorTape::Dense(_))
