@@ -28,6 +28,27 @@ pub(crate) fn sum_map(x: &[f64], f: impl Fn(f64) -> f64) -> f64 {
     finish(acc, tail)
 }
 
+/// `Σ xᵢ yᵢ` over two slices of the same length (the shorter one's length otherwise), in
+/// a fixed lane order.
+#[inline]
+pub fn dot(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let mut acc = [0.0; LANES];
+    let (xc, yc) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for k in 0..LANES {
+            acc[k] += a[k] * b[k];
+        }
+    }
+    let mut tail = 0.0;
+    for (a, b) in xr.iter().zip(yr) {
+        tail += a * b;
+    }
+    finish(acc, tail)
+}
+
 /// `Σ xᵢ`.
 #[inline]
 pub(crate) fn sum(x: &[f64]) -> f64 {
@@ -50,6 +71,9 @@ mod tests {
             let sq: f64 = x.iter().map(|v| v * v).sum();
             assert!((super::sum(&x) - plain).abs() <= 1e-12 * (1.0 + plain.abs()));
             assert!((super::sum_squares(&x) - sq).abs() <= 1e-12 * (1.0 + sq));
+            let y: Vec<f64> = (0..n).map(|i| (i as f64 * 0.11).cos()).collect();
+            let d: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+            assert!((super::dot(&x, &y) - d).abs() <= 1e-12 * (1.0 + d.abs()));
         }
     }
 }

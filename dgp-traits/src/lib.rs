@@ -98,7 +98,7 @@ pub mod fastexp;
 pub mod joint_q;
 pub mod kernels;
 pub mod kl;
-mod lanes;
+pub mod lanes;
 pub mod layer;
 pub mod likelihoods;
 pub mod linalg;

@@ -87,8 +87,13 @@ impl Tape {
 fn dot_entries(g: MatRef<'_, f64>, a: MatRef<'_, f64>) -> f64 {
     let mut s = 0.0;
     for j in 0..g.ncols() {
-        for i in 0..g.nrows() {
-            s += g[(i, j)] * a[(i, j)];
+        match (g.col(j).try_as_col_major(), a.col(j).try_as_col_major()) {
+            (Some(x), Some(y)) => s += crate::lanes::dot(x.as_slice(), y.as_slice()),
+            _ => {
+                for i in 0..g.nrows() {
+                    s += g[(i, j)] * a[(i, j)];
+                }
+            }
         }
     }
     s
