@@ -233,7 +233,7 @@ pub struct VsPaperRow {
     pub worse: bool,
 }
 
-/// What a group of records (one data set and model) was run with.
+/// What a group of records (one data set, model and run configuration) was run with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordGroup {
     /// Data set.
@@ -242,6 +242,9 @@ pub struct RecordGroup {
     pub backend: String,
     /// Layers.
     pub layers: usize,
+    /// What sets this group's run configuration apart from other groups of the same data
+    /// set, backend and layers ([`crate::summary::variant_labels`]; empty when none).
+    pub variant: String,
     /// Protocols of the records (`published` for the default).
     pub protocols: BTreeSet<String>,
     /// Split indices.
@@ -254,12 +257,16 @@ pub struct RecordGroup {
     pub rows: Vec<VsPaperRow>,
 }
 
-/// Compares `records` with `table`: one [`RecordGroup`] per (data set, backend, layers)
-/// in order of first appearance (see the module docs for the rules).
+/// Compares `records` with `table`: one [`RecordGroup`] per (data set, backend, layers,
+/// run configuration) in order of first appearance (see the module docs for the rules).
 pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGroup> {
-    crate::summary::group_records(records)
+    let groups = crate::summary::group_records(records);
+    let labels = crate::summary::variant_labels(&groups.iter().map(|(k, _)| k).collect::<Vec<_>>());
+    groups
         .into_iter()
-        .map(|((dataset, backend, layers), group)| {
+        .zip(labels)
+        .map(|((key, group), variant)| {
+            let (dataset, backend, layers) = (key.dataset, key.backend, key.layers);
             let rows = table
                 .iter()
                 .filter_map(|row| {
@@ -285,6 +292,7 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
                 dataset,
                 backend,
                 layers,
+                variant,
                 rows,
             }
         })
@@ -351,10 +359,15 @@ pub fn render(groups: &[RecordGroup]) -> String {
     );
     for g in groups {
         s.push_str(&format!(
-            "\n### {} {} {}\n\nRecords: protocol {}; splits {}; steps {}; seeds {}.\n\n",
+            "\n### {} {} {}{}\n\nRecords: protocol {}; splits {}; steps {}; seeds {}.\n\n",
             g.dataset,
             g.backend,
             model_label(g.layers),
+            if g.variant.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", g.variant)
+            },
             join(&g.protocols),
             join(&g.splits),
             join(&g.steps),

@@ -29,8 +29,8 @@ pub fn fmt_mean_se(m: &MeanSe) -> String {
     m.format(decimals)
 }
 
-/// The results table in GitHub Markdown: one row per (data set, backend, layers), metrics
-/// as mean ± standard error over splits.
+/// The results table in GitHub Markdown: one row per (data set, backend, layers, run
+/// configuration), metrics as mean ± standard error over splits.
 pub fn markdown_table(rows: &[SummaryRow]) -> String {
     let mut s = String::from(
         "| data | backend | model | splits | steps | NLL | RMSE | CRPS | 95 % coverage | train s |\n\
@@ -219,7 +219,7 @@ pub struct ResultsDoc<'a, S: Serialize> {
     pub settings: S,
     /// One record per split.
     pub records: &'a [SplitRecord],
-    /// Mean ± s.e. per (data set, backend, layers).
+    /// Mean ± s.e. per (data set, backend, layers, run configuration).
     pub summary: &'a [SummaryRow],
     /// The standard-error convention.
     pub standard_error: &'static str,

@@ -76,7 +76,10 @@ pub fn summarise_standardised(records: &[SplitRecord], rows: &[SummaryRow]) -> V
             let conv: Vec<StdMetrics> = records
                 .iter()
                 .filter(|r| {
-                    r.dataset == row.dataset && r.backend == row.backend && r.layers == row.layers
+                    r.dataset == row.dataset
+                        && r.backend == row.backend
+                        && r.layers == row.layers
+                        && crate::summary::run_config(r) == row.config
                 })
                 .filter_map(standardised)
                 .collect();

@@ -137,7 +137,12 @@ fn standardised_rows_use_each_records_own_training_std() {
     assert!((row(Metric::Crps).ours.unwrap().mean - 0.3).abs() < 1e-12);
     assert!(render(&g).contains("Records: protocol dspp/15:3:2"));
     // One record of the group without s_y: the standardised rows are not compared at all.
-    let mixed = vec![with_sy(0, 2.8, 6.0), rec("protein", "dspp", 2, 1, 2.9)];
+    let without_sy = SplitRecord {
+        protocol: "dspp/15:3:2".into(),
+        ..rec("protein", "dspp", 2, 1, 2.9)
+    };
+    let mixed = vec![with_sy(0, 2.8, 6.0), without_sy];
+    assert_eq!(vs_paper(&mixed, &table).len(), 1, "one run configuration");
     for r in &vs_paper(&mixed, &table)[0].rows {
         assert_eq!((r.ours, r.z, r.worse), (None, None, false));
     }
@@ -154,4 +159,29 @@ fn standardised_rows_use_each_records_own_training_std() {
         .unwrap();
     assert!((r.ours.unwrap().mean - (2.8 - 6.0f64.ln())).abs() < 1e-12);
     assert_eq!(r.z, None, "one split and no published s.e.: no ratio");
+}
+
+#[test]
+fn two_configurations_of_one_model_are_compared_separately() {
+    let table = reference_rows().unwrap();
+    // The same model under two protocols (say from two files): one group each, never one
+    // average of both.
+    let mut records = vec![
+        rec("boston", "svi", 2, 0, 2.5),
+        rec("boston", "svi", 2, 1, 2.6),
+    ];
+    for (split, nll) in [(0, 2.3), (1, 2.4)] {
+        let mut r = rec("boston", "svi", 2, split, nll);
+        r.protocol = "lindinger/random".into();
+        records.push(r);
+    }
+    let g = vs_paper(&records, &table);
+    assert_eq!(g.len(), 2);
+    assert_eq!(
+        (g[0].variant.as_str(), g[1].variant.as_str()),
+        ("protocol published", "protocol lindinger/random")
+    );
+    let means: Vec<f64> = g.iter().map(|g| g.rows[0].ours.unwrap().mean).collect();
+    assert!((means[0] + 2.55).abs() < 1e-12 && (means[1] + 2.35).abs() < 1e-12);
+    assert!(render(&g).contains("### boston svi DGP2 [protocol lindinger/random]"));
 }
