@@ -52,31 +52,37 @@
 //!
 //! ## Speed (dgp-bench, 2-core machine)
 //! `dgp-bench time --data ../shared/data/uci/kin8nm --backend svi,mf,star,fc --layers 3
-//! --inducing 128 --hidden 5 --batch 512 --samples 5 --predict-reps 1` (split 0, τ = 5,
-//! one thread): each backend's own `fit` and stepper (Adam; `fc` without natural
-//! gradients, as the paper's runtime comparison), interleaved in rounds in one process;
-//! median ms per step and the median of the per-round ratios with its interquartile
-//! range. The other core ran a training job, so only the ratios are comparable across
-//! runs:
+//! --inducing 128 --hidden 5 --batch 512 --samples 5 --predict-reps 1 --steps 60` (split 0,
+//! τ = 5, one thread: `RAYON_NUM_THREADS=1`): each backend's own `fit` and stepper (Adam;
+//! `fc` without natural gradients, as the paper's runtime comparison), interleaved in
+//! rounds in one process; median ms per step and the median of the per-round ratios with
+//! its interquartile range. Measured at 4e36492 with the machine otherwise idle (every
+//! other job paused):
 //!
 //! | backend | ms / step | ratio to svi DGP3 | predict test split (100 components) |
 //! |---|---:|---:|---:|
-//! | svi DGP3 | 69.7 | 1 | 0.78 s |
-//! | mf DGP3 | 93.7 | 1.36× [1.31–1.49] | 0.93 s |
-//! | star DGP3 | 182.8 | 2.57× [2.41–2.89] | 1.90 s |
-//! | fc DGP3 (Adam) | 526.8 | 7.54× [7.42–7.80] | 6.79 s |
-//! | fc DGP3, natural steps `--set 'fc:natgrad={"gamma":0.1,"max_halvings":10,"scheme":"joint"}'` (separate run, `--steps 20`) | 621.0 | 9.28× [8.80–9.91] | |
-//! | fc DGP3, natural steps, alternating scheme (`--set fc:natgrad.gamma=0.1`, two evaluations per step) | 1237 | 19.4× [18.4–20.4] | |
+//! | svi DGP3 | 48.1 | 1 | 0.57 s |
+//! | mf DGP3 | 52.5 | 1.10× [1.08–1.11] | 0.57 s |
+//! | star DGP3 | 123.3 | 2.59× [2.54–2.63] | 1.12 s |
+//! | fc DGP3 (Adam) | 379.5 | 7.89× [7.81–8.00] | 2.96 s |
 //!
-//! Issue 14's bars (STAR ≤ 2×, FC ≤ 6× the svi step) are NOT met. STAR is 1.95× this
+//! Earlier, on a machine loaded by training jobs (ratios only): fc with natural steps
+//! `--set 'fc:natgrad={"gamma":0.1,"max_halvings":10,"scheme":"joint"}'` 9.3× and with the
+//! alternating scheme (`--set fc:natgrad.gamma=0.1`, two evaluations per step) 19.4× the
+//! svi step. With two threads (`RAYON_NUM_THREADS=2`) the ratios stay (svi 38.7 ms,
+//! star 2.7×, fc 8.6×).
+//!
+//! Issue 14's bars (STAR ≤ 2×, FC ≤ 6× the svi step) are NOT met. STAR is 2.35× this
 //! crate's own mean field, the paper's "STAR about 2× slower than MF" (§4.2), and FC is
-//! 2.9× STAR, the paper's "FC three times slower than STAR (Adam)"; what differs from the
-//! issue's ratios is that the svi backend's DGP3 step is faster than our mean field's
-//! (whitened, layer 1 on R columns but no non-whitened solves and no per-row conditionals).
+//! 3.1× STAR, the paper's "FC three times slower than STAR (Adam)".
 //!
-//! Whitened (`--set star:whitened=true --set mf:whitened=true`, one solve per layer
-//! instead of two, as svi), same command on a machine loaded by two training jobs: mf
-//! 1.06× [0.92–1.32], star 2.13× [2.00–2.31] the svi step.
+//! The non-whitened prior (the published default) costs one solve with the data per
+//! layer, as the whitened one: the mean-field and STAR factors are mapped to whitened
+//! coordinates once per step ([`q::QTape::whiten`]: `μ_g ← L_K⁻¹μ_g`, `L_ik ← L_K⁻¹L_ik`,
+//! an M³ cost per stored block with no data factor, and the KL's own solves), which took
+//! mf from 1.27× to 1.10× and star from 2.72× to 2.60× the svi step (same command and
+//! machine state, binaries e09d2c5 and ef52d4b). The dense FC factor keeps the second
+//! solve (`K⁻¹k`), about 2 % of its step.
 //!
 //! History. Before the block-sparse route (binary of bf75aa4) STAR was 5–6× svi. FC took
 //! the products of L's rows with the data, `W_g = L_{g,0..=g}ᵀ a_l` ((g+1)M×R each), and
@@ -111,9 +117,15 @@
 //! of S blocks, each with a backward of about twice its forward): 1.7× and 6× svi before
 //! any overhead, so the FC bar cannot be met by tuning this route, and STAR's gap to 2×
 //! is in the ≈ 30 ms of small operations of the per-row conditionals and the solves' lower
-//! throughput. Not tried: explicit triangular inverses for `K⁻¹k` (products instead of
-//! solves), symmetric rank-k adjoints for the quadratic forms, one op for the dense
-//! S blocks without the row and column slices.
+//! throughput (that table predates the whitened coordinates, which removed two of STAR's
+//! four solves). A sampling profile of STAR's step at 4e36492 (`perf record -e cpu-clock`,
+//! one thread) puts ≈ 60 % of the time in faer's matrix-product kernels (≈ 74 ms, about
+//! 1.5 svi steps: the arithmetic above at the rate svi reaches) and the rest in
+//! memory-bound passes over the M×R blocks of the forms' adjoints (`axpy` columns, column
+//! dots, ≈ 10 %), the tiled layer-1 cross terms (≈ 5 %), copies and the per-row
+//! elementwise ops; the column dots were made vectorisable (`dgp_traits::lanes::dot`,
+//! −1 ms). Not tried: symmetric rank-k adjoints for the quadratic forms (half of
+//! `a diag(ḡ) aᵀ`, about 3 M²R of STAR's step), fewer passes in the forms' adjoint.
 
 //! ## Accuracy and extrapolation
 //!
