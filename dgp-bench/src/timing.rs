@@ -22,6 +22,7 @@
 
 use std::time::Instant;
 
+use dgp_traits::backend::Settings;
 use dgp_traits::data::Standardizer;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use faer::MatRef;
@@ -142,6 +143,10 @@ pub struct BackendTiming {
     pub predict_ms_min: f64,
     /// Mixture components of the prediction (sghmc: kept samples).
     pub predict_components: usize,
+    /// The backend settings the model was built with (`--set`, `--config`, and what
+    /// `time` sets by default, `dgp_bench::cli::TIME_DEFAULTS`).
+    #[serde(default)]
+    pub settings: Settings,
 }
 
 /// Result of a timing run.
@@ -378,6 +383,7 @@ fn backend_timing(
         predict_samples: b.arch.predict_samples,
         learning_rate: b.learning_rate,
         n_params: o.model.params().num_free(),
+        settings: b.arch.settings.clone(),
         fit_steps: o.steps_run,
         steps: timed.len(),
         step_ms_median,

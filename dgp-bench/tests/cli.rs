@@ -266,6 +266,59 @@ fn time_reports_step_and_prediction_milliseconds() {
     assert!(b["predict_ms_min"].as_f64().unwrap() > 0.0);
 }
 
+/// `time` switches dspp's own held-out early stopping off (it would score the held-out rows
+/// after every step of a short timed fit) unless the command line sets it, and the JSON
+/// says which settings each backend ran with.
+#[test]
+fn time_turns_dspp_early_stopping_off_unless_asked() {
+    let s = Scratch::new("time-dspp");
+    let uci = s.path("tiny");
+    write_uci(&uci);
+    let settings_of = |extra: &[&str]| {
+        let json = s.path("t.json");
+        let mut args = vec![
+            "time",
+            "--data",
+            uci.to_str().unwrap(),
+            "--backend",
+            "svi,dspp",
+            "--inducing",
+            "5",
+            "--batch",
+            "16",
+            "--hidden",
+            "2",
+            "--samples",
+            "2",
+            "--warmup",
+            "2",
+            "--steps",
+            "4",
+            "--predict-reps",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = bench(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let b = v["backends"].as_array().unwrap();
+        (
+            b[0]["settings"].clone(),
+            b[1]["settings"].clone(),
+            b[1]["fit_steps"].clone(),
+        )
+    };
+    let (svi, dspp, steps) = settings_of(&[]);
+    assert_eq!(svi, serde_json::json!({}), "svi has no such setting");
+    assert_eq!(dspp, serde_json::json!({"early_stopping": null}));
+    assert_eq!(steps, 6);
+    let (_, dspp, _) = settings_of(&["--set", "dspp:early_stopping.patience=3"]);
+    assert_eq!(dspp["early_stopping"]["patience"], 3);
+}
+
 /// Two backends interleaved in one run: every backend reported, ratios to the first with
 /// their spread over rounds, and sghmc's burn-in and sampling phases both timed (a budget
 /// of 2 + 6 steps = 5 burn-in steps and 3 kept samples).

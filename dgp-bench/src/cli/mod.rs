@@ -38,7 +38,7 @@ pub use compare::CompareArgs;
 pub use results::ResultsArgs;
 pub use run::RunArgs;
 pub use table::TableArgs;
-pub use time::TimeArgs;
+pub use time::{TIME_DEFAULTS, TimeArgs};
 pub use vs_paper::VsPaperArgs;
 
 /// Compare deep-GP inference backends on shared data, splits and metrics.
@@ -262,6 +262,9 @@ fn config_text(e: dgp_traits::Error) -> String {
 /// Backend settings from the command line before they are split per backend.
 #[derive(Debug, Default)]
 struct SettingsInput {
+    /// The subcommand's own defaults, given to the backends whose configuration has the
+    /// key when the command line does not touch that key at all.
+    defaults: Settings,
     /// `--config`'s settings for every backend.
     file: Settings,
     /// `--config`'s objects under a backend's name.
@@ -291,13 +294,13 @@ impl SettingsInput {
 
     /// The settings backend `b` receives.
     fn for_backend(&self, b: &BackendEntry) -> Result<Settings> {
+        let allowed = b.backend.allowed_keys();
         let mut s = self.file.clone();
         for (name, m) in &self.file_per_backend {
             if *name == b.name() {
                 merge_settings(&mut s, m);
             }
         }
-        let allowed = b.backend.allowed_keys();
         for (k, v) in &self.sugar {
             if allowed.iter().any(|a| a == k) {
                 s.insert(k.clone(), v.clone());
@@ -307,6 +310,11 @@ impl SettingsInput {
             if only.is_none_or(|n| n == b.name()) {
                 insert_dotted(&mut s, key, value.clone())
                     .map_err(|e| BenchError::Usage(format!("--set: {}", config_text(e))))?;
+            }
+        }
+        for (k, v) in &self.defaults {
+            if allowed.iter().any(|a| a == k) && !s.contains_key(k) {
+                s.insert(k.clone(), v.clone());
             }
         }
         Ok(s)

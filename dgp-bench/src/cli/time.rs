@@ -1,5 +1,6 @@
 //! `dgp-bench time`: milliseconds per real training step of one or more backends,
-//! interleaved in one run, and per test prediction.
+//! interleaved in one run, and per test prediction. A backend's own held-out early
+//! stopping (dspp, ppgpr) is off unless the command line sets it ([`TIME_DEFAULTS`]).
 
 use std::path::{Path, PathBuf};
 
@@ -62,9 +63,21 @@ pub struct TimeArgs {
     pub model: ModelFlags,
 }
 
+/// What `time` sets for every backend whose configuration has the key, unless the command
+/// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr). `time`
+/// measures training steps, and in a fit of a few dozen steps that rule would evaluate the
+/// held-out rows after every step (its period is a hundredth of the fit's steps) and
+/// could stop the fit early.
+pub const TIME_DEFAULTS: &[(&str, serde_json::Value)] =
+    &[("early_stopping", serde_json::Value::Null)];
+
 /// The backends of `--backend` with their architectures and settings.
 fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
-    let settings = a.model.settings_input((None, None))?;
+    let mut settings = a.model.settings_input((None, None))?;
+    settings.defaults = TIME_DEFAULTS
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect();
     let mut out: Vec<TimedBackend> = Vec::new();
     for name in a.backend.split(',').map(str::trim) {
         let b = find_backend(name)?;
@@ -155,7 +168,7 @@ fn fmt_ratio(r: &Option<RatioStats>) -> String {
 
 fn print_backend(t: &BackendTiming, samples_meaning: &str, reference: &str) {
     println!(
-        "{} {}: M = {}, hidden {}, batch {}, lr {}, --samples {} = {}; {} parameters, {} fit steps",
+        "{} {}: M = {}, hidden {}, batch {}, lr {}, --samples {} = {}; {} parameters, {} fit steps{}",
         t.backend,
         model_label(t.layers),
         t.num_inducing,
@@ -166,7 +179,15 @@ fn print_backend(t: &BackendTiming, samples_meaning: &str, reference: &str) {
         t.train_samples,
         samples_meaning,
         t.n_params,
-        t.fit_steps
+        t.fit_steps,
+        if t.settings.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; settings {}",
+                serde_json::Value::Object(t.settings.clone())
+            )
+        }
     );
     println!(
         "  step ({} timed): median {:.3} ms, min {:.3} ms, mean {:.3} ms; ratio to {reference}: {}",
