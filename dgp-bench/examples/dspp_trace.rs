@@ -12,19 +12,17 @@
 //! ```
 //! The optional last argument overrides fields of `DsppConfig` (JSON).
 
-use dgp_bench::datasets::BenchData;
+#[path = "common/trace.rs"]
+mod trace;
+
 use dgp_dspp::{Dspp, DsppConfig};
 use dgp_traits::calibration::{scale_variances, variance_scale};
 use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::train::{
-    AdamStepper, Control, EarlyStopping, Executor, Observer, StepInfo, heldout_split,
-};
-use std::error::Error;
-
-type Res<T> = std::result::Result<T, Box<dyn Error>>;
+use dgp_traits::train::{AdamStepper, EarlyStopping, Executor, StepInfo, heldout_split};
+use trace::{Every, Res, TraceArgs, TraceLine, parse_args};
 
 /// Mean NLL in original units (`log s_y` added back), RMSE and mean sd in original units,
 /// mean squared z-score and 95 % coverage of the predictive mean and variance.
@@ -51,14 +49,13 @@ fn scaled_nll(pred: &Predictive, data: &Dataset, c: f64, ystd: f64) -> Res<f64> 
 }
 
 struct Trace<'a> {
-    every: usize,
     train: &'a Dataset,
     val: &'a Dataset,
     test: &'a Dataset,
     ystd: f64,
 }
 
-impl Trace<'_> {
+impl TraceLine<Dspp> for Trace<'_> {
     fn line(&self, m: &Dspp, info: &StepInfo) -> Res<()> {
         let cfg = PredictConfig::default();
         let tr = summary(&m.predict(self.train.x(), &cfg)?, self.train, self.ystd)?;
@@ -102,31 +99,14 @@ impl Trace<'_> {
     }
 }
 
-impl Observer<Dspp> for Trace<'_> {
-    fn on_step(&mut self, m: &Dspp, info: &StepInfo) -> dgp_traits::Result<Control> {
-        if info.step == 0 || (info.step + 1).is_multiple_of(self.every.max(1)) {
-            self.line(m, info)
-                .map_err(|e| dgp_traits::Error::Numerical(e.to_string()))?;
-        }
-        Ok(Control::Continue)
-    }
-}
-
 fn main() -> Res<()> {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        return Err("usage: dspp_trace DATA SPLIT STEPS EVERY [CONFIG_JSON]".into());
-    }
-    let data = BenchData::load(&a[1], None, 0)?;
-    let (k, steps, every): (usize, usize, usize) = (a[2].parse()?, a[3].parse()?, a[4].parse()?);
-    let mut cfg = serde_json::to_value(DsppConfig::default())?;
-    if let Some(j) = a.get(5) {
-        let over: serde_json::Value = serde_json::from_str(j)?;
-        for (key, v) in over.as_object().ok_or("CONFIG_JSON must be an object")? {
-            cfg[key] = v.clone();
-        }
-    }
-    let cfg: DsppConfig = serde_json::from_value(cfg)?;
+    let TraceArgs {
+        data,
+        split: k,
+        steps,
+        every,
+        config: cfg,
+    } = parse_args::<DsppConfig>("dspp_trace")?;
     let cfg = DsppConfig {
         early_stopping: None,
         ..cfg
@@ -158,12 +138,14 @@ fn main() -> Res<()> {
         ..Default::default()
     };
     let mut model = Dspp::new(cfg, &fit)?;
-    let mut trace = Trace {
+    let mut trace = Every {
         every,
-        train: &fit,
-        val: &val,
-        test: &test,
-        ystd: s.y_std[0],
+        trace: Trace {
+            train: &fit,
+            val: &val,
+            test: &test,
+            ystd: s.y_std[0],
+        },
     };
     Executor::new(AdamStepper::new(adam), &fit_cfg)
         .observe(&mut trace)

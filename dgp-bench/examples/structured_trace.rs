@@ -12,27 +12,26 @@
 //! ```
 //! The optional last argument overrides fields of `StructuredConfig` (JSON).
 
-use dgp_bench::datasets::BenchData;
+#[path = "common/trace.rs"]
+mod trace;
+
 use dgp_structured::{StructuredConfig, StructuredDgp};
 use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::model::{Batch, FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
-use dgp_traits::train::{AdamStepper, Control, Executor, Observer, StepInfo};
-use std::error::Error;
-
-type Res<T> = std::result::Result<T, Box<dyn Error>>;
+use dgp_traits::train::{AdamStepper, Executor, StepInfo};
+use trace::{Every, Res, TraceArgs, TraceLine, parse_args};
 
 /// Rows of the fixed subset the ELBO is evaluated on.
 const ELBO_ROWS: usize = 2048;
 
 struct Trace<'a> {
-    every: usize,
     train: &'a Dataset,
     test: &'a Dataset,
     ystd: f64,
 }
 
-impl Trace<'_> {
+impl TraceLine<StructuredDgp> for Trace<'_> {
     fn line(&self, m: &StructuredDgp, info: &StepInfo) -> Res<()> {
         let rows = self.train.n().min(ELBO_ROWS);
         let x = self.train.x().subrows(0, rows);
@@ -67,31 +66,14 @@ impl Trace<'_> {
     }
 }
 
-impl Observer<StructuredDgp> for Trace<'_> {
-    fn on_step(&mut self, m: &StructuredDgp, info: &StepInfo) -> dgp_traits::Result<Control> {
-        if info.step == 0 || (info.step + 1).is_multiple_of(self.every.max(1)) {
-            self.line(m, info)
-                .map_err(|e| dgp_traits::Error::Numerical(e.to_string()))?;
-        }
-        Ok(Control::Continue)
-    }
-}
-
 fn main() -> Res<()> {
-    let a: Vec<String> = std::env::args().collect();
-    if a.len() < 5 {
-        return Err("usage: structured_trace DATA SPLIT STEPS EVERY [CONFIG_JSON]".into());
-    }
-    let data = BenchData::load(&a[1], None, 0)?;
-    let (k, steps, every): (usize, usize, usize) = (a[2].parse()?, a[3].parse()?, a[4].parse()?);
-    let mut cfg = serde_json::to_value(StructuredConfig::default())?;
-    if let Some(j) = a.get(5) {
-        let over: serde_json::Value = serde_json::from_str(j)?;
-        for (key, v) in over.as_object().ok_or("CONFIG_JSON must be an object")? {
-            cfg[key] = v.clone();
-        }
-    }
-    let cfg: StructuredConfig = serde_json::from_value(cfg)?;
+    let TraceArgs {
+        data,
+        split: k,
+        steps,
+        every,
+        config: cfg,
+    } = parse_args::<StructuredConfig>("structured_trace")?;
     let (train, test) = data.split_data(k)?;
     let s = Standardizer::fit_with(&train, data.standardize_options())?;
     let train = s.transform(&train)?;
@@ -112,11 +94,13 @@ fn main() -> Res<()> {
         ..Default::default()
     };
     let mut model = StructuredDgp::new(cfg, &train)?;
-    let mut trace = Trace {
+    let mut trace = Every {
         every,
-        train: &train,
-        test: &test,
-        ystd: s.y_std[0],
+        trace: Trace {
+            train: &train,
+            test: &test,
+            ystd: s.y_std[0],
+        },
     };
     Executor::new(AdamStepper::new(adam), &fit_cfg)
         .observe(&mut trace)

@@ -1,0 +1,73 @@
+//! What the fit-trace examples (`dspp_trace`, `structured_trace`) share: the command line
+//! `DATA SPLIT STEPS EVERY [CONFIG_JSON]` with the JSON merged over a backend's default
+//! configuration, and an observer that prints one trace line every `EVERY` steps.
+
+use dgp_bench::datasets::BenchData;
+use dgp_traits::train::{Control, Observer, StepInfo};
+use serde::{Serialize, de::DeserializeOwned};
+use std::error::Error;
+
+/// The examples' result type.
+pub type Res<T> = std::result::Result<T, Box<dyn Error>>;
+
+/// The parsed command line of a trace example.
+pub struct TraceArgs<C> {
+    /// The UCI data set.
+    pub data: BenchData,
+    /// Split index.
+    pub split: usize,
+    /// Training steps.
+    pub steps: usize,
+    /// Print a line every this many steps (and after the first).
+    pub every: usize,
+    /// `C::default()` with the fields of the optional JSON object replaced.
+    pub config: C,
+}
+
+/// Parses `DATA SPLIT STEPS EVERY [CONFIG_JSON]`; `name` is the example's name for the
+/// usage message.
+pub fn parse_args<C: Default + Serialize + DeserializeOwned>(name: &str) -> Res<TraceArgs<C>> {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 5 {
+        return Err(format!("usage: {name} DATA SPLIT STEPS EVERY [CONFIG_JSON]").into());
+    }
+    let mut cfg = serde_json::to_value(C::default())?;
+    if let Some(j) = a.get(5) {
+        let over: serde_json::Value = serde_json::from_str(j)?;
+        for (key, v) in over.as_object().ok_or("CONFIG_JSON must be an object")? {
+            cfg[key] = v.clone();
+        }
+    }
+    Ok(TraceArgs {
+        data: BenchData::load(&a[1], None, 0)?,
+        split: a[2].parse()?,
+        steps: a[3].parse()?,
+        every: a[4].parse()?,
+        config: serde_json::from_value(cfg)?,
+    })
+}
+
+/// One trace line for model `M` after a step.
+pub trait TraceLine<M> {
+    /// Prints the line.
+    fn line(&self, m: &M, info: &StepInfo) -> Res<()>;
+}
+
+/// Observer printing `T`'s line after the first step and every `every` steps.
+pub struct Every<T> {
+    /// Steps between lines.
+    pub every: usize,
+    /// What prints a line.
+    pub trace: T,
+}
+
+impl<M, T: TraceLine<M>> Observer<M> for Every<T> {
+    fn on_step(&mut self, m: &M, info: &StepInfo) -> dgp_traits::Result<Control> {
+        if info.step == 0 || (info.step + 1).is_multiple_of(self.every.max(1)) {
+            self.trace
+                .line(m, info)
+                .map_err(|e| dgp_traits::Error::Numerical(e.to_string()))?;
+        }
+        Ok(Control::Continue)
+    }
+}
