@@ -17,7 +17,7 @@ mod trace;
 
 use dgp_dspp::{Dspp, DsppConfig};
 use dgp_traits::calibration::{scale_variances, variance_scale};
-use dgp_traits::data::{Dataset, Standardizer};
+use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::predictive::Predictive;
@@ -100,23 +100,20 @@ impl TraceLine<Dspp> for Trace<'_> {
 }
 
 fn main() -> Res<()> {
+    let args = parse_args::<DsppConfig>("dspp_trace")?;
+    let (train, test, ystd) = args.standardized_split()?;
     let TraceArgs {
-        data,
-        split: k,
         steps,
         every,
         config: cfg,
-    } = parse_args::<DsppConfig>("dspp_trace")?;
+        ..
+    } = args;
     let cfg = DsppConfig {
         early_stopping: None,
         ..cfg
     };
-    let (train, test) = data.split_data(k)?;
-    let s = Standardizer::fit_with(&train, data.standardize_options())?;
-    let all = s.transform(&train)?;
-    let (fit_rows, val_rows) = heldout_split(all.n(), EarlyStopping::default().fraction, 0)?;
-    let (fit, val) = (all.select_rows(&fit_rows)?, all.select_rows(&val_rows)?);
-    let test = Dataset::new(s.transform_x(test.x())?, s.transform_y(test.y())?)?;
+    let (fit_rows, val_rows) = heldout_split(train.n(), EarlyStopping::default().fraction, 0)?;
+    let (fit, val) = (train.select_rows(&fit_rows)?, train.select_rows(&val_rows)?);
     let milestones = cfg
         .lr_drops
         .milestones
@@ -144,7 +141,7 @@ fn main() -> Res<()> {
             train: &fit,
             val: &val,
             test: &test,
-            ystd: s.y_std[0],
+            ystd,
         },
     };
     Executor::new(AdamStepper::new(adam), &fit_cfg)

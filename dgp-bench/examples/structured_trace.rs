@@ -16,7 +16,7 @@
 mod trace;
 
 use dgp_structured::{StructuredConfig, StructuredDgp};
-use dgp_traits::data::{Dataset, Standardizer};
+use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::train::{AdamStepper, Executor, StepInfo};
@@ -67,17 +67,14 @@ impl TraceLine<StructuredDgp> for Trace<'_> {
 }
 
 fn main() -> Res<()> {
+    let args = parse_args::<StructuredConfig>("structured_trace")?;
+    let (train, test, ystd) = args.standardized_split()?;
     let TraceArgs {
-        data,
-        split: k,
         steps,
         every,
         config: cfg,
-    } = parse_args::<StructuredConfig>("structured_trace")?;
-    let (train, test) = data.split_data(k)?;
-    let s = Standardizer::fit_with(&train, data.standardize_options())?;
-    let train = s.transform(&train)?;
-    let test = Dataset::new(s.transform_x(test.x())?, s.transform_y(test.y())?)?;
+        ..
+    } = args;
     let adam = AdamConfig {
         lr: 0.005,
         schedule: LrSchedule::Exponential {
@@ -99,7 +96,7 @@ fn main() -> Res<()> {
         trace: Trace {
             train: &train,
             test: &test,
-            ystd: s.y_std[0],
+            ystd,
         },
     };
     Executor::new(AdamStepper::new(adam), &fit_cfg)

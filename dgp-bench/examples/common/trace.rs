@@ -3,6 +3,7 @@
 //! configuration, and an observer that prints one trace line every `EVERY` steps.
 
 use dgp_bench::datasets::BenchData;
+use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::train::{Control, Observer, StepInfo};
 use serde::{Serialize, de::DeserializeOwned};
 use std::error::Error;
@@ -22,6 +23,18 @@ pub struct TraceArgs<C> {
     pub every: usize,
     /// `C::default()` with the fields of the optional JSON object replaced.
     pub config: C,
+}
+
+impl<C> TraceArgs<C> {
+    /// The split's training and test rows standardised with the training statistics (as
+    /// `dgp-bench run` does), and the training target's standard deviation (to report
+    /// NLL and RMSE in original units).
+    pub fn standardized_split(&self) -> Res<(Dataset, Dataset, f64)> {
+        let (train, test) = self.data.split_data(self.split)?;
+        let s = Standardizer::fit_with(&train, self.data.standardize_options())?;
+        let test = Dataset::new(s.transform_x(test.x())?, s.transform_y(test.y())?)?;
+        Ok((s.transform(&train)?, test, s.y_std[0]))
+    }
 }
 
 /// Parses `DATA SPLIT STEPS EVERY [CONFIG_JSON]`; `name` is the example's name for the
