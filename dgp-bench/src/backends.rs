@@ -13,7 +13,7 @@
 
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::model::{FitConfig, FitObserver, Model};
 
 use crate::error::{BenchError, Result};
 
@@ -207,15 +207,19 @@ impl BackendEntry {
             .map_err(|e| BenchError::Usage(config_message(e)))
     }
 
-    /// Builds an untrained model, labelling errors with the backend name.
+    /// Builds an untrained model, labelling errors with the backend name; a
+    /// hyper-parameter search ends when `stop` asks ([`Backend::build`]).
+    ///
+    /// [`Backend::build`]: dgp_traits::backend::Backend::build
     pub fn build_model(
         &self,
         arch: &ArchSpec,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>> {
         self.backend
-            .build(&arch.common(), &arch.settings, fit, train)
+            .build(&arch.common(), &arch.settings, fit, train, stop)
             .map_err(|e| BenchError::run(format!("building {} L={}", self.name(), arch.layers), e))
     }
 }

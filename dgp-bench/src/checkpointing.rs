@@ -209,6 +209,8 @@ pub struct SplitControl<'a> {
     resume: Option<RunState>,
     asked: Cell<bool>,
     error: Option<BenchError>,
+    /// Whether `--checkpoint` could make this split resumable ([`check_backend`]).
+    resumable: bool,
 }
 
 impl<'a> SplitControl<'a> {
@@ -238,6 +240,7 @@ impl<'a> SplitControl<'a> {
             resume: None,
             asked: Cell::new(false),
             error: None,
+            resumable: check_backend(spec).is_ok(),
         };
         let Some(session) = session else {
             return Ok(control);
@@ -270,7 +273,12 @@ impl<'a> SplitControl<'a> {
                     p.parent()
                         .map_or(String::new(), |d| d.display().to_string())
                 ),
-                _ => "nothing of it was saved (use --checkpoint DIR to make runs resumable)"
+                _ if self.resumable => {
+                    "nothing of it was saved (use --checkpoint DIR to make runs resumable)"
+                        .to_string()
+                }
+                _ => "nothing of it was saved (this backend or setting cannot resume from a \
+                      checkpoint yet)"
                     .to_string(),
             };
             return Err(BenchError::Interrupted(format!(

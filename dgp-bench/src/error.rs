@@ -69,11 +69,18 @@ impl BenchError {
         BenchError::Data(e)
     }
 
-    /// Wraps an error raised while running `context`.
+    /// Wraps an error raised while running `context`; a run the caller stopped
+    /// ([`dgp_traits::Error::Interrupted`]) becomes [`BenchError::Interrupted`].
     pub fn run(context: impl Into<String>, source: dgp_traits::Error) -> Self {
-        BenchError::Run {
-            context: context.into(),
-            source,
+        match source {
+            dgp_traits::Error::Interrupted(what) => BenchError::Interrupted(format!(
+                "interrupted during {}: {what}; nothing of it was saved",
+                context.into()
+            )),
+            source => BenchError::Run {
+                context: context.into(),
+                source,
+            },
         }
     }
 

@@ -226,9 +226,9 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     // Building includes any hyper-parameter selection on validation data, so it counts
     // as training time.
     let t0 = Instant::now();
-    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std)?;
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
+    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std, &control)?;
     let fit = model
         .fit(&train_std, &fit_cfg, &mut control)
         .map_err(|e| BenchError::run(ctx("training"), e))?;

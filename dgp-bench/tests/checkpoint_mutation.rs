@@ -52,7 +52,7 @@ fn checkpoint(name: &str) -> String {
         batch_size: 24,
         ..FitConfig::default()
     };
-    let mut model = b.build_model(&arch, &fit, &data).unwrap();
+    let mut model = b.build_model(&arch, &fit, &data, &Silent).unwrap();
     model.fit(&data, &fit, &mut Silent).unwrap();
     model.to_json().unwrap()
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_bench::report::read_json_lines;
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, FitObserver, Model, PredictConfig};
+use dgp_traits::model::{FitConfig, FitObserver, Model, PredictConfig, Silent};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::train::RunState;
 use faer::Mat;
@@ -66,7 +66,7 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
         batch_size: 12,
         ..FitConfig::default()
     };
-    let mut whole = b.build_model(&arch, &cfg, &d).unwrap();
+    let mut whole = b.build_model(&arch, &cfg, &d, &Silent).unwrap();
     let fresh_json = whole.to_json().unwrap();
     let rep_whole = whole.fit(&d, &cfg, &mut Recorder::default()).unwrap();
 
@@ -375,4 +375,78 @@ fn checkpoint_refuses_a_backend_that_cannot_resume_and_resume_checks_settings() 
     let (code, text) = run(&a);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("other settings"), "{text}");
+}
+
+/// Starts `dgp-bench run` with `argv`, waits for its first line of output (printed after
+/// the interrupt handler is installed), lets it train for a moment and sends SIGTERM: the
+/// run must end within 30 s with exit code 130, a message containing `expect`, and no
+/// record. Before the stop request reached every training loop, dspp's β/width selection
+/// (nine fits inside `build`) and the sghmc sampler trained on until SIGKILL.
+fn terminated_promptly(argv: &[String], json: &Path, expect: &str) {
+    use std::io::{BufRead, BufReader};
+    let mut child = spawn(argv);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with("data "), "{first}");
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+    let t = Instant::now();
+    kill(&child, "-TERM");
+    let o = child.wait_with_output().unwrap();
+    let waited = t.elapsed();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{text}");
+    assert!(waited < Duration::from_secs(30), "took {waited:?} to stop");
+    assert!(text.contains(expect), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(records(json).is_empty(), "no split was finished");
+}
+
+fn long_run(uci: &Path, json: &Path, backend: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "run",
+        "--backend",
+        backend,
+        "--layers",
+        "2",
+        "--inducing",
+        "6",
+    ]
+    .iter()
+    .chain(["--steps", "1000000", "--samples", "3", "--quiet", "--data"].iter())
+    .map(|s| s.to_string())
+    .collect();
+    v.push(uci.display().to_string());
+    v.push("--json".into());
+    v.push(json.display().to_string());
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+#[test]
+fn sigterm_during_dspp_beta_and_width_selection_stops_the_run() {
+    let s = Scratch::new("term-dspp");
+    let uci = s.path("uci");
+    write_uci(&uci);
+    let json = s.path("run.jsonl");
+    // No --beta/--hidden: the run selects both; no early stopping, so the first candidate
+    // would train for a million steps.
+    let argv = long_run(&uci, &json, "dspp", &["--set", "early_stopping=null"]);
+    terminated_promptly(&argv, &json, "selection, during candidate 1 of 8");
+}
+
+#[test]
+fn sigterm_during_sghmc_sampling_stops_the_run() {
+    let s = Scratch::new("term-sghmc");
+    let uci = s.path("uci");
+    write_uci(&uci);
+    let json = s.path("run.jsonl");
+    let argv = long_run(
+        &uci,
+        &json,
+        "sghmc",
+        &["--set", "sampler.burn_in=100000000"],
+    );
+    terminated_promptly(&argv, &json, "interrupted during sghmc");
 }

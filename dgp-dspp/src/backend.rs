@@ -18,7 +18,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::model::{FitConfig, FitObserver, Model};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -85,7 +85,8 @@ pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
 impl DsppBackend {
     /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
     /// width) chosen by [`select_beta`] on a validation part of `train` when
-    /// `common.tune` is set and they are not given.
+    /// `common.tune` is set and they are not given; the search ends when `stop` asks
+    /// ([`dgp_traits::model::FitObserver::should_stop`]).
     ///
     /// # Errors
     /// As [`ConfigBackend::config`] and [`select_beta`].
@@ -96,6 +97,7 @@ impl DsppBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Checked<DsppConfig>> {
         let betas: Vec<f64> = if settings.contains_key("beta") {
             vec![base.beta]
@@ -109,7 +111,7 @@ impl DsppBackend {
         if !common.tune || (betas.len() == 1 && (widths.len() == 1 || common.layers == 1)) {
             return Ok(base);
         }
-        let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed)?;
+        let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed, stop)?;
         Checked::new(DsppConfig {
             beta,
             hidden_width: width,
@@ -162,9 +164,10 @@ impl ConfigBackend for DsppBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>> {
         let cfg = self
-            .tuned_config(config, common, settings, fit, train)?
+            .tuned_config(config, common, settings, fit, train, stop)?
             .into_inner();
         if cfg.layers == 1 {
             return Ok(Box::new(Ppgpr::new(cfg, train)?));
@@ -214,8 +217,9 @@ impl ConfigBackend for PpgprBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>> {
-        DsppBackend.build_checked(config, common, settings, fit, train)
+        DsppBackend.build_checked(config, common, settings, fit, train, stop)
     }
 }
 

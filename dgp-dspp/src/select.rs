@@ -6,7 +6,7 @@ use crate::config::DsppConfig;
 use crate::model::Dspp;
 use dgp_traits::data::{Dataset, validation_split};
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, Model, Silent};
+use dgp_traits::model::{FitConfig, FitObserver, Model, StopOnly};
 use serde::{Deserialize, Serialize};
 
 /// Fraction of the training rows held out for validation: 2/17, the validation share of
@@ -47,9 +47,15 @@ pub struct SelectionScore {
 /// scored by its mean validation NLL. Returns the best `(beta, width)` and all scores in
 /// grid order. The caller then retrains on the whole training split.
 ///
+/// The candidates train with `stop`'s stop request only ([`StopOnly`]): when
+/// [`FitObserver::should_stop`] turns true (e.g. on SIGTERM in `dgp-bench`), the running
+/// candidate ends after its current step and the search returns [`Error::Interrupted`]
+/// instead of training the rest. Pass [`dgp_traits::model::Silent`] to never stop.
+///
 /// # Errors
-/// [`Error::Config`] for empty grids or a training set too small to split; the error of
-/// the last candidate when every candidate fails.
+/// [`Error::Config`] for empty grids or a training set too small to split;
+/// [`Error::Interrupted`] as above; the error of the last candidate when every candidate
+/// fails.
 pub fn select_beta(
     train: &Dataset,
     base: &DsppConfig,
@@ -57,6 +63,7 @@ pub fn select_beta(
     widths: &[usize],
     fit: &FitConfig,
     seed: u64,
+    stop: &dyn FitObserver,
 ) -> Result<(f64, usize, Vec<SelectionScore>)> {
     if betas.is_empty() || widths.is_empty() {
         return Err(Error::Config(
@@ -82,12 +89,19 @@ pub fn select_beta(
                 ..base.clone()
             };
             let outcome = Dspp::new(cfg, &fit_data).and_then(|mut m| {
-                m.fit(&fit_data, fit, &mut Silent)?;
+                m.fit(&fit_data, fit, &mut StopOnly(stop))?;
                 let run = m
                     .fit_summary()
                     .map_or((0, None), |s| (s.steps, s.best_step));
                 Ok((m.mean_log_density(&val_data)?, run))
             });
+            if stop.should_stop() {
+                return Err(Error::Interrupted(format!(
+                    "dspp β/width selection, during candidate {} of {} (β {b}, width {w})",
+                    scores.len() + 1,
+                    betas.len() * widths.len()
+                )));
+            }
             let (val_nll, (steps, best_step)) = match outcome {
                 Ok((lp, run)) if lp.is_finite() => (-lp, run),
                 Ok((_, run)) => (f64::INFINITY, run),

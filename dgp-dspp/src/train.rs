@@ -41,7 +41,7 @@ use crate::model::Dspp;
 use dgp_traits::calibration::variance_scale;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig, Silent};
+use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig, StopOnly};
 use dgp_traits::optim::AdamConfig;
 use dgp_traits::train::{AdamStepper, Executor, HeldOutStopping, Progress, best_of};
 
@@ -60,13 +60,15 @@ fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
 /// The restart phase: `restarts` candidates (the model itself, then re-initialisations
 /// with `init_seed + 1000·r`) trained with plain Adam for `pre` steps (seed `seed + r`),
 /// scored by held-out NLL (else training NLL); the best replaces `model`. Returns the
-/// seconds spent.
+/// seconds spent. The candidates poll `stop`'s stop request ([`StopOnly`]); when it turns
+/// true the phase ends with [`Error::Interrupted`] (no candidate finished its steps).
 fn restart(
     model: &mut Dspp,
     train: &Dataset,
     val: Option<&Dataset>,
     cfg: &FitConfig,
     pre: usize,
+    stop: &dyn FitObserver,
 ) -> Result<f64> {
     let out = best_of(
         model.config().restarts,
@@ -87,9 +89,18 @@ fn restart(
                 ..cfg.clone()
             };
             let adam = AdamConfig::with_lr(cfg.learning_rate);
-            Executor::new(AdamStepper::new(adam), &pre_cfg)
-                .observe(&mut Progress::new(&mut Silent))
-                .run(cand, train)
+            let mut only_stop = StopOnly(stop);
+            let report = Executor::new(AdamStepper::new(adam), &pre_cfg)
+                .observe(&mut Progress::new(&mut only_stop))
+                .run(cand, train)?;
+            if stop.should_stop() {
+                return Err(Error::Interrupted(format!(
+                    "dspp restarts, during restart {} of {}",
+                    r + 1,
+                    model.config().restarts
+                )));
+            }
+            Ok(report)
         },
         |cand| match val {
             Some(v) => heldout_nll(cand, v),
@@ -135,7 +146,7 @@ pub(crate) fn fit(
     if model.config().restarts > 1 && cfg.steps > 1 {
         let pre = ((cfg.steps as f64 * model.config().restart_fraction).round() as usize)
             .clamp(1, cfg.steps - 1);
-        seconds = restart(model, train, val, cfg, pre)?;
+        seconds = restart(model, train, val, cfg, pre, &*observer)?;
         steps = cfg.steps - pre;
     }
     let main_cfg = FitConfig {

@@ -10,7 +10,7 @@ use crate::{Family, StructuredConfig, StructuredDgp};
 use dgp_traits::backend::{Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, Model};
+use dgp_traits::model::{FitConfig, FitObserver, Model};
 use dgp_traits::optim::NatGradConfig;
 use serde_json::Value;
 
@@ -118,6 +118,7 @@ impl ConfigBackend for StructuredBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
+        _stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
     }

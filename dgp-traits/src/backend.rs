@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::model::{FitConfig, Model};
+use crate::model::{FitConfig, FitObserver, Model};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
@@ -115,16 +115,20 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Builds an untrained model for the (standardised) training data. `fit` is what the
     /// caller will train with; a backend that tunes hyper-parameters on validation data
-    /// (`common.tune`) trains its candidates with it.
+    /// (`common.tune`) trains its candidates with it, polling `stop`'s
+    /// [`FitObserver::should_stop`] (only that: the candidates' steps are not the caller's
+    /// run), so a search ends when the caller asks.
     ///
     /// # Errors
-    /// As [`Backend::check`], or the model constructor's error.
+    /// As [`Backend::check`], or the model constructor's error; [`Error::Interrupted`]
+    /// when `stop` asked a search to end.
     fn build(
         &self,
         common: &CommonSettings,
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>>;
 
     /// A phrase per setting for a one-line description of a run (`", key value"` each by
@@ -190,10 +194,11 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     }
 
     /// Builds an untrained model from the checked configuration; the settings, fit
-    /// configuration and data are at hand for a backend that tunes on validation data.
+    /// configuration, data and the caller's stop request (`stop`, see [`Backend::build`])
+    /// are at hand for a backend that tunes on validation data.
     ///
     /// # Errors
-    /// The model constructor's error.
+    /// The model constructor's error; [`Error::Interrupted`] as [`Backend::build`].
     fn build_checked(
         &self,
         config: Checked<Self::Config>,
@@ -201,6 +206,7 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>>;
 
     /// As [`Backend::describe_settings`].
@@ -232,9 +238,10 @@ impl<T: ConfigBackend> Backend for T {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
+        stop: &dyn FitObserver,
     ) -> Result<Box<dyn Model>> {
         let config = self.config(common, settings)?;
-        self.build_checked(config, common, settings, fit, train)
+        self.build_checked(config, common, settings, fit, train, stop)
     }
 
     fn describe_settings(&self, settings: &Settings) -> String {

@@ -79,6 +79,11 @@ pub enum Error {
     /// (De)serialisation of a model or checkpoint failed.
     #[error("serialisation: {0}")]
     Serde(String),
+    /// A run stopped because the caller asked it to ([`crate::model::FitObserver::should_stop`])
+    /// at a point where it has no usable result to return (a hyper-parameter search between
+    /// candidates, an L-BFGS run between evaluations); names what was stopped.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 /// Shorthand used throughout the workspace.

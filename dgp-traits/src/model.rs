@@ -257,6 +257,29 @@ pub struct Silent;
 
 impl FitObserver for Silent {}
 
+/// Forwards only the caller's stop request ([`FitObserver::should_stop`]) of `0`: the
+/// observer for fits *inside* a fit or a build — random restarts, the candidates of a
+/// hyper-parameter search — whose steps, phases and checkpoints are not the caller's run
+/// but which must still end when the caller asks (e.g. on SIGTERM).
+///
+/// ```
+/// use dgp_traits::model::{FitObserver, Silent, StopOnly};
+/// struct Stop;
+/// impl FitObserver for Stop {
+///     fn should_stop(&self) -> bool { true }
+/// }
+/// assert!(StopOnly(&Stop).should_stop());
+/// assert!(!StopOnly(&Silent).should_stop());
+/// ```
+#[derive(Clone, Copy)]
+pub struct StopOnly<'a>(pub &'a dyn FitObserver);
+
+impl FitObserver for StopOnly<'_> {
+    fn should_stop(&self) -> bool {
+        self.0.should_stop()
+    }
+}
+
 /// Summary of a training run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FitReport {

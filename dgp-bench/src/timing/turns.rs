@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitObserver, Model, Silent};
 
 use crate::backends::{ArchSpec, BackendEntry};
 use crate::error::{BenchError, Result};
@@ -155,7 +155,10 @@ fn worker(job: Job<'_>, go: Receiver<usize>, events: Sender<Event>) -> Option<Wo
         return None;
     };
     let label = format!("time {} L={}", job.backend.name(), job.arch.layers);
-    let mut model = match job.backend.build_model(job.arch, &job.fit, job.train) {
+    let mut model = match job
+        .backend
+        .build_model(job.arch, &job.fit, job.train, &Silent)
+    {
         Ok(m) => m,
         Err(e) => {
             guard.send(Event::Failed(e));

@@ -35,6 +35,10 @@ impl FitObserver for RestartProgress<'_> {
         self.inner
             .on_step(self.restart * self.iters + within, self.total, objective);
     }
+
+    fn should_stop(&self) -> bool {
+        self.inner.should_stop()
+    }
 }
 
 impl Dgps {

@@ -7,7 +7,8 @@ use dgp_traits::train::{Control, Observer, SghmcSchedule, StepInfo};
 
 /// Forwards each step to a [`FitObserver`] as `on_step(global step, schedule total,
 /// objective)` — a resumed run continues the count — and announces each phase with
-/// [`FitObserver::on_phase`] (`"burn-in"`, then `"sampling"`).
+/// [`FitObserver::on_phase`] (`"burn-in"`, then `"sampling"`); ends the run after the
+/// current step when the caller's [`FitObserver::should_stop`] turns true.
 pub struct PhaseProgress<'a> {
     inner: &'a mut dyn FitObserver,
     schedule: SghmcSchedule,
@@ -50,6 +51,12 @@ impl<M: ?Sized> Observer<M> for PhaseProgress<'_> {
         if t + 1 < self.schedule.total() && self.phase != Some(next) {
             self.phase = Some(next);
             self.inner.on_phase(next);
+        }
+        // The sampler keeps what it has drawn; the caller learns of the stop from its own
+        // flag (the executor polls `should_stop` only through `fit_observer`, which this
+        // observer does not offer: the sampler checkpoints through its model JSON).
+        if self.inner.should_stop() {
+            return Ok(Control::Stop);
         }
         Ok(Control::Continue)
     }

@@ -50,7 +50,9 @@ impl FullBatchLbfgs {
     ///
     /// # Errors
     /// [`Error::Empty`] for data without rows; errors of the objective other than the
-    /// numerical ones above; L-BFGS failures ([`lbfgs_maximise`]).
+    /// numerical ones above; L-BFGS failures ([`lbfgs_maximise`]);
+    /// [`Error::Interrupted`] when `observer`'s [`FitObserver::should_stop`] turns true
+    /// (checked before each evaluation; the model then holds the last evaluated point).
     pub fn run<M: Model + ?Sized>(
         &self,
         model: &mut M,
@@ -72,6 +74,12 @@ impl FullBatchLbfgs {
         let mut evals = 0usize;
         let report = lbfgs_maximise(
             |x: &[f64]| {
+                if observer.should_stop() {
+                    return Err(Error::Interrupted(format!(
+                        "L-BFGS after {evals} of at most {} evaluations",
+                        total - offset
+                    )));
+                }
                 model.params_mut().set_flat(x)?;
                 match model.value_and_grad(&mut tape, &batch, &mut rng) {
                     Ok((v, g)) => {

@@ -1,6 +1,6 @@
 //! Random restarts: [`best_of`].
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::FitReport;
 
 /// Outcome of [`best_of`].
@@ -15,11 +15,12 @@ pub struct BestOf<M> {
 
 /// Random restarts (e.g. DSPP paper App. A.2): for `r = 0..count`, builds candidate `r`
 /// (`candidate(r)`; an error here is returned), trains it (`train(&mut cand, r)`; a
-/// candidate whose training fails is dropped), scores it (`score(&cand)`, lower is
-/// better) and keeps the first candidate with the lowest finite score.
+/// candidate whose training fails is dropped, except for [`Error::Interrupted`], which
+/// ends the search), scores it (`score(&cand)`, lower is better) and keeps the first
+/// candidate with the lowest finite score.
 ///
 /// # Errors
-/// The first error of `candidate`.
+/// The first error of `candidate`; [`Error::Interrupted`] from `train`.
 pub fn best_of<M>(
     count: usize,
     mut candidate: impl FnMut(usize) -> Result<M>,
@@ -32,8 +33,10 @@ pub fn best_of<M>(
     };
     for r in 0..count {
         let mut cand = candidate(r)?;
-        let Ok(report) = train(&mut cand, r) else {
-            continue;
+        let report = match train(&mut cand, r) {
+            Ok(report) => report,
+            Err(e @ Error::Interrupted(_)) => return Err(e),
+            Err(_) => continue,
         };
         out.seconds += report.seconds;
         let s = score(&cand);

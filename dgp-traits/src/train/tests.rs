@@ -563,6 +563,74 @@ fn full_batch_lbfgs_finds_the_optimum_and_numbers_after_the_offset() {
     assert!(report.steps > 7);
 }
 
+/// Asks to stop once `after` evaluations have been reported.
+struct StopAfter {
+    seen: usize,
+    after: usize,
+}
+
+impl FitObserver for StopAfter {
+    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
+        self.seen += 1;
+    }
+
+    fn should_stop(&self) -> bool {
+        self.seen >= self.after
+    }
+}
+
+#[test]
+fn full_batch_lbfgs_ends_with_interrupted_when_the_caller_asks() {
+    let data = toy_regression(20, 1, 1.0, 9);
+    let mut m = toy(Role::Optimised);
+    let cfg = crate::optim::LbfgsConfig {
+        max_iters: 50,
+        ..Default::default()
+    };
+    // The toy objective converges after three evaluations: stop before the third.
+    let mut stop = StopAfter { seen: 0, after: 2 };
+    let e = crate::train::FullBatchLbfgs::new(cfg, 0)
+        .run(&mut m, &data, &mut stop)
+        .unwrap_err();
+    assert!(matches!(e, Error::Interrupted(_)), "{e}");
+    assert!(e.to_string().contains("after 2 of at most 50"), "{e}");
+    assert_eq!(stop.seen, 2, "no evaluation after the stop request");
+}
+
+#[test]
+fn best_of_ends_the_search_on_an_interrupted_candidate() {
+    let mut trained = Vec::new();
+    let e = best_of(
+        4,
+        Ok,
+        |&mut r, _| {
+            trained.push(r);
+            match r {
+                0 => Err(Error::Numerical("dropped, the search goes on".into())),
+                1 => Err(Error::Interrupted("candidate 1".into())),
+                _ => Ok(FitReport::default()),
+            }
+        },
+        |_| 0.0,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Interrupted(_)), "{e}");
+    assert_eq!(trained, vec![0, 1]);
+}
+
+#[test]
+fn stop_only_forwards_the_stop_request_and_nothing_else() {
+    let data = toy_regression(20, 1, 1.0, 9);
+    let mut m = toy(Role::Optimised);
+    let inner = StopAfter { seen: 0, after: 0 };
+    let report = Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(10))
+        .observe(&mut Progress::new(&mut crate::model::StopOnly(&inner)))
+        .run(&mut m, &data)
+        .unwrap();
+    assert_eq!(report.steps, 1, "stopped after the first step");
+    assert_eq!(inner.seen, 0, "steps are not forwarded");
+}
+
 #[test]
 fn lindinger_observer_stops_where_the_trace_says_and_restores_per_setting() {
     use crate::train::{LindingerObserver, LindingerStopping, Restore};
