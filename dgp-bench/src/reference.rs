@@ -8,6 +8,10 @@
 //! nothing is filled in.
 //!
 //! Comparison rules:
+//! * Protocols are matched ([`matches`]): a run under one paper's protocol
+//!   (`--protocol lindinger`, `--protocol dspp`) is set next to that paper's cells only;
+//!   a run of the default protocol (published splits) next to every cell of its model,
+//!   and the report states the protocol it ran.
 //! * Units are never mixed (protocol.md §2). Records hold original units; rows in
 //!   original units are compared directly, with `tll = −nll` per split (exact: the record's
 //!   `nll` is the mean negative log density). Rows in standardised units (DSPP) are
@@ -207,9 +211,37 @@ fn setting(r: &SplitRecord, key: &str) -> String {
     }
 }
 
-/// Whether `row` describes the model of record `r` (data set, backend, layers, variant).
+/// The `--protocol` of dgp-bench that reproduces `row`'s paper protocol (`lindinger`,
+/// `dspp`), `None` for a protocol dgp-bench has no switch for (a single split, the step
+/// function).
+pub fn bench_protocol(row: &ReferenceRow) -> Option<&'static str> {
+    if row.protocol.contains("(lindinger)") {
+        Some("lindinger")
+    } else if row.protocol.contains("(dspp") {
+        Some("dspp")
+    } else {
+        None
+    }
+}
+
+/// Whether a record of protocol `record_protocol` (as recorded: `lindinger/random`,
+/// `dspp/15:3:2`, empty or `published/...` for the default) may be set next to `row`: a
+/// record made under one paper's protocol is compared with that paper's cells only;
+/// records of the default protocol are compared with every cell, and the report states
+/// their protocol.
+fn protocol_comparable(row: &ReferenceRow, record_protocol: &str) -> bool {
+    match record_protocol.split('/').next().unwrap_or("") {
+        "" | "published" => true,
+        family => bench_protocol(row) == Some(family),
+    }
+}
+
+/// Whether `row` describes the model of record `r` (data set, backend, layers, variant)
+/// under a comparable protocol (a record of `--protocol dspp` is never set next to
+/// Lindinger et al.'s 90:10 table, nor one of `--protocol lindinger` next to the DSPP's).
 pub fn matches(row: &ReferenceRow, r: &SplitRecord) -> bool {
-    row.dataset == r.dataset
+    protocol_comparable(row, &r.protocol)
+        && row.dataset == r.dataset
         && row.backend == r.backend
         && row.layers == r.layers
         && (row.variant.is_empty()

@@ -185,3 +185,43 @@ fn two_configurations_of_one_model_are_compared_separately() {
     assert!((means[0] + 2.55).abs() < 1e-12 && (means[1] + 2.35).abs() < 1e-12);
     assert!(render(&g).contains("### boston svi DGP2 [protocol lindinger/random]"));
 }
+
+#[test]
+fn a_papers_protocol_is_compared_with_that_papers_cells_only() {
+    let table = reference_rows().unwrap();
+    for r in &table {
+        let expected = if r.source.starts_with("Lindinger") {
+            Some("lindinger")
+        } else if r.source.contains("DSPP") {
+            Some("dspp")
+        } else {
+            None
+        };
+        assert_eq!(bench_protocol(r), expected, "{}", r.protocol);
+    }
+    let svi_protein = |protocol: &str| SplitRecord {
+        protocol: protocol.into(),
+        ..rec("protein", "svi", 2, 0, 2.9)
+    };
+    let cells = |protocol: &str| -> Vec<String> {
+        table
+            .iter()
+            .filter(|row| matches(row, &svi_protein(protocol)))
+            .map(|row| row.source.clone())
+            .collect()
+    };
+    // protein svi DGP2 has a cell in Lindinger's Table 1 and in the DSPP's Table 9.
+    let dspp = cells("dspp/15:3:2");
+    assert!(
+        !dspp.is_empty() && dspp.iter().all(|s| s.contains("DSPP")),
+        "{dspp:?}"
+    );
+    let lind = cells("lindinger/random");
+    assert!(
+        !lind.is_empty() && lind.iter().all(|s| s.starts_with("Lindinger")),
+        "{lind:?}"
+    );
+    // The default protocol is set next to both; the report names its protocol.
+    let published = cells("");
+    assert_eq!(published.len(), dspp.len() + lind.len());
+}
