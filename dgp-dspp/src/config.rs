@@ -202,7 +202,10 @@ pub struct DsppConfig {
     /// all steps). See [`crate::train`] for why a DSPP needs it on small data.
     pub early_stopping: Option<dgp_traits::train::EarlyStopping>,
     /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
-    /// steps, the one with the best full-data objective is trained to completion.
+    /// steps (keeping its best held-out parameters when early stopping is on), and the one
+    /// with the best held-out NLL (the training NLL without held-out rows) is trained to
+    /// completion. Default 1: on boston three restarts were no better than one start
+    /// (`results/dspp-small-data.md` §6).
     pub restarts: usize,
     /// Fraction of the steps spent on each restart candidate.
     pub restart_fraction: f64,
