@@ -186,7 +186,10 @@ pub struct DsppConfig {
     /// and the paper always train them (ratio 0). Default 16 (2048 rows at M = 128:
     /// protein, kin8nm and power train them; boston, energy, concrete and wine-red do not).
     /// Why: eq. (21) is not a bound, so trained Z add capacity to the parametric model and
-    /// let it interpolate small data sets; measured in [`crate::train`] (issue 18).
+    /// let it interpolate small data sets; measured in [`crate::train`] (issue 18). The
+    /// row count is a proxy for "small and nearly noise-free": on concrete (small but
+    /// noisy) fixed Z is worse under the β/width selection, so set 0 there
+    /// (`results/dspp-small-data.md` §7).
     pub train_inducing_min_ratio: f64,
     /// After training with held-out early stopping, scale every component variance of
     /// the predictive by the factor that maximises the held-out rows' log density
