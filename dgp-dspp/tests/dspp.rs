@@ -1009,25 +1009,6 @@ fn select_beta_scores_every_candidate_on_validation_rows() {
     assert!(dgp_dspp::select_beta(&data, &base, &[], &[2], &fit, 0, &Silent).is_err());
 }
 
-/// Asks to stop after `after` reported steps, and counts them (restart and selection fits
-/// report none: they see only the stop request).
-struct StopAfter {
-    steps: usize,
-    polls: std::cell::Cell<usize>,
-    after: usize,
-}
-
-impl dgp_traits::model::FitObserver for StopAfter {
-    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
-        self.steps += 1;
-    }
-
-    fn should_stop(&self) -> bool {
-        self.polls.set(self.polls.get() + 1);
-        self.steps >= self.after
-    }
-}
-
 #[test]
 fn select_beta_ends_with_interrupted_when_the_caller_asks() {
     let data = toy_data(60, 2, 4);
@@ -1042,11 +1023,7 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    let stop = StopAfter {
-        steps: 0,
-        polls: std::cell::Cell::new(0),
-        after: 0,
-    };
+    let stop = dgp_traits::testing::StopAfter::new(0);
     let e = dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &stop).unwrap_err();
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert!(e.to_string().contains("candidate 1 of 4"), "{e}");
@@ -1074,11 +1051,7 @@ fn restarts_end_with_interrupted_when_the_caller_asks() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    let mut stop = StopAfter {
-        steps: 0,
-        polls: std::cell::Cell::new(0),
-        after: 0,
-    };
+    let mut stop = dgp_traits::testing::StopAfter::new(0);
     let e = model.fit(&data, &fit, &mut stop).unwrap_err();
     assert!(e.to_string().contains("restart 1 of 3"), "{e}");
     assert_eq!(stop.steps, 0, "restart steps are not the caller's progress");

@@ -205,15 +205,6 @@ fn resumed_run_equals_uninterrupted_run() {
 /// `dgp-bench`), keeping what it has.
 #[test]
 fn sampler_stops_after_the_step_the_caller_asks() {
-    struct StopAfter(usize);
-    impl dgp_traits::model::FitObserver for StopAfter {
-        fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
-            self.0 += 1;
-        }
-        fn should_stop(&self) -> bool {
-            self.0 >= 7
-        }
-    }
     let data = toy_regression(40, 2, 1.0, 5);
     let fit = FitConfig {
         steps: 100,
@@ -221,9 +212,9 @@ fn sampler_stops_after_the_step_the_caller_asks() {
         ..FitConfig::default()
     };
     let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
-    let mut stop = StopAfter(0);
+    let mut stop = dgp_traits::testing::StopAfter::new(7);
     let report = model.fit(&data, &fit, &mut stop).unwrap();
-    assert_eq!((stop.0, report.steps), (7, 7));
+    assert_eq!((stop.steps, report.steps), (7, 7));
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! | a checkpoint restores the same model; edited, invalid checkpoints are errors | [`assert_checkpoint_round_trip`], [`assert_checkpoint_rejects`] |
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
 //! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
+//! | a training loop ends when the caller asks | [`StopAfter`] as the fit's observer |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
 //! parameter off its special initial value), and dense references for identities:
@@ -693,5 +694,52 @@ mod tests {
             .unwrap();
         copy_blocks(&from, &mut to, |n| !n.contains(".q."));
         assert_eq!((to.get(id)[(0, 0)], to.get(b)[(0, 0)]), (0.0, 2.0));
+    }
+}
+
+/// A [`crate::model::FitObserver`] that asks to stop once `after` steps have been reported
+/// to it, counting the steps it saw (`steps`) and how often it was asked (`polls`): the
+/// check that a training loop ends when the caller asks (SIGTERM in `dgp-bench`) and that
+/// fits inside a fit (restarts, a hyper-parameter search) do not report their steps as
+/// the caller's.
+///
+/// ```
+/// use dgp_traits::model::FitObserver;
+/// use dgp_traits::testing::StopAfter;
+/// let mut stop = StopAfter::new(2);
+/// stop.on_step(0, 10, 0.0);
+/// assert!(!stop.should_stop());
+/// stop.on_step(1, 10, 0.0);
+/// assert!(stop.should_stop());
+/// assert_eq!((stop.steps, stop.polls.get()), (2, 2));
+/// ```
+#[derive(Debug, Default)]
+pub struct StopAfter {
+    /// Steps reported through `on_step`.
+    pub steps: usize,
+    /// Calls of `should_stop`.
+    pub polls: std::cell::Cell<usize>,
+    /// Stop once this many steps were reported (`0`: stop at once).
+    pub after: usize,
+}
+
+impl StopAfter {
+    /// Asks to stop after `after` reported steps.
+    pub fn new(after: usize) -> Self {
+        StopAfter {
+            after,
+            ..Default::default()
+        }
+    }
+}
+
+impl crate::model::FitObserver for StopAfter {
+    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
+        self.steps += 1;
+    }
+
+    fn should_stop(&self) -> bool {
+        self.polls.set(self.polls.get() + 1);
+        self.steps >= self.after
     }
 }

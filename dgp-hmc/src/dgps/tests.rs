@@ -341,22 +341,6 @@ fn fit_improves_j_and_restarts_keep_the_best() {
     assert!(model.kept_restart() < 3);
 }
 
-/// Asks to stop once `after` L-BFGS evaluations have been reported.
-struct StopAfter {
-    seen: usize,
-    after: usize,
-}
-
-impl dgp_traits::model::FitObserver for StopAfter {
-    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
-        self.seen += 1;
-    }
-
-    fn should_stop(&self) -> bool {
-        self.seen >= self.after
-    }
-}
-
 #[test]
 fn fit_ends_with_interrupted_when_the_caller_asks() {
     let data = toy_regression(30, 1, 1.0, 6);
@@ -369,13 +353,13 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
         &data,
     )
     .unwrap();
-    let mut stop = StopAfter { seen: 0, after: 4 };
+    let mut stop = dgp_traits::testing::StopAfter::new(4);
     let e = model
         .fit(&data, &FitConfig::default(), &mut stop)
         .unwrap_err();
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert_eq!(
-        stop.seen, 4,
+        stop.steps, 4,
         "no evaluation and no further restart after the request"
     );
 }

@@ -8,7 +8,7 @@ use crate::params::{ParamId, ParamStore, Role};
 use crate::predictive::Predictive;
 use crate::rng::{Rng, standard_normal, stream};
 use crate::tape::{Tape, Var};
-use crate::testing::toy_regression;
+use crate::testing::{StopAfter, toy_regression};
 use crate::train::{
     AdamStepper, Checkpoint, Control, EarlyStopping, Executor, HeldOutStopping, NaturalAdamStepper,
     NaturalGradientModel, Observer, Progress, SampleCollector, StepInfo, best_of,
@@ -563,22 +563,6 @@ fn full_batch_lbfgs_finds_the_optimum_and_numbers_after_the_offset() {
     assert!(report.steps > 7);
 }
 
-/// Asks to stop once `after` evaluations have been reported.
-struct StopAfter {
-    seen: usize,
-    after: usize,
-}
-
-impl FitObserver for StopAfter {
-    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
-        self.seen += 1;
-    }
-
-    fn should_stop(&self) -> bool {
-        self.seen >= self.after
-    }
-}
-
 #[test]
 fn full_batch_lbfgs_ends_with_interrupted_when_the_caller_asks() {
     let data = toy_regression(20, 1, 1.0, 9);
@@ -588,13 +572,13 @@ fn full_batch_lbfgs_ends_with_interrupted_when_the_caller_asks() {
         ..Default::default()
     };
     // The toy objective converges after three evaluations: stop before the third.
-    let mut stop = StopAfter { seen: 0, after: 2 };
+    let mut stop = StopAfter::new(2);
     let e = crate::train::FullBatchLbfgs::new(cfg, 0)
         .run(&mut m, &data, &mut stop)
         .unwrap_err();
     assert!(matches!(e, Error::Interrupted(_)), "{e}");
     assert!(e.to_string().contains("after 2 of at most 50"), "{e}");
-    assert_eq!(stop.seen, 2, "no evaluation after the stop request");
+    assert_eq!(stop.steps, 2, "no evaluation after the stop request");
 }
 
 #[test]
@@ -622,13 +606,13 @@ fn best_of_ends_the_search_on_an_interrupted_candidate() {
 fn stop_only_forwards_the_stop_request_and_nothing_else() {
     let data = toy_regression(20, 1, 1.0, 9);
     let mut m = toy(Role::Optimised);
-    let inner = StopAfter { seen: 0, after: 0 };
+    let inner = StopAfter::new(0);
     let report = Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(10))
         .observe(&mut Progress::new(&mut crate::model::StopOnly(&inner)))
         .run(&mut m, &data)
         .unwrap();
     assert_eq!(report.steps, 1, "stopped after the first step");
-    assert_eq!(inner.seen, 0, "steps are not forwarded");
+    assert_eq!(inner.steps, 0, "steps are not forwarded");
 }
 
 #[test]
