@@ -92,8 +92,9 @@ fn one_layer_chain_matches_the_exact_gaussian_posterior() {
     let leaves = model.params().record(&mut tape);
     let xv = tape.constant(data.x().to_owned());
     let proj = model.layers()[0].project(&mut tape, &leaves, xv).unwrap();
+    let a = proj.a(&mut tape);
     let (a, kff) = (
-        tape.value(proj.a).to_owned(),
+        tape.value(a).to_owned(),
         tape.value(proj.kff_diag).to_owned(),
     );
     let s2 = model.noise_variance();

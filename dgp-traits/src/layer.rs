@@ -26,12 +26,21 @@ pub const HYPER_FLOOR: f64 = 1e-6;
 pub struct Projection {
     /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
     pub chol: Var,
-    /// `A = L⁻¹ Kuf` (M×B).
-    pub a: Var,
+    /// `Kuf = k(Z, X)` (M×B).
+    pub kuf: Var,
     /// `diag Kff` (B×1), including any white-noise variance of the layer.
     pub kff_diag: Var,
     /// The mean function at the inputs (B×D_out); `None` for the zero mean.
     pub mean: Option<Var>,
+}
+
+impl Projection {
+    /// Records `A = L⁻¹Kuf` (M×B), the whitened projection, for callers that need it
+    /// itself (the conditionals of [`crate::conditional`] work with `Kuf` and M×M forms
+    /// instead, and never solve with the batch).
+    pub fn a(&self, tape: &mut Tape) -> Var {
+        tape.tri_solve(self.chol, self.kuf, Tri::Lower)
+    }
 }
 
 /// One sparse-GP layer with `output_dim` GPs that share a kernel, a mean function and M
@@ -199,8 +208,8 @@ impl SparseLayer {
 
     /// Projects inputs `x` (B×D_in, on the tape) onto the inducing points, using the
     /// model's parameter leaves `params` (as returned by
-    /// [`ParamStore::record`](crate::params::ParamStore::record)): `chol(Kuu)`,
-    /// `A = L⁻¹Kuf`, `diag Kff` and the mean function at `x` (DSVI paper eqs. 7–8).
+    /// [`ParamStore::record`](crate::params::ParamStore::record)): `chol(Kuu)`, `Kuf`,
+    /// `diag Kff` and the mean function at `x` (DSVI paper eqs. 7–8).
     ///
     /// # Errors
     /// Kuu not positive definite after the jitter retries (the error names the layer).
@@ -209,7 +218,6 @@ impl SparseLayer {
         let chol = self.chol_kuu(tape, params, hyp)?;
         let z = self.z.var(params);
         let kuf = self.kernel.record(tape, z, x, hyp);
-        let a = tape.tri_solve(chol, kuf, Tri::Lower);
         let mut kff_diag = self.kernel.record_diag(tape, x, hyp);
         if self.white_noise > 0.0 {
             kff_diag = tape.add_scalar(kff_diag, self.white_noise);
@@ -221,7 +229,7 @@ impl SparseLayer {
         let mean = self.mean.record(tape, x, mv);
         Ok(Projection {
             chol,
-            a,
+            kuf,
             kff_diag,
             mean,
         })

@@ -5,15 +5,20 @@
 //! * the joint KL with a random dense factor equals the dense Gaussian KL formula
 //!   `½ [tr(P⁻¹S) + mᵀP⁻¹m − n + log|P| − log|S|]` computed with plain matrices;
 //! * the "no q" conditional (a given u) equals the Gaussian-q conditional with mean u and
-//!   zero covariance.
+//!   zero covariance, through either route;
+//! * the two routes of the conditional (through `A = L⁻¹Kuf`, and through the M×M forms)
+//!   give the same moments and the same gradients, and both gradients match finite
+//!   differences.
 
-use dgp_traits::conditional::{QPart, QSqrt, QVars, conditional};
+use dgp_traits::conditional::{QPart, QShape, QSqrt, QVars, Route, conditional, conditional_via};
 use dgp_traits::joint_q::{JointQ, JointQVars};
 use dgp_traits::kl::{PriorBlock, gauss_kl_block_diag, kl_divergence};
 use dgp_traits::layer::Projection;
 use dgp_traits::linalg::{JitterConfig, Tri, cholesky_jittered, logdet_chol, tri_solve_in_place};
 use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::tape::Tape;
+use dgp_traits::tape::Var;
+use dgp_traits::tape::check::{GradCheck, check_gradient};
 use faer::{Mat, Par};
 use proptest::prelude::*;
 
@@ -172,30 +177,51 @@ fn check_no_q(
     let mut rng = seeded(seed);
     let mut t = Tape::new();
     let chol = t.constant(spd_chol(&mut rng, m));
-    let a = t.constant(standard_normal(&mut rng, m, b));
+    let kuf = t.constant(standard_normal(&mut rng, m, b));
     let kff = standard_normal(&mut rng, b, 1);
     let kff_diag = t.constant(Mat::from_fn(b, 1, |i, _| 2.0 + kff[(i, 0)].abs()));
     let mean = with_mean.then(|| t.constant(standard_normal(&mut rng, b, d)));
     let proj = Projection {
         chol,
-        a,
+        kuf,
         kff_diag,
         mean,
     };
     let u = t.constant(standard_normal(&mut rng, m, d));
-    let (mu_given, var_given) = conditional(&mut t, &proj, QPart::Given(u), whiten);
+    for route in [Route::Solve, Route::Forms] {
+        check_no_q_via(&mut t, &proj, u, whiten, route)?;
+    }
+    // `conditional` is `conditional_via` the route `Route::choose` picks.
+    let route = Route::choose(m, b, d, QShape::Given, whiten);
+    let (mu, var) = conditional(&mut t, &proj, QPart::Given(u), whiten);
+    let (mu2, var2) = conditional_via(&mut t, &proj, QPart::Given(u), whiten, route);
+    prop_assert_eq!(t.value(mu).to_owned(), t.value(mu2).to_owned());
+    prop_assert_eq!(t.value(var).to_owned(), t.value(var2).to_owned());
+    Ok(())
+}
+
+fn check_no_q_via(
+    t: &mut Tape,
+    proj: &Projection,
+    u: Var,
+    whiten: bool,
+    route: Route,
+) -> Result<(), TestCaseError> {
+    let (m, d) = t.shape(u);
+    let b = t.shape(proj.kuf).1;
+    let (mu_given, var_given) = conditional_via(t, proj, QPart::Given(u), whiten, route);
     let zero_sd = t.constant(Mat::zeros(m, d));
     let q_diag = QVars {
         mean: u,
         sqrt: QSqrt::Diag(zero_sd),
     };
-    let (mu_diag, var_diag) = conditional(&mut t, &proj, QPart::Gaussian(&q_diag), whiten);
+    let (mu_diag, var_diag) = conditional_via(t, proj, QPart::Gaussian(&q_diag), whiten, route);
     let zero_full: Vec<_> = (0..d).map(|_| t.constant(Mat::zeros(m, m))).collect();
     let q_full = QVars {
         mean: u,
         sqrt: QSqrt::Full(zero_full),
     };
-    let (mu_full, var_full) = conditional(&mut t, &proj, QPart::Gaussian(&q_full), whiten);
+    let (mu_full, var_full) = conditional_via(t, proj, QPart::Gaussian(&q_full), whiten, route);
     for (mu, var) in [(mu_diag, var_diag), (mu_full, var_full)] {
         prop_assert_eq!(t.shape(var), t.shape(var_given));
         let (a1, a2) = (t.value(mu_given), t.value(mu));
@@ -210,8 +236,143 @@ fn check_no_q(
     Ok(())
 }
 
+/// Which q part a route test uses.
+#[derive(Clone, Copy, Debug)]
+enum QKind {
+    Full,
+    Diag,
+    Given,
+}
+
+/// Inputs of the route test: chol(Kuu), Kuf, diag Kff, the mean function's values, q's
+/// mean (or the given u) and its factors (full: d lower factors stacked as rows; diag: one
+/// M×d block of standard deviations).
+fn route_inputs(seed: u64, m: usize, b: usize, d: usize, kind: QKind) -> Vec<Mat<f64>> {
+    let mut rng = seeded(seed);
+    let chol = spd_chol(&mut rng, m);
+    let kuf = standard_normal(&mut rng, m, b);
+    let kff = standard_normal(&mut rng, b, 1);
+    // diag Kff ≥ aᵀa is not needed for the identity; keep it positive anyway.
+    let kff = Mat::from_fn(b, 1, |i, _| 3.0 + kff[(i, 0)].abs());
+    let mean = standard_normal(&mut rng, b, d);
+    let u = standard_normal(&mut rng, m, d);
+    let mut inputs = vec![chol, kuf, kff, mean, u];
+    match kind {
+        QKind::Full => {
+            for _ in 0..d {
+                inputs.push(lower(&mut rng, m));
+            }
+        }
+        QKind::Diag => {
+            let raw = standard_normal(&mut rng, m, d);
+            inputs.push(Mat::from_fn(m, d, |i, j| 0.2 + raw[(i, j)].abs()));
+        }
+        QKind::Given => {}
+    }
+    inputs
+}
+
+/// `Σ w ⊙ [μ, σ²]` of the conditional of `v` (the [`route_inputs`] on a tape) through
+/// `route`, with fixed weights so that every output entry reaches the gradient.
+fn route_objective(
+    t: &mut Tape,
+    v: &[Var],
+    kind: QKind,
+    whiten: bool,
+    route: Route,
+) -> (Var, Var, Var) {
+    let proj = Projection {
+        chol: t.tril(v[0], false),
+        kuf: v[1],
+        kff_diag: v[2],
+        mean: Some(v[3]),
+    };
+    let q = QVars {
+        mean: v[4],
+        sqrt: match kind {
+            QKind::Full => QSqrt::Full(v[5..].to_vec()),
+            QKind::Diag | QKind::Given => QSqrt::Diag(*v.get(5).unwrap_or(&v[4])),
+        },
+    };
+    let part = match kind {
+        QKind::Given => QPart::Given(v[4]),
+        _ => QPart::Gaussian(&q),
+    };
+    let (mu, var) = conditional_via(t, &proj, part, whiten, route);
+    let (b, d) = t.shape(mu);
+    let w1 = Mat::from_fn(b, d, |i, j| 1.0 + 0.1 * i as f64 - 0.2 * j as f64);
+    let w2 = Mat::from_fn(b, d, |i, j| 0.5 - 0.05 * i as f64 + 0.3 * j as f64);
+    let s1 = t.weighted_sum(mu, w1);
+    let s2 = t.weighted_sum(var, w2);
+    (t.add(s1, s2), mu, var)
+}
+
+fn check_routes(
+    seed: u64,
+    m: usize,
+    b: usize,
+    d: usize,
+    kind: QKind,
+    whiten: bool,
+) -> Result<(), TestCaseError> {
+    let inputs = route_inputs(seed, m, b, d, kind);
+    let run = |route: Route| {
+        let mut t = Tape::new();
+        let v: Vec<Var> = inputs.iter().map(|x| t.leaf(x.clone())).collect();
+        let (obj, mu, var) = route_objective(&mut t, &v, kind, whiten, route);
+        let (mu, var) = (t.value(mu).to_owned(), t.value(var).to_owned());
+        let g = t.backward(obj);
+        let grads: Vec<Mat<f64>> = v.iter().map(|&x| g.get(x).unwrap().to_owned()).collect();
+        (mu, var, grads)
+    };
+    let (solve, forms) = (run(Route::Solve), run(Route::Forms));
+    let near = |x: &Mat<f64>, y: &Mat<f64>, what: &str| -> Result<(), TestCaseError> {
+        let scale = (0..y.ncols())
+            .flat_map(|j| (0..y.nrows()).map(move |i| (i, j)))
+            .fold(1.0_f64, |s, (i, j)| s.max(y[(i, j)].abs()));
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                prop_assert!(
+                    (x[(i, j)] - y[(i, j)]).abs() <= 1e-10 * scale,
+                    "{what} ({i}, {j}): forms {} vs solve {}",
+                    x[(i, j)],
+                    y[(i, j)]
+                );
+            }
+        }
+        Ok(())
+    };
+    near(&forms.0, &solve.0, "mean")?;
+    near(&forms.1, &solve.1, "variance")?;
+    for (k, (gf, gs)) in forms.2.iter().zip(&solve.2).enumerate() {
+        near(gf, gs, &format!("gradient of input {k}"))?;
+    }
+    for route in [Route::Solve, Route::Forms] {
+        let report = check_gradient(
+            &inputs,
+            |t, v| route_objective(t, v, kind, whiten, route).0,
+            GradCheck::default(),
+        )
+        .map_err(TestCaseError::fail)?;
+        report.within(1e-6).map_err(TestCaseError::fail)?;
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn both_routes_give_the_same_moments_and_gradients(
+        seed in 0u64..10_000,
+        m in 1usize..7,
+        b in 1usize..9,
+        d in 1usize..4,
+        kind in prop_oneof![Just(QKind::Full), Just(QKind::Diag), Just(QKind::Given)],
+        whiten in any::<bool>(),
+    ) {
+        check_routes(seed, m, b, d, kind, whiten)?;
+    }
 
     #[test]
     fn joint_kl_with_block_diagonal_factor_is_the_sum_of_layer_kls(
@@ -267,4 +428,72 @@ fn joint_q_layout_serves_layer_and_gp_blocks() {
         t.constant(Mat::<f64>::identity(4, 4)),
     );
     assert!(gauss_kl_block_diag(&mut t, m, f, &[PriorBlock::Identity(3)]).is_err());
+}
+
+/// The accuracy the module docs state for the forms route, in the worst conditioning the
+/// jitter rule allows: 64 inducing inputs 0.01 apart under an RBF kernel of lengthscale 1
+/// (Kuu singular to working precision, so the jitter rule sets its condition number to
+/// about M·10⁶), a concentrated q (S = 10⁻⁴·I, so the variance is nearly the base
+/// variance k − kᵀKuu⁻¹k) and 2000 inputs around and between the inducing inputs.
+/// Whitened (where `Route::choose` may take the forms), both routes' variances agree to
+/// 10⁻⁸·k(x, x) and the means to 10⁻⁸ of their scale; non-whitened (never chosen: the
+/// forms' `Kuu⁻¹SKuu⁻¹` cancels against `Kuu⁻¹`) to 10⁻⁶·k(x, x).
+#[test]
+fn forms_route_is_accurate_at_the_jitter_rules_worst_conditioning() {
+    use dgp_traits::kernels::{Kernel, KernelKind, KernelVars};
+    let (m, n) = (64, 2000);
+    let kernel = Kernel::new(KernelKind::Rbf, 1, false).unwrap();
+    let mut rng = seeded(3);
+    for whiten in [true, false] {
+        let mut t = Tape::new();
+        let hyp = KernelVars {
+            lengthscales: t.constant(Mat::from_fn(1, 1, |_, _| 1.0)),
+            variance: t.constant_scalar(1.0),
+        };
+        let z = t.constant(Mat::from_fn(m, 1, |i, _| 0.01 * i as f64));
+        let x = t.constant(Mat::from_fn(n, 1, |i, _| -0.5 + 1.64 * i as f64 / n as f64));
+        let kuu = kernel.record(&mut t, z, z, hyp);
+        let (chol, jitter) = t
+            .cholesky_jittered(kuu, "Kuu", JitterConfig::default())
+            .unwrap();
+        assert!(jitter > 0.0 && jitter < 1e-4, "jitter {jitter}");
+        let kuf = kernel.record(&mut t, z, x, hyp);
+        let kff_diag = kernel.record_diag(&mut t, x, hyp);
+        let proj = Projection {
+            chol,
+            kuf,
+            kff_diag,
+            mean: None,
+        };
+        let q = QVars {
+            mean: t.constant(standard_normal(&mut rng, m, 1)),
+            sqrt: QSqrt::Full(vec![
+                t.constant(Mat::from_fn(m, m, |i, j| if i == j { 1e-2 } else { 0.0 })),
+            ]),
+        };
+        let mut moments = Vec::new();
+        for route in [Route::Solve, Route::Forms] {
+            let (mu, var) = conditional_via(&mut t, &proj, QPart::Gaussian(&q), whiten, route);
+            moments.push((t.value(mu).to_owned(), t.value(var).to_owned()));
+        }
+        let (solve, forms) = (&moments[0], &moments[1]);
+        let mean_scale = (0..n).fold(1.0_f64, |s, i| s.max(solve.0[(i, 0)].abs()));
+        let (mut dvar, mut dmean) = (0.0_f64, 0.0_f64);
+        for i in 0..n {
+            dvar = dvar.max((forms.1[(i, 0)] - solve.1[(i, 0)]).abs());
+            dmean = dmean.max((forms.0[(i, 0)] - solve.0[(i, 0)]).abs() / mean_scale);
+        }
+        let var_tol = if whiten { 1e-8 } else { 1e-6 };
+        assert!(
+            dvar <= var_tol,
+            "whiten {whiten}: variance differs by {dvar:e}·k(x,x)"
+        );
+        let chosen = if whiten { Route::Forms } else { Route::Solve };
+        assert_eq!(Route::choose(m, n, 1, QShape::Full, whiten), chosen);
+        assert!(
+            dmean <= 1e-8,
+            "whiten {whiten}: mean differs by {dmean:e} of its scale"
+        );
+        eprintln!("whiten {whiten}: |Δvar| ≤ {dvar:.2e}, |Δmean|/scale ≤ {dmean:.2e}");
+    }
 }

@@ -455,6 +455,15 @@ proptest! {
     }
 
     #[test]
+    fn grad_quad_form_cols(n in DIM, k in DIM, seed: u64) {
+        let mut rng = seeded(seed);
+        // A non-symmetric Q: the op reads sym(Q), and its gradient is the symmetric k kᵀ.
+        let q = unif(&mut rng, n, n, -1.0, 1.0);
+        let kk = unif(&mut rng, n, k, -1.0, 1.0);
+        assert_grad(&[q, kk], |t, v| t.quad_form_cols(v[0], v[1]))?;
+    }
+
+    #[test]
     fn fused_column_norms_equal_the_unfused_ops(n in DIM, k in DIM, seed: u64) {
         let mut rng = seeded(seed);
         let l = unif(&mut rng, n, n, -1.0, 1.0);
@@ -829,6 +838,51 @@ fn fused_column_norms_over_many_chunks_match_the_unfused_ops() {
             t.value(out).to_owned(),
             g.get(lv).unwrap().to_owned(),
             g.get(av).unwrap().to_owned(),
+        )
+    };
+    let seq = run(true, faer::Par::Seq);
+    let par = run(true, faer::Par::rayon(2));
+    assert_eq!(seq, par, "the fused op depends on the parallelism");
+    let plain = run(false, faer::Par::Seq);
+    for (x, y) in [(&seq.0, &plain.0), (&seq.1, &plain.1), (&seq.2, &plain.2)] {
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                assert!((x[(i, j)] - y[(i, j)]).abs() <= 1e-11 * (1.0 + y[(i, j)].abs()));
+            }
+        }
+    }
+}
+
+/// `kⱼᵀ sym(Q) kⱼ` over several column chunks, run in parallel, against the unfused ops
+/// `col_sums(K ⊙ (½(Q + Qᵀ) K))`: values and both adjoints, and bit-identical results for
+/// one and two threads.
+#[test]
+fn quad_forms_over_many_chunks_match_the_unfused_ops() {
+    let mut rng = seeded(12);
+    let (n, k) = (19, 1300);
+    let q = unif(&mut rng, n, n, -1.0, 1.0);
+    let kk = unif(&mut rng, n, k, -1.0, 1.0);
+    let w = unif(&mut rng, k, 1, -1.0, 1.0);
+    let run = |fused: bool, par: faer::Par| {
+        let mut t = Tape::with_par(par);
+        let (qv, kv) = (t.leaf(q.clone()), t.leaf(kk.clone()));
+        let out = if fused {
+            t.quad_form_cols(qv, kv)
+        } else {
+            let qt = t.transpose(qv);
+            let sum = t.add(qv, qt);
+            let qs = t.scale(sum, 0.5);
+            let p = t.matmul(qs, kv);
+            let prod = t.mul(kv, p);
+            let sums = t.col_sums(prod);
+            t.transpose(sums)
+        };
+        let s = t.weighted_sum(out, w.clone());
+        let g = t.backward(s);
+        (
+            t.value(out).to_owned(),
+            g.get(qv).unwrap().to_owned(),
+            g.get(kv).unwrap().to_owned(),
         )
     };
     let seq = run(true, faer::Par::Seq);

@@ -233,13 +233,12 @@ impl GpUnit {
         h: Var,
     ) -> (Var, Var) {
         let xbar = self.xbar.var(params);
-        let kxh = self.kernel.record(tape, xbar, h, prior.hyp);
-        let a = tape.tri_solve(prior.chol, kxh, Tri::Lower);
+        let kuf = self.kernel.record(tape, xbar, h, prior.hyp);
         let kdiag = self.kernel.record_diag(tape, h, prior.hyp);
         let kff_diag = tape.add_scalar_var(kdiag, prior.noise);
         let proj = Projection {
             chol: prior.chol,
-            a,
+            kuf,
             kff_diag,
             mean: None,
         };

@@ -38,6 +38,7 @@ pub mod chunked;
 pub mod linalg;
 pub mod ops;
 pub mod pool;
+mod quad_form;
 
 pub use pool::{POOL_MIN_ENTRIES, PoolStats};
 
