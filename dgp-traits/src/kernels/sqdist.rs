@@ -23,7 +23,7 @@
 
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::linalg::matmul::matmul;
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 
 /// How to evaluate scaled squared distances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,14 +66,31 @@ pub(crate) fn scale_columns(x: MatRef<'_, f64>, s: &[f64]) -> Mat<f64> {
 }
 
 /// Row norms `‖a_i‖²`.
-fn row_sq_norms(a: &Mat<f64>) -> Vec<f64> {
+fn row_sq_norms(a: MatRef<'_, f64>) -> Vec<f64> {
     let mut n = vec![0.0; a.nrows()];
     for q in 0..a.ncols() {
-        for (ni, &v) in n.iter_mut().zip(a.col_as_slice(q)) {
+        for (ni, &v) in n.iter_mut().zip(col(a, q)) {
             *ni += v * v;
         }
     }
     n
+}
+
+/// Column `j` of a column-major view as a slice.
+fn col(a: MatRef<'_, f64>, j: usize) -> &[f64] {
+    a.col(j)
+        .try_as_col_major()
+        .expect("scaled inputs are column-major")
+        .as_slice()
+}
+
+/// Column `j` of a column-major view as a mutable slice.
+fn col_mut<'s>(s: &'s mut MatMut<'_, f64>, j: usize) -> &'s mut [f64] {
+    s.as_mut()
+        .col_mut(j)
+        .try_as_col_major_mut()
+        .expect("distance buffers are column-major")
+        .as_slice_mut()
 }
 
 /// `S_ij = ‖a_i − b_j‖²` for already scaled inputs `a` (n1×d) and `b` (n2×d).
@@ -89,6 +106,19 @@ pub(crate) fn sqdist_scaled_in(
     par: Par,
     mut s: Mat<f64>,
 ) -> Mat<f64> {
+    sqdist_scaled_into(a.as_ref(), b.as_ref(), method, par, s.as_mut());
+    s
+}
+
+/// [`sqdist_scaled`] written into the column-major n1×n2 view `s` (any contents): the
+/// column chunks of a kernel block are computed in place this way.
+pub(crate) fn sqdist_scaled_into(
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    method: Method,
+    par: Par,
+    mut s: MatMut<'_, f64>,
+) {
     let (n1, n2, d) = (a.nrows(), b.nrows(), a.ncols());
     debug_assert_eq!(d, b.ncols());
     debug_assert_eq!((s.nrows(), s.ncols()), (n1, n2));
@@ -100,34 +130,26 @@ pub(crate) fn sqdist_scaled_in(
     if expand && d == 0 {
         s.fill(0.0);
     } else if expand {
-        matmul(
-            s.as_mut(),
-            Accum::Replace,
-            a.as_ref(),
-            b.transpose(),
-            -2.0,
-            par,
-        );
+        matmul(s.as_mut(), Accum::Replace, a, b.transpose(), -2.0, par);
         let (na, nb) = (row_sq_norms(a), row_sq_norms(b));
         for (j, &nbj) in nb.iter().enumerate() {
-            for (sij, &nai) in s.col_as_slice_mut(j).iter_mut().zip(&na) {
+            for (sij, &nai) in col_mut(&mut s, j).iter_mut().zip(&na) {
                 *sij = (*sij + nai + nbj).max(0.0);
             }
         }
     } else {
         s.fill(0.0);
         for j in 0..n2 {
-            let col = s.col_as_slice_mut(j);
+            let col = col_mut(&mut s, j);
             for q in 0..d {
                 let bq = b[(j, q)];
-                for (sij, &aiq) in col.iter_mut().zip(a.col_as_slice(q)) {
+                for (sij, &aiq) in col.iter_mut().zip(self::col(a, q)) {
                     let t = aiq - bq;
                     *sij += t * t;
                 }
             }
         }
     }
-    s
 }
 
 /// `S_ij = ‖a_i − a_j‖²` for one set of scaled points: exactly symmetric with an exactly zero

@@ -23,7 +23,7 @@ use crate::fastexp as fast_exp;
 use crate::lanes;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
 use faer::linalg::matmul::matmul;
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 /// `(φ(s), φ'(s))`: the unit-variance kernel and its derivative in the scaled squared
@@ -62,14 +62,14 @@ fn profile(kind: KernelKind, s: f64) -> (f64, f64) {
 /// The kind is matched once, outside the loops, so that each kernel gets its own loop.
 fn apply_profile(
     kind: KernelKind,
-    m: &mut Mat<f64>,
+    m: MatMut<'_, f64>,
     var: f64,
     lower_only: bool,
     slope: bool,
 ) -> Option<Mat<f64>> {
     #[inline(always)]
     fn go(
-        m: &mut Mat<f64>,
+        mut m: MatMut<'_, f64>,
         var: f64,
         lower_only: bool,
         slope: bool,
@@ -79,7 +79,13 @@ fn apply_profile(
         let mut d = slope.then(|| Mat::zeros(n1, n2));
         for j in 0..n2 {
             let start = if lower_only { j.min(n1) } else { 0 };
-            let col = &mut m.col_as_slice_mut(j)[start..];
+            let col = m
+                .as_mut()
+                .col_mut(j)
+                .try_as_col_major_mut()
+                .expect("kernel blocks are column-major")
+                .as_slice_mut();
+            let col = &mut col[start..];
             match d.as_mut() {
                 Some(d) => {
                     for (v, dv) in col.iter_mut().zip(&mut d.col_as_slice_mut(j)[start..]) {
@@ -112,7 +118,7 @@ fn apply_profile(
     // the machine (see `fast_exp`).
     struct Loop<'a> {
         kind: KernelKind,
-        m: &'a mut Mat<f64>,
+        m: MatMut<'a, f64>,
         var: f64,
         lower_only: bool,
         slope: bool,
@@ -199,7 +205,7 @@ fn finish(kind: KernelKind, mut s: Mat<f64>, var: f64, sym: bool, keep_slope: bo
     } else {
         Vec::new()
     };
-    let mut slope = apply_profile(kind, &mut s, var, sym, keep);
+    let mut slope = apply_profile(kind, s.as_mut(), var, sym, keep);
     if sym {
         mirror_lower(&mut s);
         if let Some(d) = slope.as_mut() {
@@ -246,10 +252,9 @@ fn eval_cross_in(
         // parallel when `par` allows (each chunk sequential: results do not depend on it).
         let mut k = buf;
         chunked::for_chunks(k.as_mut(), par, |mut dst, start| {
-            let bc = b.subrows(start, dst.ncols()).to_owned();
-            let mut sc = sqdist::sqdist_scaled(&a, &bc, method(kind), Par::Seq);
-            apply_profile(kind, &mut sc, var, false, false);
-            dst.copy_from(&sc);
+            let bc = b.subrows(start, dst.ncols());
+            sqdist::sqdist_scaled_into(a.as_ref(), bc, method(kind), Par::Seq, dst.as_mut());
+            apply_profile(kind, dst, var, false, false);
         });
         return Evaluated {
             k,
