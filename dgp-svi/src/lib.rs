@@ -40,6 +40,16 @@
 //! and wine-red; on the two large sets (kin8nm, power) 5000 Adam steps are not converged and
 //! natural gradients (below) get there at the same cost per step.
 //!
+//! # Speed
+//!
+//! A step costs O(S·B·M²) per layer as the paper states. With S samples the last layer sees
+//! S·B rows, and there the core's conditional takes its forms route
+//! ([`dgp_traits::conditional::Route`]): one dense `Q·Kuf` product forward and one triangle
+//! of `Kuf diag(ḡ) Kufᵀ` backward instead of a triangular solve with all S·B rows, a factor
+//! product and their adjoints (about half the multiply-adds). Step times, and the run on
+//! protein with the peers' settings next to GPyTorch, are in `RESULTS.md` (sections
+//! "protein-peers-idle" and "protein-peers").
+//!
 //! # Natural gradients
 //!
 //! Setting [`SviConfig::natgrad`] trains the last layer's q(u) by natural-gradient steps

@@ -51,7 +51,10 @@
 //!   when it is `None`, bit for bit).
 //! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
 //!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a
-//!   backend's test suite calls.
+//!   backend's test suite calls. A conditional takes one of two routes, chosen from the
+//!   shapes by a cost model ([`conditional::Route::choose`]): through `A = L⁻¹Kuf`, or,
+//!   for whitened layers with many rows (DSVI's last layer with S samples), through M×M
+//!   forms and [`tape::Tape::quad_form_cols`] without any solve against the batch.
 //!
 //! ## How each backend maps onto the traits
 //!
