@@ -84,7 +84,7 @@ mod variational;
 pub use backend::{SVI_BACKEND, SviBackend};
 pub use config::{LastMean, SviConfig};
 pub use dgp_traits;
-pub use model::{DeepGp, NOISE_FLOOR, SAMPLE_JITTER};
+pub use model::{DeepGp, GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER};
 pub use variational::{Q_SQRT_FLOOR, QParams};
 
 /// Everything needed to build, train and evaluate a model.

@@ -14,7 +14,7 @@ use dgp_traits::model::{
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::rng::{Rng, seeded, stream};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, checkpoint, describe_stack,
@@ -24,6 +24,8 @@ use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
+use rand::RngExt;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Lower bound of the Gaussian noise variance (softplus + floor).
@@ -35,6 +37,12 @@ pub const SAMPLE_JITTER: f64 = 1e-6;
 /// predicting: chunks of this size keep the M×rows intermediates at a few MB (cache- and
 /// allocator-friendly) and give the thread pool enough chunks to balance.
 const PREDICT_ROWS: usize = 8_192;
+/// Largest number of minibatch points whose ELBO share is recorded on one tape in
+/// [`Objective::value_and_grad`]: a larger minibatch is split into `⌈B / GRAD_CHUNK_ROWS⌉`
+/// nearly equal chunks of consecutive rows, recorded on separate tapes in parallel (one
+/// parallel region a step instead of one per large operation, which on two cores turned
+/// 1.5× into about 1.9×). The chunking depends on B only, never on the number of threads.
+pub const GRAD_CHUNK_ROWS: usize = 512;
 
 /// A deep GP trained by doubly-stochastic variational inference (Salimbeni & Deisenroth
 /// 2017). See the crate docs for an example.
@@ -238,6 +246,69 @@ impl Objective for DeepGp {
     ) -> Result<Var> {
         self.elbo(tape, params, batch, rng).map(|(elbo, _)| elbo)
     }
+
+    /// Value and gradient of the ELBO of eq. (17) on `batch`. Minibatches of at most
+    /// [`GRAD_CHUNK_ROWS`] points are recorded on `tape` exactly as [`Objective::record`]
+    /// does. Larger ones are split into `k = ⌈B / GRAD_CHUNK_ROWS⌉` nearly equal chunks of
+    /// consecutive rows; chunk c draws its Monte Carlo noise from stream c
+    /// ([`dgp_traits::rng::stream`]) of one seed drawn from `rng`, is recorded on its own
+    /// tape (its share `N/(B·S) Σ` of the data term; the KLs with chunk 0), and the chunks'
+    /// values and gradients are summed in chunk order: the same estimator of eq. (17), with
+    /// results independent of the number of threads.
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        let b = batch.len();
+        let chunks = b.div_ceil(GRAD_CHUNK_ROWS);
+        if chunks <= 1 {
+            tape.clear();
+            let leaves = self.params.record(tape);
+            let out = self.record(tape, &leaves, batch, rng)?;
+            let (value, _, g) = checked_backward(tape, out, &self.params, &leaves)?;
+            return Ok((value, g));
+        }
+        check_batch("svi", batch, self.input_dim, self.output_dim)?;
+        let seed: u64 = rng.random();
+        let parts: Vec<Result<(f64, Vec<f64>)>> = tape
+            .sub_tapes(chunks)
+            .par_iter_mut()
+            .enumerate()
+            .map(|(c, t)| {
+                let (start, end) = (c * b / chunks, (c + 1) * b / chunks);
+                let part = Batch {
+                    x: batch.x.subrows(start, end - start),
+                    y: batch.y.subrows(start, end - start),
+                    num_data: batch.num_data,
+                };
+                t.clear();
+                let leaves = self.params.record(t);
+                let mut noise = stream(seed, c as u64);
+                let (out, _) = self.elbo_part(t, &leaves, &part, b, c == 0, &mut noise)?;
+                let (value, _, g) = checked_backward(t, out, &self.params, &leaves)?;
+                Ok((value, g))
+            })
+            .collect();
+        let mut value = 0.0;
+        let mut grad = vec![0.0; self.params.num_free()];
+        for part in parts {
+            let (v, g) = part?;
+            value += v;
+            grad.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+        }
+        if !value.is_finite() {
+            return Err(Error::Numerical(format!("objective is {value}")));
+        }
+        if let Some(k) = grad.iter().position(|v| !v.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "gradient entry {k} is {}",
+                grad[k]
+            )));
+        }
+        Ok((value, grad))
+    }
 }
 
 impl DeepGp {
@@ -251,6 +322,21 @@ impl DeepGp {
         rng: &mut Rng,
     ) -> Result<(Var, QVars)> {
         check_batch("svi", batch, self.input_dim, self.output_dim)?;
+        self.elbo_part(tape, params, batch, batch.len(), true, rng)
+    }
+
+    /// The share of the ELBO of eq. (17) of the rows of `batch` in a minibatch of `total`
+    /// points, `N/(total·S) Σ_{n∈batch,s} E[log p(y_n | f)]`, minus the KLs when `with_kl`;
+    /// also the last layer's q(u) on the tape.
+    fn elbo_part(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        total: usize,
+        with_kl: bool,
+        rng: &mut Rng,
+    ) -> Result<(Var, QVars)> {
         let x = tape.constant(batch.x.to_owned());
         let prop = self.propagate(
             tape,
@@ -269,11 +355,16 @@ impl DeepGp {
             .likelihood
             .expected_log_lik(tape, y, prop.mean, prop.var, noise)?;
         let data_term = tape.sum(ell);
-        let data_term = tape.scale(data_term, batch.num_data as f64 / (b * prop.reps) as f64);
+        let data_term = tape.scale(
+            data_term,
+            batch.num_data as f64 / (total * prop.reps) as f64,
+        );
         let mut elbo = data_term;
-        for (chol, q) in &prop.kl_parts {
-            let kl = kl_divergence(tape, *chol, q, self.config.whiten);
-            elbo = tape.sub(elbo, kl);
+        if with_kl {
+            for (chol, q) in &prop.kl_parts {
+                let kl = kl_divergence(tape, *chol, q, self.config.whiten);
+                elbo = tape.sub(elbo, kl);
+            }
         }
         let last_q = prop
             .kl_parts

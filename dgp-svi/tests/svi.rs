@@ -1,15 +1,17 @@
 //! Tests of the DSVI backend: the identities of DESIGN.md (2: one-layer ELBO = analytic
 //! SVGP bound; 7: whitened = non-whitened ELBO for corresponding parameters, KL closed form
 //! = Monte Carlo), finite-difference gradients of the whole objective for L = 1, 2, 3,
+//! the chunked gradient of large minibatches against its chunks on one tape,
 //! reproducibility across thread counts, and checkpoint round trips.
 
+use dgp_svi::GRAD_CHUNK_ROWS;
 use dgp_svi::prelude::*;
 use dgp_traits::data::Dataset;
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::SparseLayer;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_traits::rng::{seeded, standard_normal, stream};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     self, assert_checkpoint_round_trip, assert_config_errors,
@@ -21,6 +23,7 @@ use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
+use rand::RngExt;
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
     toy_regression(n, d, 1.5, seed)
@@ -295,6 +298,86 @@ fn same_seed_same_result_with_one_and_two_threads() {
     };
     let predict = PredictConfig {
         samples: 7,
+        seed: 3,
+    };
+    assert_fit_same_on_one_and_two_threads(
+        || DeepGp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
+}
+
+#[test]
+fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
+    // A minibatch of more than GRAD_CHUNK_ROWS points is recorded in chunks on separate
+    // tapes, in parallel; chunk c draws its noise from stream c of one seed drawn from the
+    // step's generator. Its value and gradient must equal Σ_c (b_c/B)·record(chunk c) on
+    // one tape: each record is N/(b_c·S)·Σ_c − KL, so the weights put every point at
+    // N/(B·S) and count the KL once.
+    let n = 2 * GRAD_CHUNK_ROWS + 37;
+    let data = toy_data(n, 3, 21);
+    let cfg = SviConfig {
+        layers: 2,
+        num_inducing: 8,
+        train_samples: 2,
+        ..Default::default()
+    };
+    let model = DeepGp::new(cfg, &data).unwrap();
+    let batch = Batch::new(data.x(), data.y(), 5000).unwrap();
+    let (v, g) = model
+        .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
+        .unwrap();
+    let seed: u64 = seeded(4).random();
+    let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
+    assert_eq!(chunks, 3);
+    let mut t = Tape::new();
+    let leaves = model.params().record(&mut t);
+    let mut total = None;
+    for c in 0..chunks {
+        let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
+        let part = Batch::new(
+            data.x().subrows(start, end - start),
+            data.y().subrows(start, end - start),
+            5000,
+        )
+        .unwrap();
+        let out = model
+            .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+            .unwrap();
+        let w = t.scale(out, (end - start) as f64 / n as f64);
+        total = Some(match total {
+            None => w,
+            Some(acc) => t.add(acc, w),
+        });
+    }
+    let total = total.unwrap();
+    let grads = t.backward(total);
+    let g1 = model.params().flat_grad(&grads, &leaves);
+    let v1 = t.scalar(total);
+    assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
+    let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+    for (a, b) in g.iter().zip(&g1) {
+        assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn chunked_training_is_the_same_on_one_and_two_threads() {
+    let data = toy_data(2 * GRAD_CHUNK_ROWS + 101, 3, 5);
+    let cfg = SviConfig {
+        layers: 2,
+        num_inducing: 10,
+        train_samples: 3,
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 6,
+        batch_size: data.n(),
+        ..Default::default()
+    };
+    let predict = PredictConfig {
+        samples: 5,
         seed: 3,
     };
     assert_fit_same_on_one_and_two_threads(
