@@ -46,9 +46,11 @@
 //! S·B rows, and there the core's conditional takes its forms route
 //! ([`dgp_traits::conditional::Route`]): one dense `Q·Kuf` product forward and one triangle
 //! of `Kuf diag(ḡ) Kufᵀ` backward instead of a triangular solve with all S·B rows, a factor
-//! product and their adjoints (about half the multiply-adds). Step times, and the run on
-//! protein with the peers' settings next to GPyTorch, are in `RESULTS.md` (sections
-//! "protein-peers-idle" and "protein-peers").
+//! product and their adjoints (about half the multiply-adds). Minibatches of more than
+//! [`GRAD_CHUNK_ROWS`] points are recorded in chunks on separate tapes in parallel (one
+//! parallel region a step; results independent of the number of threads). Step times, and
+//! the run on protein with the peers' settings next to GPyTorch, are in `RESULTS.md`
+//! (sections "protein-peers-idle" and "protein-peers").
 //!
 //! # Natural gradients
 //!

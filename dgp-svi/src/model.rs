@@ -10,11 +10,12 @@ use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergenc
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+    chunked_value_and_grad,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded, stream};
+use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, checkpoint, describe_stack,
@@ -24,8 +25,6 @@ use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
 use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
-use rand::RngExt;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Lower bound of the Gaussian noise variance (softplus + floor).
@@ -247,67 +246,38 @@ impl Objective for DeepGp {
         self.elbo(tape, params, batch, rng).map(|(elbo, _)| elbo)
     }
 
-    /// Value and gradient of the ELBO of eq. (17) on `batch`. Minibatches of at most
-    /// [`GRAD_CHUNK_ROWS`] points are recorded on `tape` exactly as [`Objective::record`]
-    /// does. Larger ones are split into `k = ⌈B / GRAD_CHUNK_ROWS⌉` nearly equal chunks of
-    /// consecutive rows; chunk c draws its Monte Carlo noise from stream c
-    /// ([`dgp_traits::rng::stream`]) of one seed drawn from `rng`, is recorded on its own
-    /// tape (its share `N/(B·S) Σ` of the data term; the KLs with chunk 0), and the chunks'
-    /// values and gradients are summed in chunk order: the same estimator of eq. (17), with
-    /// results independent of the number of threads.
+    /// Value and gradient of the ELBO of eq. (17) on `batch`, through the core's
+    /// [`chunked_value_and_grad`]: minibatches of at most [`GRAD_CHUNK_ROWS`] points are
+    /// recorded on `tape` exactly as [`Objective::record`] does; larger ones in
+    /// `⌈B / GRAD_CHUNK_ROWS⌉` chunks on separate tapes in parallel, chunk c drawing its
+    /// Monte Carlo noise from stream c of one seed drawn from `rng` and recording its share
+    /// `N/(B·S) Σ` of the data term (the KLs with chunk 0): the same estimator of eq. (17),
+    /// with results independent of the number of threads.
     fn value_and_grad(
         &self,
         tape: &mut Tape,
         batch: &Batch<'_>,
         rng: &mut Rng,
     ) -> Result<(f64, Vec<f64>)> {
-        let b = batch.len();
-        let chunks = b.div_ceil(GRAD_CHUNK_ROWS);
-        if chunks <= 1 {
-            tape.clear();
-            let leaves = self.params.record(tape);
-            let out = self.record(tape, &leaves, batch, rng)?;
-            let (value, _, g) = checked_backward(tape, out, &self.params, &leaves)?;
-            return Ok((value, g));
-        }
         check_batch("svi", batch, self.input_dim, self.output_dim)?;
-        let seed: u64 = rng.random();
-        let parts: Vec<Result<(f64, Vec<f64>)>> = tape
-            .sub_tapes(chunks)
-            .par_iter_mut()
-            .enumerate()
-            .map(|(c, t)| {
-                let (start, end) = (c * b / chunks, (c + 1) * b / chunks);
+        let b = batch.len();
+        chunked_value_and_grad(
+            tape,
+            &self.params,
+            b,
+            GRAD_CHUNK_ROWS,
+            true,
+            rng,
+            |t, leaves, rows, first, noise| {
                 let part = Batch {
-                    x: batch.x.subrows(start, end - start),
-                    y: batch.y.subrows(start, end - start),
+                    x: batch.x.subrows(rows.start, rows.len()),
+                    y: batch.y.subrows(rows.start, rows.len()),
                     num_data: batch.num_data,
                 };
-                t.clear();
-                let leaves = self.params.record(t);
-                let mut noise = stream(seed, c as u64);
-                let (out, _) = self.elbo_part(t, &leaves, &part, b, c == 0, &mut noise)?;
-                let (value, _, g) = checked_backward(t, out, &self.params, &leaves)?;
-                Ok((value, g))
-            })
-            .collect();
-        let mut value = 0.0;
-        let mut grad = vec![0.0; self.params.num_free()];
-        for part in parts {
-            let (v, g) = part?;
-            value += v;
-            grad.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
-        }
-        if !value.is_finite() {
-            return Err(Error::Numerical(format!("objective is {value}")));
-        }
-        if let Some(k) = grad.iter().position(|v| !v.is_finite()) {
-            return Err(Error::Numerical(format!(
-                "gradient entry {k} is {}",
-                grad[k]
-            )));
-        }
-        Ok((value, grad))
+                let (out, _) = self.elbo_part(t, leaves, &part, b, first, noise)?;
+                Ok(out)
+            },
+        )
     }
 }
 

@@ -18,10 +18,12 @@ use crate::error::{Error, Result};
 use crate::optim::{AdamConfig, LrSchedule};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
-use crate::rng::Rng;
+use crate::rng::{Rng, stream};
 use crate::tape::{Gradients, Tape, Var};
 use crate::train::rules::HeldOutRule;
 use faer::MatRef;
+use rand::RngExt;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// A minibatch in model units: inputs `x` (B×D), targets `y` (B×P), and the size of the
@@ -139,6 +141,82 @@ pub fn checked_backward(
         return Err(Error::Numerical(format!("gradient entry {k} is {}", g[k])));
     }
     Ok((value, grads, g))
+}
+
+/// Value and gradient of an objective that sums over the rows of a minibatch, with large
+/// minibatches recorded in chunks on separate tapes in parallel.
+///
+/// With `rows ≤ chunk_rows`, `record(tape, leaves, 0..rows, true, rng)` is recorded on
+/// `tape` itself. Otherwise the rows are split into `k = ⌈rows / chunk_rows⌉` nearly equal
+/// ranges of consecutive rows, and range c is recorded on sub-tape c
+/// ([`Tape::sub_tapes`], single-threaded each) as `record(t, leaves, range, c == 0, noise)`
+/// — `first` tells the closure to add the batch-level terms (the KLs) once — and the
+/// values and gradients are summed in chunk order. One parallel region a step instead of
+/// one per large operation. The noise of chunk c: with `draws_noise`, stream c
+/// ([`crate::rng::stream`]) of one seed drawn from `rng`; without, a copy of `rng` the
+/// closure does not use (a deterministic objective leaves `rng` untouched). The chunking
+/// depends on `rows` only, so results never depend on the number of threads.
+///
+/// # Errors
+/// The first error of a chunk's `record` (in chunk order); a non-finite value or gradient.
+#[allow(clippy::too_many_arguments)]
+pub fn chunked_value_and_grad<F>(
+    tape: &mut Tape,
+    params: &ParamStore,
+    rows: usize,
+    chunk_rows: usize,
+    draws_noise: bool,
+    rng: &mut Rng,
+    record: F,
+) -> Result<(f64, Vec<f64>)>
+where
+    F: Fn(&mut Tape, &[Var], std::ops::Range<usize>, bool, &mut Rng) -> Result<Var> + Sync,
+{
+    let chunks = rows.div_ceil(chunk_rows.max(1));
+    if chunks <= 1 {
+        tape.clear();
+        let leaves = params.record(tape);
+        let out = record(tape, &leaves, 0..rows, true, rng)?;
+        let (value, _, g) = checked_backward(tape, out, params, &leaves)?;
+        return Ok((value, g));
+    }
+    let seed: u64 = if draws_noise { rng.random() } else { 0 };
+    let base = rng.clone();
+    let parts: Vec<Result<(f64, Vec<f64>)>> = tape
+        .sub_tapes(chunks)
+        .par_iter_mut()
+        .enumerate()
+        .map(|(c, t)| {
+            let range = c * rows / chunks..(c + 1) * rows / chunks;
+            let mut noise = if draws_noise {
+                stream(seed, c as u64)
+            } else {
+                base.clone()
+            };
+            t.clear();
+            let leaves = params.record(t);
+            let out = record(t, &leaves, range, c == 0, &mut noise)?;
+            let (value, _, g) = checked_backward(t, out, params, &leaves)?;
+            Ok((value, g))
+        })
+        .collect();
+    let mut value = 0.0;
+    let mut grad = vec![0.0; params.num_free()];
+    for part in parts {
+        let (v, g) = part?;
+        value += v;
+        grad.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+    }
+    if !value.is_finite() {
+        return Err(Error::Numerical(format!("objective is {value}")));
+    }
+    if let Some(k) = grad.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Numerical(format!(
+            "gradient entry {k} is {}",
+            grad[k]
+        )));
+    }
+    Ok((value, grad))
 }
 
 /// Settings shared by every backend's training loop. Backend-specific settings (numbers
