@@ -46,18 +46,11 @@ impl Objective for Dspp {
         chunked_value_and_grad(
             tape,
             &self.params,
-            b,
+            batch,
             GRAD_CHUNK_ROWS,
             false,
             rng,
-            |t, leaves, rows, first, _noise| {
-                let part = Batch {
-                    x: batch.x.subrows(rows.start, rows.len()),
-                    y: batch.y.subrows(rows.start, rows.len()),
-                    num_data: batch.num_data,
-                };
-                self.record_part(t, leaves, &part, b, first)
-            },
+            |t, leaves, part, first, _noise| self.record_part(t, leaves, part, b, first),
         )
     }
 }

@@ -264,17 +264,12 @@ impl Objective for DeepGp {
         chunked_value_and_grad(
             tape,
             &self.params,
-            b,
+            batch,
             GRAD_CHUNK_ROWS,
             true,
             rng,
-            |t, leaves, rows, first, noise| {
-                let part = Batch {
-                    x: batch.x.subrows(rows.start, rows.len()),
-                    y: batch.y.subrows(rows.start, rows.len()),
-                    num_data: batch.num_data,
-                };
-                let (out, _) = self.elbo_part(t, leaves, &part, b, first, noise)?;
+            |t, leaves, part, first, noise| {
+                let (out, _) = self.elbo_part(t, leaves, part, b, first, noise)?;
                 Ok(out)
             },
         )

@@ -146,16 +146,16 @@ pub fn checked_backward(
 /// Value and gradient of an objective that sums over the rows of a minibatch, with large
 /// minibatches recorded in chunks on separate tapes in parallel.
 ///
-/// With `rows ≤ chunk_rows`, `record(tape, leaves, 0..rows, true, rng)` is recorded on
-/// `tape` itself. Otherwise the rows are split into `k = ⌈rows / chunk_rows⌉` nearly equal
-/// ranges of consecutive rows, and range c is recorded on sub-tape c
-/// ([`Tape::sub_tapes`], single-threaded each) as `record(t, leaves, range, c == 0, noise)`
+/// With at most `chunk_rows` rows, `record(tape, leaves, batch, true, rng)` is recorded on
+/// `tape` itself. Otherwise the rows are split into `k = ⌈B / chunk_rows⌉` nearly equal
+/// parts of consecutive rows (the same `num_data`), and part c is recorded on sub-tape c
+/// ([`Tape::sub_tapes`], single-threaded each) as `record(t, leaves, part, c == 0, noise)`
 /// — `first` tells the closure to add the batch-level terms (the KLs) once — and the
 /// values and gradients are summed in chunk order. One parallel region a step instead of
 /// one per large operation. The noise of chunk c: with `draws_noise`, stream c
 /// ([`crate::rng::stream`]) of one seed drawn from `rng`; without, a copy of `rng` the
 /// closure does not use (a deterministic objective leaves `rng` untouched). The chunking
-/// depends on `rows` only, so results never depend on the number of threads.
+/// depends on B only, so results never depend on the number of threads.
 ///
 /// # Errors
 /// The first error of a chunk's `record` (in chunk order); a non-finite value or gradient.
@@ -163,20 +163,21 @@ pub fn checked_backward(
 pub fn chunked_value_and_grad<F>(
     tape: &mut Tape,
     params: &ParamStore,
-    rows: usize,
+    batch: &Batch<'_>,
     chunk_rows: usize,
     draws_noise: bool,
     rng: &mut Rng,
     record: F,
 ) -> Result<(f64, Vec<f64>)>
 where
-    F: Fn(&mut Tape, &[Var], std::ops::Range<usize>, bool, &mut Rng) -> Result<Var> + Sync,
+    F: Fn(&mut Tape, &[Var], &Batch<'_>, bool, &mut Rng) -> Result<Var> + Sync,
 {
+    let rows = batch.len();
     let chunks = rows.div_ceil(chunk_rows.max(1));
     if chunks <= 1 {
         tape.clear();
         let leaves = params.record(tape);
-        let out = record(tape, &leaves, 0..rows, true, rng)?;
+        let out = record(tape, &leaves, batch, true, rng)?;
         let (value, _, g) = checked_backward(tape, out, params, &leaves)?;
         return Ok((value, g));
     }
@@ -187,7 +188,12 @@ where
         .par_iter_mut()
         .enumerate()
         .map(|(c, t)| {
-            let range = c * rows / chunks..(c + 1) * rows / chunks;
+            let (start, end) = (c * rows / chunks, (c + 1) * rows / chunks);
+            let part = Batch {
+                x: batch.x.subrows(start, end - start),
+                y: batch.y.subrows(start, end - start),
+                num_data: batch.num_data,
+            };
             let mut noise = if draws_noise {
                 stream(seed, c as u64)
             } else {
@@ -195,7 +201,7 @@ where
             };
             t.clear();
             let leaves = params.record(t);
-            let out = record(t, &leaves, range, c == 0, &mut noise)?;
+            let out = record(t, &leaves, &part, c == 0, &mut noise)?;
             let (value, _, g) = checked_backward(t, out, params, &leaves)?;
             Ok((value, g))
         })

@@ -812,6 +812,49 @@ fn constants_get_no_gradient_and_cost_no_rule() {
     assert_eq!(g.get(x).unwrap().to_owned(), mat![[1.0, 2.0]]);
 }
 
+/// A fused two-input op over several column chunks, run with one and two threads, against
+/// the same function of the inputs built from unfused ops: values and both adjoints
+/// (bit-identical across threads; within 1e-11 of the unfused ops).
+fn assert_fused_matches_plain(
+    x: &Mat<f64>,
+    y: &Mat<f64>,
+    w: &Mat<f64>,
+    fused: impl Fn(&mut Tape, Var, Var) -> Var,
+    plain: impl Fn(&mut Tape, Var, Var) -> Var,
+) {
+    let run = |use_fused: bool, par: faer::Par| {
+        let mut t = Tape::with_par(par);
+        let (xv, yv) = (t.leaf(x.clone()), t.leaf(y.clone()));
+        let out = if use_fused {
+            fused(&mut t, xv, yv)
+        } else {
+            plain(&mut t, xv, yv)
+        };
+        let s = t.weighted_sum(out, w.clone());
+        let g = t.backward(s);
+        (
+            t.value(out).to_owned(),
+            g.get(xv).unwrap().to_owned(),
+            g.get(yv).unwrap().to_owned(),
+        )
+    };
+    let seq = run(true, faer::Par::Seq);
+    let par = run(true, faer::Par::rayon(2));
+    assert_eq!(seq, par, "the fused op depends on the parallelism");
+    let reference = run(false, faer::Par::Seq);
+    for (a, b) in [
+        (&seq.0, &reference.0),
+        (&seq.1, &reference.1),
+        (&seq.2, &reference.2),
+    ] {
+        for j in 0..a.ncols() {
+            for i in 0..a.nrows() {
+                assert!((a[(i, j)] - b[(i, j)]).abs() <= 1e-11 * (1.0 + b[(i, j)].abs()));
+            }
+        }
+    }
+}
+
 /// The fused `‖Lᵀa_j‖²` over several column chunks (one partial), run in parallel, against
 /// the unfused ops: values and both adjoints.
 #[test]
@@ -821,36 +864,18 @@ fn fused_column_norms_over_many_chunks_match_the_unfused_ops() {
     let l = unif(&mut rng, n, n, -1.0, 1.0);
     let a = unif(&mut rng, n, k, -1.0, 1.0);
     let w = unif(&mut rng, k, 1, -1.0, 1.0);
-    let run = |fused: bool, par: faer::Par| {
-        let mut t = Tape::with_par(par);
-        let (lv, av) = (t.leaf(l.clone()), t.leaf(a.clone()));
-        let out = if fused {
-            t.lower_tn_col_sq_norms(lv, av)
-        } else {
+    assert_fused_matches_plain(
+        &l,
+        &a,
+        &w,
+        |t, lv, av| t.lower_tn_col_sq_norms(lv, av),
+        |t, lv, av| {
             let prod = t.lower_matmul_tn(lv, av);
             let sq = t.square(prod);
             let sums = t.col_sums(sq);
             t.transpose(sums)
-        };
-        let s = t.weighted_sum(out, w.clone());
-        let g = t.backward(s);
-        (
-            t.value(out).to_owned(),
-            g.get(lv).unwrap().to_owned(),
-            g.get(av).unwrap().to_owned(),
-        )
-    };
-    let seq = run(true, faer::Par::Seq);
-    let par = run(true, faer::Par::rayon(2));
-    assert_eq!(seq, par, "the fused op depends on the parallelism");
-    let plain = run(false, faer::Par::Seq);
-    for (x, y) in [(&seq.0, &plain.0), (&seq.1, &plain.1), (&seq.2, &plain.2)] {
-        for j in 0..x.ncols() {
-            for i in 0..x.nrows() {
-                assert!((x[(i, j)] - y[(i, j)]).abs() <= 1e-11 * (1.0 + y[(i, j)].abs()));
-            }
-        }
-    }
+        },
+    );
 }
 
 /// `kⱼᵀ sym(Q) kⱼ` over several column chunks, run in parallel, against the unfused ops
@@ -863,12 +888,12 @@ fn quad_forms_over_many_chunks_match_the_unfused_ops() {
     let q = unif(&mut rng, n, n, -1.0, 1.0);
     let kk = unif(&mut rng, n, k, -1.0, 1.0);
     let w = unif(&mut rng, k, 1, -1.0, 1.0);
-    let run = |fused: bool, par: faer::Par| {
-        let mut t = Tape::with_par(par);
-        let (qv, kv) = (t.leaf(q.clone()), t.leaf(kk.clone()));
-        let out = if fused {
-            t.quad_form_cols(qv, kv)
-        } else {
+    assert_fused_matches_plain(
+        &q,
+        &kk,
+        &w,
+        |t, qv, kv| t.quad_form_cols(qv, kv),
+        |t, qv, kv| {
             let qt = t.transpose(qv);
             let sum = t.add(qv, qt);
             let qs = t.scale(sum, 0.5);
@@ -876,24 +901,6 @@ fn quad_forms_over_many_chunks_match_the_unfused_ops() {
             let prod = t.mul(kv, p);
             let sums = t.col_sums(prod);
             t.transpose(sums)
-        };
-        let s = t.weighted_sum(out, w.clone());
-        let g = t.backward(s);
-        (
-            t.value(out).to_owned(),
-            g.get(qv).unwrap().to_owned(),
-            g.get(kv).unwrap().to_owned(),
-        )
-    };
-    let seq = run(true, faer::Par::Seq);
-    let par = run(true, faer::Par::rayon(2));
-    assert_eq!(seq, par, "the fused op depends on the parallelism");
-    let plain = run(false, faer::Par::Seq);
-    for (x, y) in [(&seq.0, &plain.0), (&seq.1, &plain.1), (&seq.2, &plain.2)] {
-        for j in 0..x.ncols() {
-            for i in 0..x.nrows() {
-                assert!((x[(i, j)] - y[(i, j)]).abs() <= 1e-11 * (1.0 + y[(i, j)].abs()));
-            }
-        }
-    }
+        },
+    );
 }
