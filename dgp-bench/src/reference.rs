@@ -8,7 +8,7 @@
 //! nothing is filled in.
 //!
 //! Comparison rules:
-//! * Protocols are matched ([`matches`]): a run under one paper's protocol
+//! * Protocols are matched ([`matches`](fn@matches)): a run under one paper's protocol
 //!   (`--protocol lindinger`, `--protocol dspp`) is set next to that paper's cells only;
 //!   a run of the default protocol (published splits) next to every cell of its model,
 //!   and the report states the protocol it ran.

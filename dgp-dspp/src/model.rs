@@ -235,7 +235,7 @@ impl Dspp {
         })
     }
 
-    /// What the last [`Model::fit`] did (steps, early-stopping checkpoint), if it ran.
+    /// What the last [`Model::fit`](dgp_traits::model::Model::fit) did (steps, early-stopping checkpoint), if it ran.
     pub fn fit_summary(&self) -> Option<&FitSummary> {
         self.fit_summary.as_ref()
     }
@@ -317,7 +317,7 @@ impl Dspp {
         self.mixing.map(|id| self.params.get(id))
     }
 
-    /// Restores a model written by [`Model::to_json`].
+    /// Restores a model written by [`Model::to_json`](dgp_traits::model::Model::to_json).
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside

@@ -28,7 +28,7 @@ impl Model for Dspp {
     }
 
     /// Adam on the objective with the configured learning-rate drops. With
-    /// [`DsppConfig::early_stopping`] (the default), a fraction of the rows is held out,
+    /// [`DsppConfig::early_stopping`](crate::DsppConfig::early_stopping) (the default), a fraction of the rows is held out,
     /// its NLL is monitored and the best parameters are kept (see [`crate::train`]); with
     /// `restarts > 1`, `restarts` differently seeded initialisations are first trained for
     /// `restart_fraction` of the steps each and the best (held-out, else training, NLL) is

@@ -146,7 +146,7 @@ impl Dspp {
 
     /// Exact per-point log predictive density log p(y_i | x_i) of the model (the log of the
     /// K-component mixture; for the LMC the joint density of all outputs, whose components
-    /// couple outputs — [`Predictive`] only holds their marginals).
+    /// couple outputs — [`Predictive`](dgp_traits::predictive::Predictive) only holds their marginals).
     ///
     /// # Errors
     /// Shape errors for `x`/`y`, numerical failures.

@@ -27,7 +27,7 @@ use faer::{Mat, MatRef};
 const MEDIAN_ROWS: usize = 500;
 
 /// Median Euclidean distance between distinct pairs of rows of `x` (rows strided down to
-/// at most [`MEDIAN_ROWS`]); 1 when there are fewer than two rows or the median is 0.
+/// at most `MEDIAN_ROWS`); 1 when there are fewer than two rows or the median is 0.
 pub fn median_pairwise_distance(x: MatRef<'_, f64>) -> f64 {
     let n = x.nrows();
     let take = n.min(MEDIAN_ROWS);

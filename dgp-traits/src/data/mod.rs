@@ -35,5 +35,8 @@ pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
-pub use standardize::{CONSTANT_STD, DROP_FEATURE_STD, StandardizeOptions, Standardizer};
+pub use standardize::{
+    CONSTANT_REL_STD, CONSTANT_STD, DIRECT_MAGNITUDE, DROP_FEATURE_STD, StandardizeOptions,
+    Standardizer, TARGET_SCALE_RANGE,
+};
 pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};

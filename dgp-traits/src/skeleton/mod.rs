@@ -3,7 +3,7 @@
 //! * [`stack`]: the layer-stack initialisation — widths and layer names, k-means++ inducing
 //!   inputs, fixed (identity / PCA) or learned linear mean functions, and pushing the data
 //!   and Z through the hidden layers' means;
-//! * [`propagate`]: the layer loop of a sampled (or sigma-point) propagation with the
+//! * [`propagate`](mod@propagate): the layer loop of a sampled (or sigma-point) propagation with the
 //!   "layer 1 once, tiled" trick, reparameterised samples (eq. 15 of Salimbeni & Deisenroth
 //!   2017) and the shared [`Propagated`] result;
 //! * [`predict`]: chunked parallel prediction into [`crate::predictive::Predictive`], chunk k
