@@ -261,6 +261,15 @@ impl Dspp {
         &self.config
     }
 
+    /// Whether training moves the inducing inputs Z (decided at construction by
+    /// [`DsppConfig::trains_inducing`] from the training set's size).
+    pub fn trains_inducing(&self) -> bool {
+        self.layers
+            .first()
+            .and_then(|l| l.blocks.first())
+            .is_some_and(|b| self.params.role(b.layer.z) == Role::Optimised)
+    }
+
     /// The layers, first to last.
     pub fn layers(&self) -> &[DsppLayer] {
         &self.layers

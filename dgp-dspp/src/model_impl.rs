@@ -119,12 +119,17 @@ impl Model for Dspp {
     fn describe(&self) -> String {
         let widths = self.config.widths(self.input_dim, self.output_dim);
         let extra = format!(
-            "{:?} S={} K={} beta={} q={:?}{}",
+            "{:?} S={} K={} beta={} q={:?} Z={}{}",
             self.config.rule,
             self.config.sites,
             self.num_components(),
             self.config.beta,
             self.config.q_cov,
+            if self.trains_inducing() {
+                "trained"
+            } else {
+                "fixed"
+            },
             if self.mixing.is_some() { " LMC" } else { "" }
         );
         let extra = match self
@@ -134,9 +139,14 @@ impl Model for Dspp {
         {
             // Issue 18: the record says how long the held-out early stopping let it run.
             Some((s, best)) => format!(
-                "{extra} ran={} kept_step={best} heldout_rows={}{}",
+                "{extra} ran={} kept_step={best} heldout_rows={}{}{}",
                 s.steps,
                 s.heldout_rows,
+                if self.config.refit_all_rows {
+                    " refit_all_rows"
+                } else {
+                    ""
+                },
                 if self.variance_scale == 1.0 {
                     String::new()
                 } else {

@@ -99,8 +99,16 @@ impl Model for Ppgpr {
     fn describe(&self) -> String {
         let c = self.0.config();
         format!(
-            "ppgpr M={} beta={} q={:?} {:?}",
-            c.num_inducing, c.beta, c.q_cov, c.kernel
+            "ppgpr M={} beta={} q={:?} {:?} Z={}",
+            c.num_inducing,
+            c.beta,
+            c.q_cov,
+            c.kernel,
+            if self.0.trains_inducing() {
+                "trained"
+            } else {
+                "fixed"
+            }
         )
     }
 

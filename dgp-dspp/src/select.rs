@@ -35,6 +35,10 @@ pub struct SelectionScore {
     /// Step whose parameters the candidate kept (held-out early stopping), if it ran.
     #[serde(default)]
     pub best_step: Option<usize>,
+    /// Whether the candidate trained its inducing inputs
+    /// ([`DsppConfig::trains_inducing`] on the rows it was fitted to).
+    #[serde(default)]
+    pub trains_inducing: bool,
 }
 
 /// Chooses β_reg (and the hidden width) by validation NLL.
@@ -70,10 +74,7 @@ pub fn select_beta(
             "select_beta: empty grid of betas or widths".into(),
         ));
     }
-    let all: Vec<usize> = (0..train.n()).collect();
-    let (fit_idx, val_idx) = validation_split(&all, VALIDATION_FRACTION, seed)?;
-    let fit_data = train.select_rows(&fit_idx)?;
-    let val_data = train.select_rows(&val_idx)?;
+    let (fit_data, val_data) = fit_and_validation_rows(train, seed)?;
     let widths: Vec<usize> = if base.layers == 1 {
         vec![base.hidden_width]
     } else {
@@ -83,40 +84,24 @@ pub fn select_beta(
     let mut last_err = None;
     for &w in &widths {
         for &b in betas {
+            // Candidates train without the refit on all rows (`refit_all_rows`): it would
+            // cost each one another kept-step run; the refit is for the final model.
             let cfg = DsppConfig {
                 beta: b,
                 hidden_width: w,
+                refit_all_rows: false,
                 ..base.clone()
             };
-            let outcome = Dspp::new(cfg, &fit_data).and_then(|mut m| {
-                m.fit(&fit_data, fit, &mut StopOnly(stop))?;
-                let run = m
-                    .fit_summary()
-                    .map_or((0, None), |s| (s.steps, s.best_step));
-                Ok((m.mean_log_density(&val_data)?, run))
-            });
-            if stop.should_stop() {
-                return Err(Error::Interrupted(format!(
+            let what = || {
+                format!(
                     "dspp β/width selection, during candidate {} of {} (β {b}, width {w})",
                     scores.len() + 1,
                     betas.len() * widths.len()
-                )));
-            }
-            let (val_nll, (steps, best_step)) = match outcome {
-                Ok((lp, run)) if lp.is_finite() => (-lp, run),
-                Ok((_, run)) => (f64::INFINITY, run),
-                Err(e) => {
-                    last_err = Some(e);
-                    (f64::INFINITY, (0, None))
-                }
+                )
             };
-            scores.push(SelectionScore {
-                beta: b,
-                width: w,
-                val_nll,
-                steps,
-                best_step,
-            });
+            let (score, err) = score_candidate(&cfg, &fit_data, &val_data, fit, stop, what)?;
+            last_err = err.or(last_err);
+            scores.push(score);
         }
     }
     let best = scores
@@ -128,4 +113,116 @@ pub fn select_beta(
         None => Err(last_err
             .unwrap_or_else(|| Error::Numerical("select_beta: every candidate failed".into()))),
     }
+}
+
+/// Trains `cfg` on `fit_data` (with `stop`'s stop request only) and scores it by its mean
+/// validation NLL; a candidate that fails scores `+∞` and hands back its error. Returns
+/// [`Error::Interrupted`], described by `what`, when `stop` asks.
+fn score_candidate(
+    cfg: &DsppConfig,
+    fit_data: &Dataset,
+    val_data: &Dataset,
+    fit: &FitConfig,
+    stop: &dyn FitObserver,
+    what: impl FnOnce() -> String,
+) -> Result<(SelectionScore, Option<Error>)> {
+    let outcome = Dspp::new(cfg.clone(), fit_data).and_then(|mut m| {
+        m.fit(fit_data, fit, &mut StopOnly(stop))?;
+        let run = m
+            .fit_summary()
+            .map_or((0, None), |s| (s.steps, s.best_step));
+        Ok((m.mean_log_density(val_data)?, run))
+    });
+    if stop.should_stop() {
+        return Err(Error::Interrupted(what()));
+    }
+    let (val_nll, (steps, best_step), err) = match outcome {
+        Ok((lp, run)) if lp.is_finite() => (-lp, run, None),
+        Ok((_, run)) => (f64::INFINITY, run, None),
+        Err(e) => (f64::INFINITY, (0, None), Some(e)),
+    };
+    let score = SelectionScore {
+        beta: cfg.beta,
+        width: cfg.hidden_width,
+        val_nll,
+        steps,
+        best_step,
+        trains_inducing: cfg.trains_inducing(fit_data.n()),
+    };
+    Ok((score, err))
+}
+
+/// Chooses between fixed and trained inducing inputs for a configuration whose β_reg and
+/// width are already chosen (issue 18).
+///
+/// `cfg` must keep Z fixed on `train` ([`DsppConfig::trains_inducing`] false: a training
+/// set of fewer than `train_inducing_min_ratio · M` rows). It is scored as
+/// [`select_beta`] scores its candidates — same validation rows for the same `seed`, same
+/// `fit` — once as given and once with `train_inducing_min_ratio = 0` (Z trained); `fixed`
+/// is the score of the first when [`select_beta`] already has it (it is then not trained
+/// again). Returns whether Z should be trained (only when that scores strictly better)
+/// and the scores compared, fixed first.
+///
+/// Why a choice: eq. (21) is not a bound, so trained Z add capacity to the parametric
+/// model. On small, nearly noise-free sets (energy) that capacity interpolates the
+/// training rows and fixing Z is far better; on small noisy ones (concrete) the capacity
+/// is needed (`results/dspp-small-data.md` §2, §7, §8). The row count alone does not tell
+/// them apart, the validation rows can. The comparison is made at the (β, W) chosen with
+/// Z fixed, one extra fit instead of a second β/width grid.
+///
+/// # Errors
+/// [`Error::Config`] when `cfg` trains Z on `train` or `train` is too small to split;
+/// [`Error::Interrupted`] when `stop` asks; the error of the candidate with trained Z
+/// when both candidates fail.
+pub fn select_inducing(
+    train: &Dataset,
+    cfg: &DsppConfig,
+    fixed: Option<&SelectionScore>,
+    fit: &FitConfig,
+    seed: u64,
+    stop: &dyn FitObserver,
+) -> Result<(bool, Vec<SelectionScore>)> {
+    if cfg.trains_inducing(train.n()) {
+        return Err(Error::Config(format!(
+            "select_inducing: the configuration already trains Z on {} rows",
+            train.n()
+        )));
+    }
+    let (fit_data, val_data) = fit_and_validation_rows(train, seed)?;
+    let what = |z: &'static str| {
+        move || format!("dspp inducing-input selection, during the candidate with Z {z}")
+    };
+    let fixed = match fixed {
+        Some(s) if s.beta == cfg.beta && s.width == cfg.hidden_width && !s.trains_inducing => {
+            s.clone()
+        }
+        _ => score_candidate(cfg, &fit_data, &val_data, fit, stop, what("fixed"))?.0,
+    };
+    let trained_cfg = DsppConfig {
+        train_inducing_min_ratio: 0.0,
+        ..cfg.clone()
+    };
+    let (trained, err) = score_candidate(
+        &trained_cfg,
+        &fit_data,
+        &val_data,
+        fit,
+        stop,
+        what("trained"),
+    )?;
+    if !fixed.val_nll.is_finite() && !trained.val_nll.is_finite() {
+        return Err(err.unwrap_or_else(|| {
+            Error::Numerical("select_inducing: both candidates failed".into())
+        }));
+    }
+    let train_z = trained.val_nll < fixed.val_nll;
+    Ok((train_z, vec![fixed, trained]))
+}
+
+/// The rows the candidates are fitted to and the validation rows (`VALIDATION_FRACTION`
+/// of `train`, drawn with `seed`).
+fn fit_and_validation_rows(train: &Dataset, seed: u64) -> Result<(Dataset, Dataset)> {
+    let all: Vec<usize> = (0..train.n()).collect();
+    let (fit_idx, val_idx) = validation_split(&all, VALIDATION_FRACTION, seed)?;
+    Ok((train.select_rows(&fit_idx)?, train.select_rows(&val_idx)?))
 }

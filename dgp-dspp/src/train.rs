@@ -167,8 +167,11 @@ pub(crate) fn fit(
         ..cfg.clone()
     };
     let adam = model.adam_config(cfg.learning_rate, steps);
+    let refit = model.config().refit_all_rows && val.is_some();
+    let start = refit.then(|| model.clone());
     let mut progress = Progress::new(observer);
-    let mut executor = Executor::new(AdamStepper::new(adam), &main_cfg).observe(&mut progress);
+    let mut executor =
+        Executor::new(AdamStepper::new(adam.clone()), &main_cfg).observe(&mut progress);
     let (mut report, summary) = match (val, es.as_ref()) {
         (Some(v), Some(e)) => {
             let mut stop = HeldOutStopping::new(e, v.n(), |m: &Dspp| heldout_nll(m, v));
@@ -185,13 +188,44 @@ pub(crate) fn fit(
         }
     };
     report.seconds += seconds;
+    if let (Some(start), Some(kept)) = (start, summary.best_step) {
+        let more = refit_all_rows(model, start, data, cfg, adam, kept, observer)?;
+        report.seconds += more.seconds;
+        report.steps += more.steps;
+    }
     if val.is_some() {
         report.held_out = Some(summary.clone());
     }
     model.set_fit_summary(summary);
-    if let Some(v) = val {
+    if let (Some(v), false) = (val, refit) {
         calibrate(model, v)?;
     }
+    Ok(report)
+}
+
+/// [`DsppConfig::refit_all_rows`]: replaces `model` by `start` (the parameters the main
+/// loop started from) trained on every row of `data` for the `kept` steps the held-out
+/// rule chose, with the same learning-rate schedule (`adam`) and minibatch seed.
+///
+/// [`DsppConfig::refit_all_rows`]: crate::DsppConfig::refit_all_rows
+fn refit_all_rows(
+    model: &mut Dspp,
+    mut start: Dspp,
+    data: &Dataset,
+    cfg: &FitConfig,
+    adam: AdamConfig,
+    kept: usize,
+    observer: &mut dyn FitObserver,
+) -> Result<FitReport> {
+    let refit_cfg = FitConfig {
+        steps: kept,
+        ..cfg.clone()
+    };
+    let mut progress = Progress::new(observer);
+    let report = Executor::new(AdamStepper::new(adam), &refit_cfg)
+        .observe(&mut progress)
+        .run(&mut start, data)?;
+    *model = start;
     Ok(report)
 }
 

@@ -172,3 +172,183 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
     let old = Dspp::from_json(&v.to_string()).unwrap();
     assert_eq!(old.variance_scale(), 1.0);
 }
+
+#[test]
+fn select_inducing_compares_fixed_against_trained_z_on_the_validation_rows() {
+    let data = toy_regression(80, 2, 1.0, 7);
+    // 80 rows, M = 6, ratio 16: Z fixed on the whole set and on the candidates' rows.
+    let cfg = small_cfg();
+    assert!(!cfg.trains_inducing(data.n()));
+    let fit = fit_cfg();
+    let (train_z, scores) = dgp_dspp::select_inducing(&data, &cfg, None, &fit, 4, &Silent).unwrap();
+    assert_eq!(scores.len(), 2);
+    assert!(!scores[0].trains_inducing && scores[1].trains_inducing);
+    assert!(scores.iter().all(|s| s.val_nll.is_finite()));
+    assert!(
+        scores
+            .iter()
+            .all(|s| (s.beta, s.width) == (cfg.beta, cfg.hidden_width))
+    );
+    assert_eq!(train_z, scores[1].val_nll < scores[0].val_nll);
+    // The fixed candidate is the one select_beta scores for the same (β, W) and seed: its
+    // score is reused, not trained again, and the outcome is the same.
+    let (_, _, grid) = dgp_dspp::select_beta(
+        &data,
+        &cfg,
+        &[cfg.beta],
+        &[cfg.hidden_width],
+        &fit,
+        4,
+        &Silent,
+    )
+    .unwrap();
+    assert_eq!(grid[0], scores[0]);
+    let reused = dgp_dspp::select_inducing(&data, &cfg, Some(&grid[0]), &fit, 4, &Silent).unwrap();
+    assert_eq!(reused, (train_z, scores.clone()));
+    // A score of another candidate is not taken for the fixed one.
+    let other = dgp_dspp::SelectionScore {
+        beta: 1.0,
+        val_nll: -1e9,
+        ..grid[0].clone()
+    };
+    let again = dgp_dspp::select_inducing(&data, &cfg, Some(&other), &fit, 4, &Silent).unwrap();
+    assert_eq!(again, (train_z, scores));
+    // A configuration that already trains Z is refused.
+    let trains = DsppConfig {
+        train_inducing_min_ratio: 0.0,
+        ..small_cfg()
+    };
+    assert!(dgp_dspp::select_inducing(&data, &trains, None, &fit, 4, &Silent).is_err());
+}
+
+#[test]
+fn the_tuned_backend_offers_the_choice_of_z_only_where_the_size_rule_fixes_it() {
+    use dgp_traits::backend::{CommonSettings, ConfigBackend, Settings};
+    let data = toy_regression(80, 2, 1.0, 7);
+    let common = CommonSettings {
+        layers: 2,
+        num_inducing: 6,
+        hidden_width: Some(2),
+        train_samples: 4,
+        predict_samples: 4,
+        seed: 4,
+        tune: true,
+    };
+    let fit = fit_cfg();
+    let mut settings = Settings::new();
+    settings.insert("beta".into(), serde_json::Value::from(0.05));
+    let base = dgp_dspp::DSPP_BACKEND.config(&common, &settings).unwrap();
+    // β and W given: the only choice left is Z's, and it is the one select_inducing makes.
+    let tuned = dgp_dspp::DSPP_BACKEND
+        .tuned_config(base.clone(), &common, &settings, &fit, &data, &Silent)
+        .unwrap();
+    let (train_z, _) =
+        dgp_dspp::select_inducing(&data, &base, None, &fit, common.seed, &Silent).unwrap();
+    assert_eq!(tuned.trains_inducing(data.n()), train_z);
+    assert_eq!((tuned.beta, tuned.hidden_width), (0.05, 2));
+    // train_inducing_min_ratio given, or no tuning, or a set large enough to train Z: no
+    // choice, the configuration is returned as it is.
+    let mut given = settings.clone();
+    given.insert(
+        "train_inducing_min_ratio".into(),
+        serde_json::Value::from(16.0),
+    );
+    let kept = dgp_dspp::DSPP_BACKEND.config(&common, &given).unwrap();
+    let out = dgp_dspp::DSPP_BACKEND
+        .tuned_config(kept.clone(), &common, &given, &fit, &data, &Silent)
+        .unwrap();
+    assert_eq!(*out, *kept);
+    let untuned = CommonSettings {
+        tune: false,
+        ..common.clone()
+    };
+    let out = dgp_dspp::DSPP_BACKEND
+        .tuned_config(base.clone(), &untuned, &settings, &fit, &data, &Silent)
+        .unwrap();
+    assert_eq!(*out, *base);
+    let big = CommonSettings {
+        num_inducing: 4,
+        ..common
+    };
+    let base = dgp_dspp::DSPP_BACKEND.config(&big, &settings).unwrap();
+    let large = toy_regression(70, 2, 1.0, 7);
+    assert!(base.trains_inducing(large.n()));
+    let out = dgp_dspp::DSPP_BACKEND
+        .tuned_config(base.clone(), &big, &settings, &fit, &large, &Silent)
+        .unwrap();
+    assert_eq!(*out, *base);
+}
+
+#[test]
+fn the_model_description_says_whether_z_is_trained() {
+    let data = toy_regression(60, 2, 1.0, 5);
+    for (ratio, word) in [(11.0, "Z=fixed"), (0.0, "Z=trained")] {
+        let cfg = DsppConfig {
+            train_inducing_min_ratio: ratio,
+            ..small_cfg()
+        };
+        let dspp = Dspp::new(cfg.clone(), &data).unwrap();
+        assert!(dspp.describe().contains(word), "{}", dspp.describe());
+        let ppgpr = dgp_dspp::Ppgpr::new(cfg, &data).unwrap();
+        assert!(ppgpr.describe().contains(word), "{}", ppgpr.describe());
+    }
+}
+
+#[test]
+fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
+    let data = toy_regression(80, 2, 1.0, 9);
+    let cfg = DsppConfig {
+        refit_all_rows: true,
+        // A constant learning rate: the refit's schedule is the main loop's, and without
+        // drops the plain fit below has the same one for any number of steps.
+        lr_drops: dgp_dspp::LrDrops {
+            milestones: vec![],
+            factor: 1.0,
+        },
+        ..small_cfg()
+    };
+    let fit = FitConfig {
+        steps: 300,
+        ..fit_cfg()
+    };
+    let mut refit = Dspp::new(cfg.clone(), &data).unwrap();
+    let report = refit.fit(&data, &fit, &mut Silent).unwrap();
+    let summary = refit.fit_summary().unwrap().clone();
+    let kept = summary.best_step.unwrap();
+    assert!(kept > 0 && kept < summary.steps, "{summary:?}");
+    assert_eq!(report.steps, summary.steps + kept);
+    assert!(refit.describe().contains("refit_all_rows"));
+    // The same start, trained on all 80 rows for `kept` steps without held-out rows.
+    let mut plain = Dspp::new(
+        DsppConfig {
+            refit_all_rows: false,
+            early_stopping: None,
+            ..cfg.clone()
+        },
+        &data,
+    )
+    .unwrap();
+    let plain_fit = FitConfig { steps: kept, ..fit };
+    plain.fit(&data, &plain_fit, &mut Silent).unwrap();
+    assert_eq!(refit.params().flat(), plain.params().flat());
+    // Without held-out rows (early stopping off) there is nothing to refit.
+    let mut off = Dspp::new(
+        DsppConfig {
+            early_stopping: None,
+            ..cfg
+        },
+        &data,
+    )
+    .unwrap();
+    let r = off
+        .fit(
+            &data,
+            &FitConfig {
+                steps: 30,
+                ..fit_cfg()
+            },
+            &mut Silent,
+        )
+        .unwrap();
+    assert_eq!(r.steps, 30);
+}
