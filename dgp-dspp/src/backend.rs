@@ -9,9 +9,7 @@
 //!
 //! With `tune` set, β_reg (unless `beta` is given) and, for two or more layers, the hidden
 //! width (unless given) are chosen by [`select_beta`] on a validation part of the training
-//! data, as the paper does (App. A.2); on training sets where the inducing inputs would
-//! stay fixed, [`select_inducing`] then lets the same validation rows choose between
-//! fixed and trained Z (unless `train_inducing_min_ratio` is given).
+//! data, as the paper does (App. A.2).
 
 use std::str::FromStr;
 
@@ -26,7 +24,6 @@ use serde_json::Value;
 
 use crate::{
     Dspp, DsppConfig, PAPER_BETAS, PAPER_WIDTHS, Ppgpr, QCov, Rule, SiteInit, select_beta,
-    select_inducing,
 };
 
 impl Validate for DsppConfig {
@@ -88,14 +85,11 @@ pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
 impl DsppBackend {
     /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
     /// width) chosen by [`select_beta`] on a validation part of `train` when
-    /// `common.tune` is set and they are not given; then, where the configuration would
-    /// keep the inducing inputs fixed on `train` and `train_inducing_min_ratio` is not
-    /// given, [`select_inducing`] compares fixed against trained Z at the chosen (β, W) on
-    /// the same validation rows. The search ends when `stop` asks
+    /// `common.tune` is set and they are not given; the search ends when `stop` asks
     /// ([`dgp_traits::model::FitObserver::should_stop`]).
     ///
     /// # Errors
-    /// As [`ConfigBackend::config`], [`select_beta`] and [`select_inducing`].
+    /// As [`ConfigBackend::config`] and [`select_beta`].
     pub fn tuned_config(
         &self,
         base: Checked<DsppConfig>,
@@ -114,34 +108,15 @@ impl DsppBackend {
             Some(w) => vec![w],
             None => PAPER_WIDTHS.to_vec(),
         };
-        // Issue 18: where the size rule would keep Z fixed, the validation rows decide.
-        let choose_z = common.tune
-            && !settings.contains_key("train_inducing_min_ratio")
-            && !base.trains_inducing(train.n());
-        let grid = betas.len() > 1 || (widths.len() > 1 && common.layers > 1);
-        if !common.tune || !(grid || choose_z) {
+        if !common.tune || (betas.len() == 1 && (widths.len() == 1 || common.layers == 1)) {
             return Ok(base);
         }
-        let (beta, width, scores) = if grid {
-            select_beta(train, &base, &betas, &widths, fit, common.seed, stop)?
-        } else {
-            (base.beta, base.hidden_width, Vec::new())
-        };
-        let mut cfg = DsppConfig {
+        let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed, stop)?;
+        Checked::new(DsppConfig {
             beta,
             hidden_width: width,
             ..base.into_inner()
-        };
-        if choose_z {
-            let fixed = scores
-                .iter()
-                .find(|s| s.beta == beta && s.width == width && !s.trains_inducing);
-            let (train_z, _) = select_inducing(train, &cfg, fixed, fit, common.seed, stop)?;
-            if train_z {
-                cfg.train_inducing_min_ratio = 0.0;
-            }
-        }
-        Checked::new(cfg)
+        })
     }
 }
 

@@ -67,9 +67,7 @@ pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rul
 pub use dgp_traits;
 pub use model::{Dspp, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
 pub use ppgpr::Ppgpr;
-pub use select::{
-    PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta, select_inducing,
-};
+pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
 pub use train::{EarlyStopping, FitSummary};
 
 /// Everything needed to build, train and evaluate a model.

@@ -35,10 +35,6 @@ pub struct SelectionScore {
     /// Step whose parameters the candidate kept (held-out early stopping), if it ran.
     #[serde(default)]
     pub best_step: Option<usize>,
-    /// Whether the candidate trained its inducing inputs
-    /// ([`DsppConfig::trains_inducing`] on the rows it was fitted to).
-    #[serde(default)]
-    pub trains_inducing: bool,
 }
 
 /// Chooses β_reg (and the hidden width) by validation NLL.
@@ -147,76 +143,8 @@ fn score_candidate(
         val_nll,
         steps,
         best_step,
-        trains_inducing: cfg.trains_inducing(fit_data.n()),
     };
     Ok((score, err))
-}
-
-/// Chooses between fixed and trained inducing inputs for a configuration whose β_reg and
-/// width are already chosen (issue 18).
-///
-/// `cfg` must keep Z fixed on `train` ([`DsppConfig::trains_inducing`] false: a training
-/// set of fewer than `train_inducing_min_ratio · M` rows). It is scored as
-/// [`select_beta`] scores its candidates — same validation rows for the same `seed`, same
-/// `fit` — once as given and once with `train_inducing_min_ratio = 0` (Z trained); `fixed`
-/// is the score of the first when [`select_beta`] already has it (it is then not trained
-/// again). Returns whether Z should be trained (only when that scores strictly better)
-/// and the scores compared, fixed first.
-///
-/// Why a choice: eq. (21) is not a bound, so trained Z add capacity to the parametric
-/// model. On small, nearly noise-free sets (energy) that capacity interpolates the
-/// training rows and fixing Z is far better; on small noisy ones (concrete) the capacity
-/// is needed (`results/dspp-small-data.md` §2, §7, §8). The row count alone does not tell
-/// them apart, the validation rows can. The comparison is made at the (β, W) chosen with
-/// Z fixed, one extra fit instead of a second β/width grid.
-///
-/// # Errors
-/// [`Error::Config`] when `cfg` trains Z on `train` or `train` is too small to split;
-/// [`Error::Interrupted`] when `stop` asks; the error of the candidate with trained Z
-/// when both candidates fail.
-pub fn select_inducing(
-    train: &Dataset,
-    cfg: &DsppConfig,
-    fixed: Option<&SelectionScore>,
-    fit: &FitConfig,
-    seed: u64,
-    stop: &dyn FitObserver,
-) -> Result<(bool, Vec<SelectionScore>)> {
-    if cfg.trains_inducing(train.n()) {
-        return Err(Error::Config(format!(
-            "select_inducing: the configuration already trains Z on {} rows",
-            train.n()
-        )));
-    }
-    let (fit_data, val_data) = fit_and_validation_rows(train, seed)?;
-    let what = |z: &'static str| {
-        move || format!("dspp inducing-input selection, during the candidate with Z {z}")
-    };
-    let fixed = match fixed {
-        Some(s) if s.beta == cfg.beta && s.width == cfg.hidden_width && !s.trains_inducing => {
-            s.clone()
-        }
-        _ => score_candidate(cfg, &fit_data, &val_data, fit, stop, what("fixed"))?.0,
-    };
-    let trained_cfg = DsppConfig {
-        train_inducing_min_ratio: 0.0,
-        ..cfg.clone()
-    };
-    let (trained, err) = score_candidate(
-        &trained_cfg,
-        &fit_data,
-        &val_data,
-        fit,
-        stop,
-        what("trained"),
-    )?;
-    if !fixed.val_nll.is_finite() && !trained.val_nll.is_finite() {
-        return Err(err.unwrap_or_else(|| {
-            Error::Numerical("select_inducing: both candidates failed".into())
-        }));
-    }
-    let train_z = trained.val_nll < fixed.val_nll;
-    Ok((train_z, vec![fixed, trained]))
 }
 
 /// The rows the candidates are fitted to and the validation rows (`VALIDATION_FRACTION`
