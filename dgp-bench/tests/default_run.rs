@@ -30,11 +30,19 @@ fn default_job_with_tiny_models_writes_every_file() {
     assert_eq!(out.records.len(), 2 * models);
     assert_eq!(seen, out.records.len());
     assert_eq!(out.summary.len(), 2 * models);
-    assert!(
-        out.records
-            .iter()
-            .all(|r| r.nll.is_finite() && r.steps == 20)
-    );
+    assert!(out.records.iter().all(|r| r.nll.is_finite()));
+    // Every model runs its 20 steps; dspp and ppgpr then refit on every row for the
+    // steps their held-out rule kept (at most 20).
+    for r in &out.records {
+        let refits = matches!(r.backend.as_str(), "dspp" | "ppgpr");
+        assert!(
+            r.steps == 20 || (refits && r.steps <= 40),
+            "{} {}: {} steps",
+            r.backend,
+            r.layers,
+            r.steps
+        );
+    }
     let step_test: Vec<usize> = out
         .records
         .iter()

@@ -142,7 +142,7 @@ impl Model for Dspp {
                 "{extra} ran={} kept_step={best} heldout_rows={}{}{}",
                 s.steps,
                 s.heldout_rows,
-                if self.config.refit_all_rows {
+                if self.config.refit_all_rows && !self.config.calibrate_variance {
                     " refit_all_rows"
                 } else {
                     ""

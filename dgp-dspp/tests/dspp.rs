@@ -1092,6 +1092,8 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
             patience: 0,
             ..Default::default()
         }),
+        // The kept checkpoint itself, not its refit on every row.
+        refit_all_rows: false,
         ..Default::default()
     };
     let fit = FitConfig {

@@ -86,6 +86,9 @@ fn calibration_scales_every_variance_by_the_held_out_optimum() {
         let cfg = DsppConfig {
             calibrate_variance: calibrate,
             early_stopping: Some(es.clone()),
+            // The calibration turns the refit off; without it here too, both models
+            // have the same parameters.
+            refit_all_rows: false,
             ..small_cfg()
         };
         let mut m = Dspp::new(cfg, &data).unwrap();
@@ -222,9 +225,24 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         &data,
     )
     .unwrap();
-    let plain_fit = FitConfig { steps: kept, ..fit };
+    let plain_fit = FitConfig {
+        steps: kept,
+        ..fit.clone()
+    };
     plain.fit(&data, &plain_fit, &mut Silent).unwrap();
     assert_eq!(refit.params().flat(), plain.params().flat());
+    // With the variance calibration on, the held-out rows stay unseen: no refit.
+    let mut calibrated = Dspp::new(
+        DsppConfig {
+            calibrate_variance: true,
+            ..cfg.clone()
+        },
+        &data,
+    )
+    .unwrap();
+    let r = calibrated.fit(&data, &fit, &mut Silent).unwrap();
+    assert_eq!(r.steps, calibrated.fit_summary().unwrap().steps);
+    assert!(!calibrated.describe().contains("refit_all_rows"));
     // Without held-out rows (early stopping off) there is nothing to refit.
     let mut off = Dspp::new(
         DsppConfig {
