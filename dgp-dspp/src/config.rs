@@ -202,9 +202,11 @@ pub struct DsppConfig {
     /// included), for k steps with the same learning-rate schedule, and keep that model.
     /// The held-out rows (2/17 of the data by default) then inform the fit too. Default
     /// on: on small sets it lowered test NLL under every setting measured (energy,
-    /// boston, concrete; `results/dspp-small-data.md` §8). Costs k more steps (on
-    /// protein ≈ 80 % more training time). Not done when `calibrate_variance` is on,
-    /// which needs the held-out rows unseen, or without held-out early stopping.
+    /// boston, concrete; `results/dspp-small-data.md` §8); costs k more steps. Done
+    /// only with full-batch training (batch ≥ training rows; with minibatches, k steps
+    /// on more rows are fewer passes over them, and on kin8nm it was worse), and not when
+    /// `calibrate_variance` is on (it needs the held-out rows unseen) or without
+    /// held-out early stopping.
     pub refit_all_rows: bool,
     /// Lloyd iterations of the k-means initialisation of the first layer's Z.
     pub kmeans_iters: usize,

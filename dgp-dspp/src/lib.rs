@@ -27,7 +27,9 @@
 //! DSPP is on small data (held-out early stopping and the validation choice of β_reg
 //! prevent it; [`PAPER_BETAS`], [`select_beta`]). On training sets of fewer than 16·M
 //! rows the inducing inputs stay at their initial values
-//! ([`DsppConfig::train_inducing_min_ratio`]); `results/dspp-small-data.md` has the
+//! ([`DsppConfig::train_inducing_min_ratio`]), and with full batches the model is trained
+//! again on every training row for the steps the held-out rule kept
+//! ([`DsppConfig::refit_all_rows`]); `results/dspp-small-data.md` has the
 //! measurements of the tuned default on energy and boston against dgp-svi's DGP2.
 //!
 //! ```

@@ -56,6 +56,10 @@ pub struct Dspp {
     /// [`DsppConfig::calibrate_variance`] fitted it on held-out rows).
     #[serde(default = "unit_scale")]
     pub(crate) variance_scale: f64,
+    /// Steps of the last fit's refit on every row ([`DsppConfig::refit_all_rows`]); 0
+    /// when it did not refit.
+    #[serde(default)]
+    pub(crate) refit_steps: usize,
 }
 
 fn unit_scale() -> f64 {
@@ -232,6 +236,7 @@ impl Dspp {
             output_dim: p,
             fit_summary: None,
             variance_scale: 1.0,
+            refit_steps: 0,
         })
     }
 

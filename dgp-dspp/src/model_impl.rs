@@ -142,10 +142,10 @@ impl Model for Dspp {
                 "{extra} ran={} kept_step={best} heldout_rows={}{}{}",
                 s.steps,
                 s.heldout_rows,
-                if self.config.refit_all_rows && !self.config.calibrate_variance {
-                    " refit_all_rows"
+                if self.refit_steps > 0 {
+                    format!(" refit_all_rows={}", self.refit_steps)
                 } else {
-                    ""
+                    String::new()
                 },
                 if self.variance_scale == 1.0 {
                     String::new()

@@ -214,7 +214,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     let kept = summary.best_step.unwrap();
     assert!(kept > 0 && kept < summary.steps, "{summary:?}");
     assert_eq!(report.steps, summary.steps + kept);
-    assert!(refit.describe().contains("refit_all_rows"));
+    assert!(refit.describe().contains(&format!("refit_all_rows={kept}")));
     // The same start, trained on all 80 rows for `kept` steps without held-out rows.
     let mut plain = Dspp::new(
         DsppConfig {
@@ -231,6 +231,20 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     };
     plain.fit(&data, &plain_fit, &mut Silent).unwrap();
     assert_eq!(refit.params().flat(), plain.params().flat());
+    // With minibatches, k steps on more rows are fewer passes over them: no refit.
+    let mut mini = Dspp::new(cfg.clone(), &data).unwrap();
+    let r = mini
+        .fit(
+            &data,
+            &FitConfig {
+                batch_size: 32,
+                ..fit.clone()
+            },
+            &mut Silent,
+        )
+        .unwrap();
+    assert_eq!(r.steps, mini.fit_summary().unwrap().steps);
+    assert!(!mini.describe().contains("refit_all_rows"));
     // With the variance calibration on, the held-out rows stay unseen: no refit.
     let mut calibrated = Dspp::new(
         DsppConfig {
