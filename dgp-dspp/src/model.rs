@@ -347,7 +347,7 @@ impl Dspp {
                     &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
-            &["fit_summary"],
+            &["fit_summary", "refit_steps"],
         )
     }
 
