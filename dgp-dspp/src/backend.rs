@@ -14,7 +14,8 @@
 use std::str::FromStr;
 
 use dgp_traits::backend::{
-    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
@@ -131,6 +132,20 @@ impl ConfigBackend for DsppBackend {
         "deep sigma point processes, learned quadrature (Jankowiak, Pleiss & Gardner 2020)"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: true,
+            resumable: false,
+            selects_on_validation: true,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian, LikelihoodFamily::Bernoulli],
+            samples_in_prediction: "quadrature sites S (QR3: S mixture components; QR1/QR2: S^W), in training and prediction",
+            samples_in_training: "quadrature sites S, as in prediction",
+            samples_are_components: true,
+        }
+    }
+
     fn schema(&self) -> &ConfigSchema<'static> {
         &SCHEMA
     }
@@ -185,6 +200,20 @@ impl ConfigBackend for PpgprBackend {
 
     fn description(&self) -> &'static str {
         "parametric predictive GP regression, the one-layer DSPP (Jankowiak et al. 2020, eq. 16)"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: true,
+            resumable: false,
+            selects_on_validation: true,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian, LikelihoodFamily::Bernoulli],
+            samples_in_prediction: "ignored: the predictive is one Gaussian",
+            samples_in_training: "ignored",
+            samples_are_components: true,
+        }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

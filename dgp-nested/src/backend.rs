@@ -5,7 +5,8 @@
 //! `num_inducing`, `hidden_width` and `init_seed`.
 
 use dgp_traits::backend::{
-    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate, describe_generic,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training, Validate, describe_generic,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -47,6 +48,22 @@ impl ConfigBackend for NestedBackend {
 
     fn description(&self) -> &'static str {
         "nested variational compression with psi-statistics (Hensman & Lawrence 2014)"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The default optimiser (Adam on minibatches); `optimiser: lbfgs` trains full
+        // batch and refuses early stopping and checkpoints at fit time.
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: true,
+            resumable: true,
+            selects_on_validation: false,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian],
+            samples_in_prediction: "ignored: the default prediction is one moment-matched Gaussian per point (NestedConfig::predict)",
+            samples_in_training: "ignored: moments are propagated deterministically",
+            samples_are_components: false,
+        }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

@@ -7,7 +7,10 @@
 //! backend's name.
 
 use crate::{Family, StructuredConfig, StructuredDgp};
-use dgp_traits::backend::{Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings};
+use dgp_traits::backend::{
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training,
+};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitObserver, Model};
@@ -85,6 +88,20 @@ impl ConfigBackend for StructuredBackend {
             Family::MeanField => {
                 "mean-field DSVI in the structured crate, block-diagonal q, star's defaults (Lindinger et al. 2020 baseline)"
             }
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: true,
+            resumable: true,
+            selects_on_validation: false,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian],
+            samples_in_prediction: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
+            samples_in_training: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
+            samples_are_components: false,
         }
     }
 

@@ -5,7 +5,8 @@
 //! `num_inducing`, `hidden_width`, `train_samples` and `init_seed`.
 
 use dgp_traits::backend::{
-    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate, describe_generic,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training, Validate, describe_generic,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -56,6 +57,20 @@ impl ConfigBackend for SviBackend {
 
     fn description(&self) -> &'static str {
         "doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: true,
+            resumable: true,
+            selects_on_validation: false,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian, LikelihoodFamily::Bernoulli],
+            samples_in_prediction: "Monte Carlo samples of the hidden layers = predictive mixture components (eq. 18; L = 1 gives one Gaussian)",
+            samples_in_training: "Monte Carlo samples per data point in the ELBO (SviConfig::train_samples, eq. 17)",
+            samples_are_components: false,
+        }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

@@ -94,6 +94,67 @@ impl<C> Deref for Checked<C> {
     }
 }
 
+/// How a backend's `fit` visits the training rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Training {
+    /// Stochastic steps on minibatches drawn by the core executor (the batch may be every
+    /// row when the data are small).
+    Minibatch,
+    /// Every step sees every row (L-BFGS, a full-batch sampler): the data must be in memory.
+    FullBatch,
+}
+
+/// A family of likelihoods of the last layer, as a backend declares what it can train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LikelihoodFamily {
+    /// Gaussian noise on real-valued targets (regression).
+    Gaussian,
+    /// Two classes (probit or logit link).
+    Bernoulli,
+    /// K ≥ 2 classes with K latent functions (softmax or robust-max).
+    Multiclass,
+}
+
+/// What a backend can do, declared by the backend itself so that a harness never infers
+/// behaviour from a backend's name. Every field describes the backend's own `fit` and
+/// `build` with any configuration it accepts, unless the field says otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Minibatch or full-batch training.
+    pub training: Training,
+    /// `fit` honours [`FitConfig::early_stopping`] (held-out early stopping).
+    pub held_out_early_stopping: bool,
+    /// A run checkpointed through the caller's [`FitObserver`] continues bit for bit after
+    /// a restart (the whole fit is one executor run whose stepper and observers save
+    /// their state).
+    pub resumable: bool,
+    /// `build` chooses hyper-parameters on validation rows held out of the training data
+    /// when [`CommonSettings::tune`] is set (and the choice is not fixed by settings).
+    pub selects_on_validation: bool,
+    /// `fit` can train from a [`crate::data::RowSource`] that does not hold the rows in
+    /// memory ([`crate::model::Model::fit_rows`]).
+    pub streams: bool,
+    /// The likelihood families the backend trains with.
+    pub likelihoods: &'static [LikelihoodFamily],
+    /// What [`CommonSettings::predict_samples`] means when predicting.
+    pub samples_in_prediction: &'static str,
+    /// What the sample count of a timed training step means (`train_samples`, or the
+    /// model's own component count).
+    pub samples_in_training: &'static str,
+    /// The sample count sets the number of mixture components OF THE MODEL (dspp's
+    /// quadrature sites), used in training and prediction alike.
+    pub samples_are_components: bool,
+}
+
+impl Capabilities {
+    /// Whether the backend trains with likelihoods of `family`.
+    pub fn supports(&self, family: LikelihoodFamily) -> bool {
+        self.likelihoods.contains(&family)
+    }
+}
+
 /// An inference backend as a harness sees it.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Name used on the command line and in reports.
@@ -101,6 +162,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// One-line description (paper and method).
     fn description(&self) -> &'static str;
+
+    /// What the backend can do ([`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
 
     /// The keys [`Settings`] may hold (top-level fields of the backend's configuration that
     /// the common settings do not set), sorted.
@@ -152,6 +216,9 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
 
     /// One-line description (paper and method).
     fn description(&self) -> &'static str;
+
+    /// As [`Backend::capabilities`].
+    fn capabilities(&self) -> Capabilities;
 
     /// Which fields the common settings own, and the nested sections.
     fn schema(&self) -> &ConfigSchema<'static>;
@@ -222,6 +289,10 @@ impl<T: ConfigBackend> Backend for T {
 
     fn description(&self) -> &'static str {
         ConfigBackend::description(self)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        ConfigBackend::capabilities(self)
     }
 
     fn allowed_keys(&self) -> Vec<String> {

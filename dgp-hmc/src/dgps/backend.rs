@@ -5,7 +5,8 @@
 //! `hidden_width`, `samples` (the K fixed sample paths: `train_samples`) and `init_seed`.
 
 use dgp_traits::backend::{
-    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -47,6 +48,20 @@ impl ConfigBackend for DgpsBackend {
 
     fn description(&self) -> &'static str {
         "DGPS: point-estimate pseudo data per unit, K fixed sample paths, L-BFGS with restarts (Vafa 2016)"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::FullBatch,
+            held_out_early_stopping: false,
+            resumable: false,
+            selects_on_validation: false,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian],
+            samples_in_prediction: "fresh sample paths of the hidden layers = predictive mixture components (thesis §4.3.7: 100; L = 1 gives one Gaussian)",
+            samples_in_training: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",
+            samples_are_components: false,
+        }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

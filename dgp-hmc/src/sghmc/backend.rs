@@ -7,7 +7,8 @@
 //! one component per kept sample).
 
 use dgp_traits::backend::{
-    Checked, CommonSettings, ConfigBackend, ConfigSchema, Settings, Validate,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
+    Training, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -51,6 +52,20 @@ impl ConfigBackend for SghmcBackend {
 
     fn description(&self) -> &'static str {
         "adaptive SGHMC over whitened inducing outputs with moving-window MCEM (Havasi et al. 2018)"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            training: Training::Minibatch,
+            held_out_early_stopping: false,
+            resumable: false,
+            selects_on_validation: false,
+            streams: false,
+            likelihoods: &[LikelihoodFamily::Gaussian],
+            samples_in_prediction: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
+            samples_in_training: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
+            samples_are_components: false,
+        }
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

@@ -14,6 +14,8 @@
 //!   early-stopping holdout drawn with replacement ([`holdout_with_replacement`]).
 //! * [`Minibatches`] — a seeded stream of shuffled index batches, and [`gather_rows_into`] to
 //!   copy the rows of a batch into preallocated buffers.
+//! * [`RowSource`] — rows read by index, the contract between the minibatch loop and where
+//!   the rows live (the in-memory [`Dataset`] is one source; out-of-core stores are others).
 //! * [`kmeans`] — k-means++ seeding followed by Lloyd iterations, for inducing inputs.
 //! * [`serde_mat`] — (de)serialisation of `faer::Mat<f64>` as `(nrows, ncols, data)`, for
 //!   any struct of the workspace that stores matrices (checkpoints, [`crate::predictive`]).
@@ -23,6 +25,7 @@ mod csv_file;
 mod dataset;
 mod kmeans;
 pub mod serde_mat;
+mod source;
 mod splits;
 mod standardize;
 mod uci;
@@ -31,6 +34,7 @@ pub use batches::{Minibatches, gather_rows_into};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
+pub use source::{RowSource, check_gather};
 pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,

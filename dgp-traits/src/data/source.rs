@@ -1,0 +1,163 @@
+//! Where a minibatch loop reads its rows from: the [`RowSource`] contract.
+//!
+//! The training executor ([`crate::train::Executor`]) draws minibatch *indices* from a
+//! seeded [`crate::data::Minibatches`] stream that depends only on the number of rows, the
+//! batch size and the seed, and then asks a [`RowSource`] for those rows. The in-memory
+//! [`Dataset`] is one source; out-of-core stores (a memory-mapped row file, for example)
+//! are others. Because the indices never depend on the source, the same seed gives the
+//! same minibatches — and, with a source that returns the same numbers, the same run bit
+//! for bit — whether the rows come from memory or from a file.
+
+use faer::MatMut;
+
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+
+/// Rows of a supervised data set that can be read by index: inputs (N×D) and targets
+/// (N×P), in the units the model trains in.
+///
+/// Contract:
+/// * [`RowSource::gather`] copies rows `idx` (in that order, repeats allowed) into the
+///   first `idx.len()` rows of `x` and `y`, exactly as they are stored (no rounding, no
+///   reordering), and never allocates per call in the hot path;
+/// * an index ≥ [`RowSource::n`], a buffer of the wrong shape, a read failure or a
+///   non-finite value is an error (naming the row where it applies), never a panic and
+///   never a silently wrong number;
+/// * a source is read-only and may be read from several threads at once.
+pub trait RowSource: Send + Sync {
+    /// Number of rows N (≥ 1).
+    fn n(&self) -> usize;
+
+    /// Number of input columns D (≥ 1).
+    fn input_dim(&self) -> usize;
+
+    /// Number of target columns P (≥ 1).
+    fn output_dim(&self) -> usize;
+
+    /// Copies rows `idx` into `x` (`idx.len()`×D) and `y` (`idx.len()`×P); see the
+    /// trait docs.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for a buffer of the wrong shape or an index out of range;
+    /// [`Error::Io`] for a failed read; [`Error::NonFinite`] (with the source's row number)
+    /// for a NaN or infinite value.
+    fn gather(&self, idx: &[usize], x: MatMut<'_, f64>, y: MatMut<'_, f64>) -> Result<()>;
+
+    /// The rows as an in-memory [`Dataset`] when the source holds them that way (`None` by
+    /// default): what a full-batch backend needs, and the way a backend that is only
+    /// written for in-memory data recognises that it can train.
+    fn in_memory(&self) -> Option<&Dataset> {
+        None
+    }
+
+    /// A short description for messages and records (`"in memory"` by default).
+    fn describe(&self) -> String {
+        "in memory".into()
+    }
+}
+
+/// Checks `idx` and the buffers of a [`RowSource::gather`] call against a source with
+/// `n` rows, `d` inputs and `p` targets: the checks every implementation makes first.
+///
+/// # Errors
+/// [`Error::Shape`] naming the buffer or the first index out of range.
+pub fn check_gather(
+    n: usize,
+    (d, p): (usize, usize),
+    idx: &[usize],
+    x: &MatMut<'_, f64>,
+    y: &MatMut<'_, f64>,
+) -> Result<()> {
+    if (x.nrows(), x.ncols()) != (idx.len(), d) {
+        return Err(Error::shape(
+            "RowSource::gather inputs buffer",
+            format!("{}×{d}", idx.len()),
+            format!("{}×{}", x.nrows(), x.ncols()),
+        ));
+    }
+    if (y.nrows(), y.ncols()) != (idx.len(), p) {
+        return Err(Error::shape(
+            "RowSource::gather targets buffer",
+            format!("{}×{p}", idx.len()),
+            format!("{}×{}", y.nrows(), y.ncols()),
+        ));
+    }
+    if let Some(&bad) = idx.iter().find(|&&i| i >= n) {
+        return Err(Error::shape(
+            "RowSource::gather row index",
+            format!("< {n}"),
+            bad,
+        ));
+    }
+    Ok(())
+}
+
+impl RowSource for Dataset {
+    fn n(&self) -> usize {
+        Dataset::n(self)
+    }
+
+    fn input_dim(&self) -> usize {
+        Dataset::input_dim(self)
+    }
+
+    fn output_dim(&self) -> usize {
+        Dataset::output_dim(self)
+    }
+
+    fn gather(&self, idx: &[usize], x: MatMut<'_, f64>, y: MatMut<'_, f64>) -> Result<()> {
+        check_gather(
+            Dataset::n(self),
+            (Dataset::input_dim(self), Dataset::output_dim(self)),
+            idx,
+            &x,
+            &y,
+        )?;
+        self.gather_into(idx, x, y);
+        Ok(())
+    }
+
+    fn in_memory(&self) -> Option<&Dataset> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Mat;
+
+    fn data() -> Dataset {
+        let x = Mat::from_fn(5, 2, |i, j| (i * 10 + j) as f64);
+        let y = Mat::from_fn(5, 1, |i, _| i as f64);
+        Dataset::new(x, y).unwrap()
+    }
+
+    #[test]
+    fn dataset_gathers_rows_in_index_order() {
+        let d = data();
+        let mut x = Mat::zeros(3, 2);
+        let mut y = Mat::zeros(3, 1);
+        d.gather(&[4, 0, 4], x.as_mut(), y.as_mut()).unwrap();
+        assert_eq!(x[(0, 1)], 41.0);
+        assert_eq!(x[(1, 0)], 0.0);
+        assert_eq!(y[(2, 0)], 4.0);
+        assert!(RowSource::in_memory(&d).is_some());
+    }
+
+    #[test]
+    fn bad_index_and_buffer_are_errors_not_panics() {
+        let d = data();
+        let mut x = Mat::zeros(1, 2);
+        let mut y = Mat::zeros(1, 1);
+        assert!(matches!(
+            d.gather(&[5], x.as_mut(), y.as_mut()),
+            Err(Error::Shape { .. })
+        ));
+        let mut wide = Mat::zeros(1, 3);
+        assert!(matches!(
+            d.gather(&[0], wide.as_mut(), y.as_mut()),
+            Err(Error::Shape { .. })
+        ));
+    }
+}
