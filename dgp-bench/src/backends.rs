@@ -11,7 +11,7 @@
 //! worked example of a backend with its own hyper-parameters (β_reg, the hidden width),
 //! chosen on validation data inside its build function when [`ArchSpec::tune`] is set.
 
-use dgp_traits::backend::{Backend, CommonSettings, Settings};
+use dgp_traits::backend::{Backend, Capabilities, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitObserver, Model};
 
@@ -177,13 +177,6 @@ pub struct BackendEntry {
     pub quick: QuickSettings,
     /// Layer counts the default job trains (SGP = 1, DGP2, DGP3).
     pub layers_in_default_run: &'static [usize],
-    /// What `--samples` means for `run` (prediction).
-    pub samples_in_run: &'static str,
-    /// What `--samples` means for `time` (training step).
-    pub samples_in_time: &'static str,
-    /// `--samples` sets the number of mixture components OF THE MODEL (dspp: quadrature
-    /// sites), used both in training and in prediction, in `run` and in `time` alike.
-    pub samples_are_components: bool,
 }
 
 impl BackendEntry {
@@ -195,6 +188,11 @@ impl BackendEntry {
     /// One-line description (paper and method).
     pub fn description(&self) -> &'static str {
         self.backend.description()
+    }
+
+    /// What the backend declares it can do.
+    pub fn capabilities(&self) -> Capabilities {
+        self.backend.capabilities()
     }
 
     /// Checks the backend-specific settings of `arch` before any training.
@@ -277,12 +275,6 @@ const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
     predict_samples: 100,
 };
 
-/// What `--samples` means in `run` for the structured backends (star, mf, fc).
-const STRUCTURED_SAMPLES_IN_RUN: &str = "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)";
-/// What `--samples` means in `time` for the structured backends.
-const STRUCTURED_SAMPLES_IN_TIME: &str =
-    "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)";
-
 /// Structured quick settings of the default job (kept small: STAR L = 3 adds at most
 /// about 25 s).
 const STRUCTURED_QUICK: QuickSettings = QuickSettings {
@@ -316,9 +308,6 @@ pub static BACKENDS: &[BackendEntry] = &[
         defaults: BackendDefaults::PAPER,
         quick: QuickSettings::DEFAULT,
         layers_in_default_run: &[1, 2, 3],
-        samples_in_run: "Monte Carlo samples of the hidden layers = predictive mixture components (eq. 18; L = 1 gives one Gaussian)",
-        samples_in_time: "Monte Carlo samples per data point in the ELBO (SviConfig::train_samples, eq. 17)",
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_nested::NESTED_BACKEND,
@@ -328,18 +317,12 @@ pub static BACKENDS: &[BackendEntry] = &[
             ..QuickSettings::DEFAULT
         },
         layers_in_default_run: &[1, 2, 3],
-        samples_in_run: "ignored: the default prediction is one moment-matched Gaussian per point (NestedConfig::predict)",
-        samples_in_time: "ignored: moments are propagated deterministically",
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_dspp::DSPP_BACKEND,
         defaults: DSPP_DEFAULTS,
         quick: DSPP_QUICK,
         layers_in_default_run: &[2, 3],
-        samples_in_run: "quadrature sites S (QR3: S mixture components; QR1/QR2: S^W), in training and prediction",
-        samples_in_time: "quadrature sites S, as in run",
-        samples_are_components: true,
     },
     BackendEntry {
         backend: &dgp_dspp::PPGPR_BACKEND,
@@ -350,27 +333,18 @@ pub static BACKENDS: &[BackendEntry] = &[
         },
         quick: DSPP_QUICK,
         layers_in_default_run: &[1],
-        samples_in_run: "ignored: the predictive is one Gaussian",
-        samples_in_time: "ignored",
-        samples_are_components: true,
     },
     BackendEntry {
         backend: &dgp_structured::STAR_BACKEND,
         defaults: STRUCTURED_DEFAULTS,
         quick: STRUCTURED_QUICK,
         layers_in_default_run: &[3],
-        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
-        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_structured::MF_BACKEND,
         defaults: STRUCTURED_DEFAULTS,
         quick: STRUCTURED_QUICK,
         layers_in_default_run: &[3],
-        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
-        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_structured::FC_BACKEND,
@@ -382,9 +356,6 @@ pub static BACKENDS: &[BackendEntry] = &[
             ..STRUCTURED_QUICK
         },
         layers_in_default_run: &[2],
-        samples_in_run: STRUCTURED_SAMPLES_IN_RUN,
-        samples_in_time: STRUCTURED_SAMPLES_IN_TIME,
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_hmc::DGPS_BACKEND,
@@ -401,18 +372,12 @@ pub static BACKENDS: &[BackendEntry] = &[
             note: "steps = L-BFGS iterations per restart (500; the thesis uses 1000), best of 10 restarts, step function only; Adam lr and batch unused",
         },
         layers_in_default_run: &[1, 2],
-        samples_in_run: "fresh sample paths of the hidden layers = predictive mixture components (thesis §4.3.7: 100; L = 1 gives one Gaussian)",
-        samples_in_time: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",
-        samples_are_components: false,
     },
     BackendEntry {
         backend: &dgp_hmc::SGHMC_BACKEND,
         defaults: SGHMC_DEFAULTS,
         quick: SGHMC_QUICK,
         layers_in_default_run: &[2],
-        samples_in_run: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
-        samples_in_time: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
-        samples_are_components: false,
     },
 ];
 
@@ -447,6 +412,16 @@ const SGHMC_QUICK: QuickSettings = QuickSettings {
 /// The registry ([`BACKENDS`]).
 pub fn backends() -> &'static [BackendEntry] {
     BACKENDS
+}
+
+/// Comma-separated names of the registered backends whose capabilities satisfy `pred`.
+pub fn names_where(pred: impl Fn(&Capabilities) -> bool) -> String {
+    BACKENDS
+        .iter()
+        .filter(|b| pred(&b.capabilities()))
+        .map(|b| b.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Comma-separated names of the registered backends.

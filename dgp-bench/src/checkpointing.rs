@@ -19,7 +19,7 @@
 //!   where it stopped, a split without a state starts fresh. The records are those of a
 //!   run that was never interrupted, bit for bit (timing fields aside).
 //! * **Scope.** Backends whose whole fit is one executor run with an Adam-type stepper
-//!   ([`RESUMABLE`]: svi, nested with Adam, star, fc, mf) resume; any other backend is refused
+//!   (those whose [`dgp_traits::backend::Capabilities::resumable`] is set) resume; any other backend is refused
 //!   before training ([`check_backend`]), and a fit that never reached the executor's
 //!   checkpoint hooks is an error after the split, never a silent fresh start.
 
@@ -35,10 +35,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
 use crate::spec::ExperimentSpec;
-
-/// Backends that resume exactly: their fit is one run of the core executor with Adam (or
-/// natural gradient + Adam) and no early stopping.
-pub const RESUMABLE: &[&str] = &["svi", "nested", "star", "fc", "mf"];
 
 /// Default of `--checkpoint-every`.
 pub const DEFAULT_EVERY: usize = 500;
@@ -143,10 +139,10 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
 /// [`BenchError::Usage`] naming the backend or setting.
 pub fn check_backend(spec: &ExperimentSpec<'_>) -> Result<()> {
     let name = spec.backend.name();
-    if !RESUMABLE.contains(&name) {
+    if !spec.backend.capabilities().resumable {
         return Err(BenchError::Usage(format!(
             "--checkpoint/--resume: backend {name} cannot resume exactly yet (supported: {})",
-            RESUMABLE.join(", ")
+            crate::backends::names_where(|c| c.resumable)
         )));
     }
     if spec.early_stopping.is_some() {

@@ -156,7 +156,7 @@ fn spec_for<'a>(
         arch: ArchSpec {
             layers,
             num_inducing: q.num_inducing,
-            predict_samples: if b.samples_are_components {
+            predict_samples: if b.capabilities().samples_are_components {
                 b.defaults.predict_samples
             } else {
                 q.predict_samples

@@ -181,27 +181,14 @@ impl Protocol {
     }
 }
 
-/// Backends whose build step chooses hyper-parameters on a validation part of the
-/// training rows when [`crate::backends::ArchSpec::tune`] is set (`dgp_dspp`'s
-/// `DsppBackend::tuned_config`: β_reg unless `beta` is set, and for two or more layers the
-/// hidden width unless `--hidden` is given).
-const SELECTING_BACKENDS: &[&str] = &["dspp", "ppgpr"];
-
-/// Rows of `n_train` that the backend of `spec` holds out for its selection of
-/// hyper-parameters (`floor(VALIDATION_FRACTION · n_train)`, `dgp_dspp::VALIDATION_FRACTION`
-/// = 2/17), or 0 when it does not select (other backends, `--no-tune`, or everything
-/// given). Stored in [`crate::experiment::SplitRecord::validation_rows`].
+/// Rows of `n_train` that the backend of `spec` holds out for its choice of
+/// hyper-parameters, as the backend itself states
+/// ([`dgp_traits::backend::Backend::validation_rows`]; 0 when it chooses nothing). Stored in
+/// [`crate::experiment::SplitRecord::validation_rows`].
 pub fn selection_rows(spec: &ExperimentSpec<'_>, n_train: usize) -> usize {
-    let a = &spec.arch;
-    let beta_given = a.settings.contains_key("beta");
-    let width_fixed = a.hidden_width.is_some() || a.layers == 1;
-    let selects =
-        SELECTING_BACKENDS.contains(&spec.backend.name()) && a.tune && !(beta_given && width_fixed);
-    if selects {
-        (dgp_dspp::VALIDATION_FRACTION * n_train as f64).floor() as usize
-    } else {
-        0
-    }
+    spec.backend
+        .backend
+        .validation_rows(&spec.arch.common(), &spec.arch.settings, n_train)
 }
 
 #[cfg(test)]

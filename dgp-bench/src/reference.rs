@@ -201,12 +201,17 @@ pub fn reference_rows() -> Result<Vec<ReferenceRow>> {
     Ok(rows)
 }
 
-/// The value of setting `key` in a record (`rule` of dspp defaults to `qr3`).
+/// The value of setting `key` in a record: as recorded, else the default of the record's
+/// backend ([`dgp_traits::backend::Backend::default_setting`]), else empty.
 fn setting(r: &SplitRecord, key: &str) -> String {
-    match r.settings.get(key) {
-        Some(serde_json::Value::String(s)) => s.clone(),
+    let default = || {
+        crate::backends::find_backend(&r.backend)
+            .ok()
+            .and_then(|b| b.backend.default_setting(key))
+    };
+    match r.settings.get(key).cloned().or_else(default) {
+        Some(serde_json::Value::String(s)) => s,
         Some(v) => v.to_string(),
-        None if r.backend == "dspp" && key == "rule" => "qr3".into(),
         None => String::new(),
     }
 }

@@ -100,6 +100,9 @@ impl DsppBackend {
         train: &Dataset,
         stop: &dyn FitObserver,
     ) -> Result<Checked<DsppConfig>> {
+        if !selects(common, settings) {
+            return Ok(base);
+        }
         let betas: Vec<f64> = if settings.contains_key("beta") {
             vec![base.beta]
         } else {
@@ -109,15 +112,28 @@ impl DsppBackend {
             Some(w) => vec![w],
             None => PAPER_WIDTHS.to_vec(),
         };
-        if !common.tune || (betas.len() == 1 && (widths.len() == 1 || common.layers == 1)) {
-            return Ok(base);
-        }
         let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed, stop)?;
         Checked::new(DsppConfig {
             beta,
             hidden_width: width,
             ..base.into_inner()
         })
+    }
+}
+
+/// Whether [`DsppBackend::tuned_config`] chooses anything on validation rows: with
+/// `common.tune`, unless β is given and the width is fixed (given, or one layer).
+fn selects(common: &CommonSettings, settings: &Settings) -> bool {
+    let width_fixed = common.hidden_width.is_some() || common.layers == 1;
+    common.tune && !(settings.contains_key("beta") && width_fixed)
+}
+
+/// Rows of `n_train` that a selecting build holds out: `floor(VALIDATION_FRACTION · n_train)`.
+fn selection_rows(common: &CommonSettings, settings: &Settings, n_train: usize) -> usize {
+    if selects(common, settings) {
+        (crate::VALIDATION_FRACTION * n_train as f64).floor() as usize
+    } else {
+        0
     }
 }
 
@@ -144,6 +160,15 @@ impl ConfigBackend for DsppBackend {
             samples_in_training: "quadrature sites S, as in prediction",
             samples_are_components: true,
         }
+    }
+
+    fn validation_rows(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        n_train: usize,
+    ) -> usize {
+        selection_rows(common, settings, n_train)
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {
@@ -214,6 +239,15 @@ impl ConfigBackend for PpgprBackend {
             samples_in_training: "ignored",
             samples_are_components: true,
         }
+    }
+
+    fn validation_rows(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        n_train: usize,
+    ) -> usize {
+        selection_rows(common, settings, n_train)
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

@@ -4,7 +4,7 @@
 
 use crate::lmc::lmc_marginals;
 use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS};
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{RowSource, require_in_memory};
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
@@ -35,10 +35,15 @@ impl Model for Dspp {
     /// trained on (paper App. A.2).
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
+        let data = require_in_memory(
+            data,
+            "dspp",
+            "its training holds validation rows out for early stopping",
+        )?;
         crate::train::fit(self, data, cfg, observer)
     }
 

@@ -2,7 +2,7 @@
 
 use crate::config::DsppConfig;
 use crate::model::Dspp;
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::Result;
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
@@ -122,7 +122,7 @@ impl Model for Ppgpr {
 
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {

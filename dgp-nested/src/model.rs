@@ -4,7 +4,7 @@
 use crate::config::{NestedConfig, Optimiser, PredictMode};
 use crate::init::init_layer;
 use crate::layer::{NOISE_FLOOR, NestedLayer, layer_moments, positive};
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::HYPER_FLOOR;
@@ -201,7 +201,7 @@ impl Model for NestedDgp {
     /// ([`Optimiser::Lbfgs`], at most `cfg.steps` iterations; no early stopping).
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
@@ -219,7 +219,10 @@ impl Model for NestedDgp {
                 "nested: early_stopping needs optimiser adam (L-BFGS runs full batch with no held-out rule)"
                     .into(),
             )),
-            Optimiser::Lbfgs => self.fit_lbfgs(data, cfg, observer),
+            Optimiser::Lbfgs => {
+                let data = require_in_memory(data, "nested with L-BFGS", "full-batch training")?;
+                self.fit_lbfgs(data, cfg, observer)
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::config::Family;
 use crate::model::StructuredDgp;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
-use dgp_traits::data::Dataset;
+use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
     Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
@@ -194,7 +194,7 @@ impl Model for StructuredDgp {
     /// `cfg.lr_schedule` (the reference's staircase decay).
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {

@@ -3,7 +3,7 @@
 
 use crate::config::{LastMean, SviConfig};
 use crate::variational::{Q_SQRT_FLOOR, QParams, init_q};
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
@@ -421,7 +421,7 @@ impl Model for DeepGp {
     /// the rule's observer attached) and `cfg.lr_schedule`.
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {

@@ -170,6 +170,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// the common settings do not set), sorted.
     fn allowed_keys(&self) -> Vec<String>;
 
+    /// The value setting `key` takes when a run does not give it (the backend
+    /// configuration's default), `None` for a key that is not a setting.
+    fn default_setting(&self, key: &str) -> Option<Value>;
+
     /// Checks `common` and `settings` without data: builds and validates the configuration
     /// (no hyper-parameter search), so a harness can reject bad settings before training.
     ///
@@ -199,6 +203,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// default); empty without settings.
     fn describe_settings(&self, settings: &Settings) -> String {
         describe_generic(settings)
+    }
+
+    /// How many of `n_train` training rows [`Backend::build`] holds out to choose
+    /// hyper-parameters on with these settings (0 when it chooses nothing: the default).
+    fn validation_rows(
+        &self,
+        _common: &CommonSettings,
+        _settings: &Settings,
+        _n_train: usize,
+    ) -> usize {
+        0
     }
 }
 
@@ -280,6 +295,16 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     fn describe_settings(&self, settings: &Settings) -> String {
         describe_generic(settings)
     }
+
+    /// As [`Backend::validation_rows`] (0 by default).
+    fn validation_rows(
+        &self,
+        _common: &CommonSettings,
+        _settings: &Settings,
+        _n_train: usize,
+    ) -> usize {
+        0
+    }
 }
 
 impl<T: ConfigBackend> Backend for T {
@@ -297,6 +322,16 @@ impl<T: ConfigBackend> Backend for T {
 
     fn allowed_keys(&self) -> Vec<String> {
         self.schema().allowed_keys(&T::Config::default())
+    }
+
+    fn default_setting(&self, key: &str) -> Option<Value> {
+        if !self.allowed_keys().iter().any(|k| k == key) {
+            return None;
+        }
+        match serde_json::to_value(T::Config::default()) {
+            Ok(Value::Object(mut m)) => m.remove(key),
+            _ => None,
+        }
     }
 
     fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
@@ -317,6 +352,15 @@ impl<T: ConfigBackend> Backend for T {
 
     fn describe_settings(&self, settings: &Settings) -> String {
         ConfigBackend::describe_settings(self, settings)
+    }
+
+    fn validation_rows(
+        &self,
+        common: &CommonSettings,
+        settings: &Settings,
+        n_train: usize,
+    ) -> usize {
+        ConfigBackend::validation_rows(self, common, settings, n_train)
     }
 }
 

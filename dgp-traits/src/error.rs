@@ -79,6 +79,10 @@ pub enum Error {
     /// (De)serialisation of a model or checkpoint failed.
     #[error("serialisation: {0}")]
     Serde(String),
+    /// A request this backend or code path does not support (e.g. a full-batch backend
+    /// given rows that are not in memory); names what and why.
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// A run stopped because the caller asked it to ([`crate::model::FitObserver::should_stop`])
     /// at a point where it has no usable result to return (a hyper-parameter search between
     /// candidates, an L-BFGS run between evaluations); names what was stopped.

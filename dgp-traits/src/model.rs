@@ -8,19 +8,21 @@
 //!   regularised predictive log-likelihood (dspp), the log joint of data and inducing
 //!   outputs (hmc, whose negative is the SGHMC potential).
 //! * [`Model`]: the trained thing — a [`ParamStore`], `fit` (each backend's own use of the
-//!   training executor in `crate::train`, which imports this module, never the reverse),
-//!   and `predict` returning the
+//!   training executor in `crate::train`; what a fit is asked and reports is the plain
+//!   data of [`crate::fit`], so this contract imports no implementation), and `predict`
+//!   returning the
 //!   common [`Predictive`] (a finite Gaussian mixture per test point), so that metrics,
 //!   plots and the benchmark treat every backend alike through `Box<dyn Model>`.
 
+#[cfg(doc)]
 use crate::data::Dataset;
+use crate::data::RowSource;
 use crate::error::{Error, Result};
-use crate::optim::{AdamConfig, LrSchedule};
+pub use crate::fit::{FitConfig, FitObserver, FitReport, Silent, StopOnly};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};
 use crate::tape::{Gradients, Tape, Var};
-use crate::train::rules::HeldOutRule;
 use faer::MatRef;
 use rand::RngExt;
 use rayon::prelude::*;
@@ -152,7 +154,9 @@ pub fn checked_backward(
 /// ([`Tape::sub_tapes`], single-threaded each) as `record(t, leaves, part, c == 0, noise)`
 /// — `first` tells the closure to add the batch-level terms (the KLs) once — and the
 /// values and gradients are summed in chunk order. One parallel region a step instead of
-/// one per large operation. The noise of chunk c: with `draws_noise`, stream c
+/// one per large operation. Which chunks this process computes, and how the results of
+/// the others reach it, is the process-wide [`crate::distribute::runner`]'s choice (all
+/// of them here by default); the sums are the same either way. The noise of chunk c: with `draws_noise`, stream c
 /// ([`crate::rng::stream`]) of one seed drawn from `rng`; without, a copy of `rng` the
 /// closure does not use (a deterministic objective leaves `rng` untouched). The chunking
 /// depends on B only, so results never depend on the number of threads.
@@ -183,11 +187,15 @@ where
     }
     let seed: u64 = if draws_noise { rng.random() } else { 0 };
     let base = rng.clone();
-    let parts: Vec<Result<(f64, Vec<f64>)>> = tape
+    let runner = crate::distribute::runner();
+    let parts: Vec<Option<Result<(f64, Vec<f64>)>>> = tape
         .sub_tapes(chunks)
         .par_iter_mut()
         .enumerate()
         .map(|(c, t)| {
+            if !runner.owns(c, chunks) {
+                return None;
+            }
             let (start, end) = (c * rows / chunks, (c + 1) * rows / chunks);
             let part = Batch {
                 x: batch.x.subrows(start, end - start),
@@ -201,17 +209,44 @@ where
             };
             t.clear();
             let leaves = params.record(t);
-            let out = record(t, &leaves, &part, c == 0, &mut noise)?;
-            let (value, _, g) = checked_backward(t, out, params, &leaves)?;
-            Ok((value, g))
+            let out = record(t, &leaves, &part, c == 0, &mut noise);
+            Some(out.and_then(|out| {
+                let (value, _, g) = checked_backward(t, out, params, &leaves)?;
+                Ok((value, g))
+            }))
         })
         .collect();
+    let width = 1 + params.num_free();
+    let mut slots = vec![0.0; chunks * width];
+    let mut local_error = None;
+    for (c, part) in parts.into_iter().enumerate() {
+        let row = &mut slots[c * width..(c + 1) * width];
+        match part {
+            Some(Ok((v, g))) => {
+                row[0] = v;
+                row[1..].copy_from_slice(&g);
+            }
+            Some(Err(e)) => {
+                row[0] = f64::NAN;
+                local_error.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+    runner.combine(&mut slots, chunks, width)?;
+    if let Some(e) = local_error {
+        return Err(e);
+    }
     let mut value = 0.0;
     let mut grad = vec![0.0; params.num_free()];
-    for part in parts {
-        let (v, g) = part?;
-        value += v;
-        grad.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+    for (c, row) in slots.chunks_exact(width).enumerate() {
+        if row[0].is_nan() {
+            return Err(Error::Numerical(format!(
+                "chunk {c} of the minibatch failed in another process"
+            )));
+        }
+        value += row[0];
+        grad.iter_mut().zip(&row[1..]).for_each(|(a, b)| *a += b);
     }
     if !value.is_finite() {
         return Err(Error::Numerical(format!("objective is {value}")));
@@ -223,60 +258,6 @@ where
         )));
     }
     Ok((value, grad))
-}
-
-/// Settings shared by every backend's training loop. Backend-specific settings (numbers
-/// of training samples, natural-gradient steps, burn-in) live in the backend's own config.
-///
-/// Write literals with `..FitConfig::default()`: fields are added over time (each with a
-/// serde default, so older JSON still loads).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct FitConfig {
-    /// Optimisation (or sampler) steps.
-    pub steps: usize,
-    /// Minibatch size; `0` or ≥ N means full batch.
-    pub batch_size: usize,
-    /// Adam learning rate.
-    pub learning_rate: f64,
-    /// Seed for minibatch order and Monte Carlo noise.
-    pub seed: u64,
-    /// Held-out early stopping (`None`: train on every row for `steps` steps). Honoured by
-    /// backends whose `fit` trains through [`crate::train::fit_with_held_out`] (svi and
-    /// nested's Adam, and any backend written on it).
-    #[serde(default)]
-    pub early_stopping: Option<HeldOutRule>,
-    /// Learning-rate schedule of the Adam steps ([`FitConfig::adam`]); default constant.
-    /// Backends with a schedule of their own (dspp's `lr_drops`) keep theirs.
-    #[serde(default = "constant_schedule")]
-    pub lr_schedule: LrSchedule,
-}
-
-fn constant_schedule() -> LrSchedule {
-    LrSchedule::Constant
-}
-
-impl Default for FitConfig {
-    fn default() -> Self {
-        FitConfig {
-            steps: 2000,
-            batch_size: 10_000,
-            learning_rate: 0.01,
-            seed: 0,
-            early_stopping: None,
-            lr_schedule: LrSchedule::Constant,
-        }
-    }
-}
-
-impl FitConfig {
-    /// Adam settings of this fit: `learning_rate` with `lr_schedule`, other settings at
-    /// their defaults (with the constant schedule, exactly `AdamConfig::with_lr(lr)`).
-    pub fn adam(&self) -> AdamConfig {
-        AdamConfig {
-            schedule: self.lr_schedule.clone(),
-            ..AdamConfig::with_lr(self.learning_rate)
-        }
-    }
 }
 
 /// Settings of a prediction.
@@ -298,89 +279,6 @@ impl Default for PredictConfig {
     }
 }
 
-/// Receives progress from a training loop (the benchmark shows a progress bar with it).
-pub trait FitObserver {
-    /// Called after every step with the objective value of that step.
-    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {}
-
-    /// Called when a run enters a named phase (a sampler's `"burn-in"`, `"sampling"`),
-    /// before the phase's first [`FitObserver::on_step`]; ignored by default.
-    fn on_phase(&mut self, _phase: &str) {}
-
-    /// Whether the caller asks the run to stop after the current step (e.g. on SIGINT);
-    /// polled by the executor after every step (issue 16). Default `false`.
-    fn should_stop(&self) -> bool {
-        false
-    }
-
-    /// Save the run's state ([`crate::train::RunState`]) through
-    /// [`FitObserver::save_run_state`] every this many steps (and when stopped by
-    /// [`FitObserver::should_stop`]); `0` (the default) saves nothing.
-    fn checkpoint_every(&self) -> usize {
-        0
-    }
-
-    /// Receives a run's state to keep (see [`FitObserver::checkpoint_every`]).
-    ///
-    /// # Errors
-    /// A failure to keep it, which ends the run with that error.
-    fn save_run_state(&mut self, _state: &crate::train::RunState) -> Result<()> {
-        Ok(())
-    }
-
-    /// A saved state the executor's run should continue from instead of starting fresh
-    /// (taken once); `None` by default.
-    fn take_run_state(&mut self) -> Option<crate::train::RunState> {
-        None
-    }
-}
-
-/// An observer that ignores everything.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Silent;
-
-impl FitObserver for Silent {}
-
-/// Forwards only the caller's stop request ([`FitObserver::should_stop`]) of `0`: the
-/// observer for fits *inside* a fit or a build — random restarts, the candidates of a
-/// hyper-parameter search — whose steps, phases and checkpoints are not the caller's run
-/// but which must still end when the caller asks (e.g. on SIGTERM).
-///
-/// ```
-/// use dgp_traits::model::{FitObserver, Silent, StopOnly};
-/// struct Stop;
-/// impl FitObserver for Stop {
-///     fn should_stop(&self) -> bool { true }
-/// }
-/// assert!(StopOnly(&Stop).should_stop());
-/// assert!(!StopOnly(&Silent).should_stop());
-/// ```
-#[derive(Clone, Copy)]
-pub struct StopOnly<'a>(pub &'a dyn FitObserver);
-
-impl FitObserver for StopOnly<'_> {
-    fn should_stop(&self) -> bool {
-        self.0.should_stop()
-    }
-}
-
-/// Summary of a training run.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct FitReport {
-    /// Steps taken.
-    pub steps: usize,
-    /// Objective of the last step (per the backend's objective, on its last minibatch).
-    pub final_objective: f64,
-    /// Wall-clock seconds spent training.
-    pub seconds: f64,
-    /// (step, objective) pairs recorded along the way.
-    pub history: Vec<(usize, f64)>,
-    /// What held-out early stopping did (the step kept, the held-out score trace), when
-    /// [`FitConfig::early_stopping`] ran; `None` otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_out: Option<crate::train::FitSummary>,
-}
-
 /// A trainable deep-GP model; see the module docs.
 pub trait Model: Objective + Send + Sync {
     /// Name of the backend (`"svi"`, `"dspp"`, ...).
@@ -400,13 +298,18 @@ pub trait Model: Objective + Send + Sync {
         None
     }
 
-    /// Trains on `data` (already in model units), reporting progress to `observer`. Each
-    /// backend composes its scheme from the core's training pieces (`crate::train`: an
-    /// executor with a stepper — Adam, natural gradient + Adam, a sampler — and
-    /// observers, or the full-batch L-BFGS driver); there is no default.
+    /// Trains on the rows of `data` (already in model units: an in-memory [`Dataset`] or
+    /// any other [`RowSource`]), reporting progress to `observer`. Each backend composes
+    /// its scheme from the core's training pieces (`crate::train`: an executor with a
+    /// stepper — Adam, natural gradient + Adam, a sampler — and observers, or the
+    /// full-batch L-BFGS driver); there is no default. A backend that needs the rows in
+    /// memory (full-batch training, a selection on validation rows) returns
+    /// [`Error::Unsupported`] for a source that does not hold them
+    /// ([`crate::data::require_in_memory`]); [`crate::backend::Capabilities::streams`]
+    /// declares which do.
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport>;

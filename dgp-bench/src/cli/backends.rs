@@ -19,8 +19,14 @@ pub(super) fn cmd_backends() {
             d.train_samples,
             d.predict_samples
         );
-        println!("    run  --samples: {}", b.samples_in_run);
-        println!("    time --samples: {}", b.samples_in_time);
+        println!(
+            "    run  --samples: {}",
+            b.capabilities().samples_in_prediction
+        );
+        println!(
+            "    time --samples: {}",
+            b.capabilities().samples_in_training
+        );
         println!(
             "    settings (--set KEY=VALUE, --config FILE): {}",
             b.backend.allowed_keys().join(", ")

@@ -338,7 +338,7 @@ struct ArchArgs<'a> {
 
 /// The architecture of one backend, its settings checked by the backend.
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
-    let (train_samples, predict_samples) = if b.samples_are_components {
+    let (train_samples, predict_samples) = if b.capabilities().samples_are_components {
         let s = a.samples.unwrap_or(b.defaults.predict_samples);
         (s, s)
     } else {

@@ -269,7 +269,7 @@ fn build_specs<'d>(
         let lr = flags.learning_rate(b)?;
         // A protocol's sample counts apply to Monte Carlo backends, not to backends whose
         // --samples is the number of mixture components of the model (dspp's sites).
-        let ps_samples = ps.filter(|_| !b.samples_are_components);
+        let ps_samples = ps.filter(|_| !b.capabilities().samples_are_components);
         for &layers in &layer_list {
             let arch = arch_from(
                 b,
@@ -318,15 +318,12 @@ fn build_specs<'d>(
     Ok(specs)
 }
 
-/// Backends whose `fit` refuses [`FitConfig::early_stopping`](dgp_traits::model::FitConfig):
-/// the samplers (SGHMC keeps every sample after burn-in; DGPS is one whole-data L-BFGS fit).
-const NO_EARLY_STOPPING: &[&str] = &["sghmc", "dgps"];
-
-/// A protocol or split kind with held-out early stopping, asked of a backend that cannot
-/// honour it, is a usage error before any training.
+/// A protocol or split kind with held-out early stopping, asked of a backend that does not
+/// declare it ([`dgp_traits::backend::Capabilities::held_out_early_stopping`]), is a usage
+/// error before any training.
 fn refuse_unsupported_early_stopping(spec: &ExperimentSpec<'_>) -> Result<()> {
     let name = spec.backend.name();
-    if spec.early_stopping.is_some() && NO_EARLY_STOPPING.contains(&name) {
+    if spec.early_stopping.is_some() && !spec.backend.capabilities().held_out_early_stopping {
         return Err(BenchError::Usage(format!(
             "--backend {name}: this protocol / split kind trains with held-out early stopping, \
              which {name} does not support; use --protocol published --split-kind published \

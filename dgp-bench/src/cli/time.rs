@@ -234,6 +234,6 @@ fn print_result(r: &TimingResult, spec: &TimingSpec<'_>) {
         format!("{} {}", t.backend, model_label(t.layers))
     });
     for (t, b) in r.backends.iter().zip(&spec.backends) {
-        print_backend(t, b.backend.samples_in_time, &reference);
+        print_backend(t, b.backend.capabilities().samples_in_training, &reference);
     }
 }

@@ -2,7 +2,7 @@
 //! prediction as an equal-weight mixture over fresh sample paths (§4.3.7).
 
 use super::model::{Dgps, VAR_FLOOR, owned, record_constants};
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
 use dgp_traits::optim::LbfgsConfig;
@@ -137,10 +137,11 @@ impl Model for Dgps {
     /// fails.
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
+        let data = require_in_memory(data, "dgps", "full-batch L-BFGS")?;
         if data.input_dim() != self.input_dim || data.output_dim() != self.output_dim {
             return Err(Error::shape(
                 "dgps fit: data columns (x, y)",

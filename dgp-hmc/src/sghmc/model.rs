@@ -4,7 +4,7 @@
 
 use crate::sghmc::config::SghmcDgpConfig;
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::data::{Dataset, kmeans};
+use dgp_traits::data::{Dataset, RowSource, kmeans, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{SparseLayer, SparseLayerInit};
@@ -394,10 +394,15 @@ impl Model for SghmcDgp {
     /// to its end with its own schedule and seed; a finished run does nothing.
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
+        let data = require_in_memory(
+            data,
+            "sghmc",
+            "its sampler is not yet written on a row source",
+        )?;
         self.sample(data, cfg, observer, None)
     }
 

@@ -34,7 +34,7 @@ pub use batches::{Minibatches, gather_rows_into};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
-pub use source::{RowSource, check_gather};
+pub use source::{RowSource, check_gather, require_in_memory};
 pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,

@@ -56,6 +56,25 @@ pub trait RowSource: Send + Sync {
     }
 }
 
+/// The rows of `source` as an in-memory [`Dataset`], or [`Error::Unsupported`] naming
+/// `who` (a backend, a training scheme) and why it needs them in memory.
+///
+/// # Errors
+/// [`Error::Unsupported`] when the source does not hold its rows in memory.
+pub fn require_in_memory<'a>(
+    source: &'a dyn RowSource,
+    who: &str,
+    why: &str,
+) -> Result<&'a Dataset> {
+    source.in_memory().ok_or_else(|| {
+        Error::Unsupported(format!(
+            "{who} needs the training rows in memory ({why}); the rows come from {}: load them \
+             into memory or use a backend that streams",
+            source.describe()
+        ))
+    })
+}
+
 /// Checks `idx` and the buffers of a [`RowSource::gather`] call against a source with
 /// `n` rows, `d` inputs and `p` targets: the checks every implementation makes first.
 ///

@@ -8,10 +8,10 @@
 
 use crate::data::validation_split;
 use crate::error::{Error, Result};
+pub use crate::fit::FitSummary;
 use crate::model::Model;
 use crate::train::observer::{Control, Observer, StepInfo};
 use crate::train::rules::{EarlyStopping, LindingerStopping, LindingerTrace, Restore};
-use serde::{Deserialize, Serialize};
 
 /// Training data with fewer rows than this are never split for early stopping.
 pub const MIN_ROWS_FOR_EARLY_STOPPING: usize = 20;
@@ -24,25 +24,6 @@ pub const MIN_ROWS_FOR_EARLY_STOPPING: usize = 20;
 pub fn heldout_split(n: usize, fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
     let all: Vec<usize> = (0..n).collect();
     validation_split(&all, fraction, seed.wrapping_add(0x5EED))
-}
-
-/// What a run with held-out early stopping did, for diagnostics.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FitSummary {
-    /// Optimisation steps taken.
-    pub steps: usize,
-    /// Step whose parameters were kept (early stopping), if any.
-    pub best_step: Option<usize>,
-    /// Held-out score (an NLL, model units) of the kept parameters, if early stopping ran.
-    pub best_heldout_nll: Option<f64>,
-    /// Rows held out for early stopping (0 when it did not run).
-    pub heldout_rows: usize,
-    /// Whether training stopped on a numerical failure after a good checkpoint existed.
-    pub stopped_on_numerical_failure: bool,
-    /// Every held-out evaluation as (steps done, held-out NLL in model units), in order;
-    /// `+∞` where the model could not be scored. The trace a run is diagnosed by.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scores: Vec<(usize, f64)>,
 }
 
 /// Observer: evaluates a held-out score (lower is better, `+∞` for "cannot evaluate") at

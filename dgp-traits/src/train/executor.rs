@@ -1,6 +1,6 @@
 //! The minibatch loop: [`Executor`].
 
-use crate::data::{Dataset, Minibatches, gather_rows_into};
+use crate::data::{Minibatches, RowSource};
 use crate::error::{Error, Result};
 use crate::model::{Batch, FitConfig, FitReport, Model};
 use crate::rng::stream;
@@ -59,17 +59,20 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         &self.stepper
     }
 
-    /// Trains `model` on `data` (model units); see the type docs. When the caller's
+    /// Trains `model` on the rows of `data` (model units; an in-memory
+    /// [`crate::data::Dataset`] or any other [`RowSource`]: the minibatch indices depend on
+    /// the number of rows, the batch size and the seed only, so the same source contents
+    /// give the same run bit for bit); see the type docs. When the caller's
     /// [`crate::model::FitObserver`] asks for checkpoints or supplies a saved state, the
     /// run saves / continues from [`RunState`]s (`crate::train::resume`); when it asks to
     /// stop, the run ends after the current step (saving its state first if checkpoints
     /// are on).
     ///
     /// # Errors
-    /// [`Error::Empty`] for data without rows; the stepper's and observers' errors; a
+    /// [`Error::Empty`] for data without rows; the source's read errors; the stepper's and observers' errors; a
     /// stepper or observer that cannot be checkpointed when checkpoints are asked for; a
     /// saved state of another run.
-    pub fn run(&mut self, model: &mut M, data: &Dataset) -> Result<FitReport> {
+    pub fn run(&mut self, model: &mut M, data: &dyn RowSource) -> Result<FitReport> {
         let n = data.n();
         if n == 0 {
             return Err(Error::Empty("training data has no rows".into()));
@@ -104,8 +107,7 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         let start = Instant::now();
         for step in first..self.steps {
             let idx = batches.next_batch();
-            gather_rows_into(data.x(), idx, xb.as_mut());
-            gather_rows_into(data.y(), idx, yb.as_mut());
+            data.gather(idx, xb.as_mut(), yb.as_mut())?;
             let batch = Batch::new(xb.as_ref(), yb.as_ref(), n)?;
             let mut ctx = StepContext {
                 step,

@@ -23,7 +23,7 @@
 //! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, observer)
 //! ```
 
-use crate::data::{Dataset, holdout_with_replacement};
+use crate::data::{Dataset, RowSource, holdout_with_replacement, require_in_memory};
 use crate::error::Result;
 use crate::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
 use crate::train::early_stopping::{
@@ -87,15 +87,15 @@ pub fn heldout_nll<M: Model + ?Sized>(
     }
 }
 
-/// Trains `model` on `data` with `stepper` on the core executor, honouring
-/// `cfg.early_stopping` (see the module docs). This is what a backend's `Model::fit`
+/// Trains `model` on the rows of `data` with `stepper` on the core executor, honouring
+/// `cfg.early_stopping` (see the module docs; early stopping needs the rows in memory). This is what a backend's `Model::fit`
 /// calls; `observer` receives progress as with [`Progress`].
 ///
 /// # Errors
 /// Invalid early-stopping settings; the executor's errors.
 pub fn fit_with_held_out<M, S>(
     model: &mut M,
-    data: &Dataset,
+    data: &dyn RowSource,
     cfg: &FitConfig,
     stepper: S,
     observer: &mut dyn FitObserver,
@@ -115,7 +115,7 @@ where
 /// As [`fit_with_held_out`].
 pub fn fit_with_held_out_observed<M, S>(
     model: &mut M,
-    data: &Dataset,
+    data: &dyn RowSource,
     cfg: &FitConfig,
     stepper: S,
     observer: &mut dyn FitObserver,
@@ -137,6 +137,7 @@ where
         }
         return ex.run(model, data);
     };
+    let data = require_in_memory(data, "held-out early stopping", "it splits rows off")?;
     let train = data.select_rows(&kept)?;
     let hold = data.select_rows(&held)?;
     let samples = rule.score_samples();

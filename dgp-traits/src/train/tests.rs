@@ -1,6 +1,6 @@
 //! Unit tests of the executor pieces on a small synthetic model.
 
-use crate::data::{Dataset, Minibatches, gather_rows_into};
+use crate::data::{Dataset, Minibatches, RowSource, gather_rows_into};
 use crate::error::{Error, Result};
 use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig};
 use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
@@ -69,7 +69,7 @@ impl Model for Toy {
     }
     fn fit(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         o: &mut dyn FitObserver,
     ) -> Result<FitReport> {

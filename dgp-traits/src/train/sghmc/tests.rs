@@ -170,7 +170,12 @@ impl Model for Toy {
     fn params_mut(&mut self) -> &mut ParamStore {
         &mut self.params
     }
-    fn fit(&mut self, _: &Dataset, _: &FitConfig, _: &mut dyn FitObserver) -> Result<FitReport> {
+    fn fit(
+        &mut self,
+        _: &dyn crate::data::RowSource,
+        _: &FitConfig,
+        _: &mut dyn FitObserver,
+    ) -> Result<FitReport> {
         Err(Error::Config("not used".into()))
     }
     fn predict(&self, _: MatRef<'_, f64>, _: &PredictConfig) -> Result<Predictive> {

@@ -1,0 +1,151 @@
+//! What a fit is asked and what it reports — the training half of the [`crate::model::Model`]
+//! contract, as plain data and hooks with no dependence on how training is done:
+//!
+//! * [`FitConfig`] — steps, minibatch size, seed, held-out early stopping
+//!   ([`HeldOutRule`]) and the learning rate with its schedule ([`LrSchedule`]) of the
+//!   backends that train with Adam;
+//! * [`FitObserver`] — the caller's hooks: progress, run control (stop, resume) and
+//!   checkpoints ([`RunState`]);
+//! * [`FitReport`] — what a fit did (with [`FitSummary`] when early stopping ran).
+//!
+//! The implementation (`crate::train`: the executor, steppers and observers;
+//! `crate::optim`) imports this module, never the reverse.
+
+mod rules;
+mod run_state;
+mod schedule;
+mod summary;
+
+pub use rules::{EarlyStopping, HeldOutRule, LindingerStopping, PATIENCE_SCORE_SAMPLES, Restore};
+pub use run_state::{RUN_STATE_VERSION, RunState};
+pub use schedule::LrSchedule;
+pub use summary::FitSummary;
+
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+
+/// Settings shared by every backend's training loop. Backend-specific settings (numbers
+/// of training samples, natural-gradient steps, burn-in) live in the backend's own config.
+///
+/// Write literals with `..FitConfig::default()`: fields are added over time (each with a
+/// serde default, so older JSON still loads).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FitConfig {
+    /// Optimisation (or sampler) steps.
+    pub steps: usize,
+    /// Minibatch size; `0` or ≥ N means full batch.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Seed for minibatch order and Monte Carlo noise.
+    pub seed: u64,
+    /// Held-out early stopping (`None`: train on every row for `steps` steps). Honoured by
+    /// backends whose `fit` trains through [`crate::train::fit_with_held_out`] (svi and
+    /// nested's Adam, and any backend written on it).
+    #[serde(default)]
+    pub early_stopping: Option<HeldOutRule>,
+    /// Learning-rate schedule of the Adam steps ([`FitConfig::adam`]); default constant.
+    /// Backends with a schedule of their own (dspp's `lr_drops`) keep theirs.
+    #[serde(default = "constant_schedule")]
+    pub lr_schedule: LrSchedule,
+}
+
+fn constant_schedule() -> LrSchedule {
+    LrSchedule::Constant
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            steps: 2000,
+            batch_size: 10_000,
+            learning_rate: 0.01,
+            seed: 0,
+            early_stopping: None,
+            lr_schedule: LrSchedule::Constant,
+        }
+    }
+}
+
+/// Receives progress from a training loop (the benchmark shows a progress bar with it).
+pub trait FitObserver {
+    /// Called after every step with the objective value of that step.
+    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {}
+
+    /// Called when a run enters a named phase (a sampler's `"burn-in"`, `"sampling"`),
+    /// before the phase's first [`FitObserver::on_step`]; ignored by default.
+    fn on_phase(&mut self, _phase: &str) {}
+
+    /// Whether the caller asks the run to stop after the current step (e.g. on SIGINT);
+    /// polled by the executor after every step (issue 16). Default `false`.
+    fn should_stop(&self) -> bool {
+        false
+    }
+
+    /// Save the run's state ([`RunState`]) through
+    /// [`FitObserver::save_run_state`] every this many steps (and when stopped by
+    /// [`FitObserver::should_stop`]); `0` (the default) saves nothing.
+    fn checkpoint_every(&self) -> usize {
+        0
+    }
+
+    /// Receives a run's state to keep (see [`FitObserver::checkpoint_every`]).
+    ///
+    /// # Errors
+    /// A failure to keep it, which ends the run with that error.
+    fn save_run_state(&mut self, _state: &RunState) -> Result<()> {
+        Ok(())
+    }
+
+    /// A saved state the executor's run should continue from instead of starting fresh
+    /// (taken once); `None` by default.
+    fn take_run_state(&mut self) -> Option<RunState> {
+        None
+    }
+}
+
+/// An observer that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Silent;
+
+impl FitObserver for Silent {}
+
+/// Forwards only the caller's stop request ([`FitObserver::should_stop`]) of `0`: the
+/// observer for fits *inside* a fit or a build — random restarts, the candidates of a
+/// hyper-parameter search — whose steps, phases and checkpoints are not the caller's run
+/// but which must still end when the caller asks (e.g. on SIGTERM).
+///
+/// ```
+/// use dgp_traits::model::{FitObserver, Silent, StopOnly};
+/// struct Stop;
+/// impl FitObserver for Stop {
+///     fn should_stop(&self) -> bool { true }
+/// }
+/// assert!(StopOnly(&Stop).should_stop());
+/// assert!(!StopOnly(&Silent).should_stop());
+/// ```
+#[derive(Clone, Copy)]
+pub struct StopOnly<'a>(pub &'a dyn FitObserver);
+
+impl FitObserver for StopOnly<'_> {
+    fn should_stop(&self) -> bool {
+        self.0.should_stop()
+    }
+}
+
+/// Summary of a training run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FitReport {
+    /// Steps taken.
+    pub steps: usize,
+    /// Objective of the last step (per the backend's objective, on its last minibatch).
+    pub final_objective: f64,
+    /// Wall-clock seconds spent training.
+    pub seconds: f64,
+    /// (step, objective) pairs recorded along the way.
+    pub history: Vec<(usize, f64)>,
+    /// What held-out early stopping did (the step kept, the held-out score trace), when
+    /// [`FitConfig::early_stopping`] ran; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<FitSummary>,
+}
