@@ -3,6 +3,27 @@
 //! Deep sigma point processes (Jankowiak, Pleiss & Gardner 2020, "Deep Sigma Point
 //! Processes") and PPGPR, their one-layer special case (eq. 16).
 //!
+//! ## Fit, predict in original units, save, load
+//!
+//! ```
+//! use dgp_dspp::prelude::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("dgp-doc-{}-{}", "dspp", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let csv = dir.join("data.csv");
+//! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
+//! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
+//! let data = load_csv(&csv, "y")?;
+//! let config = DsppConfig { layers: 2, num_inducing: 10, sites: 4, ..Default::default() };
+//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let pred = fitted.predict(data.x())?; // S-component mixture per row, units of y
+//! fitted.save(dir.join("model.json"))?;
+//! let loaded = Fitted::<Dspp>::load(dir.join("model.json"))?;
+//! assert_eq!(loaded.predict(data.x())?, pred);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
+//!
 //! A [`Dspp`] has the building blocks of a variational deep GP — L layers of sparse GPs
 //! with whitened q(v) (mean-field by default, as in the paper; a full Cholesky factor is
 //! selectable) — but is a *parametric* model: the hidden layers' Gaussian marginals are
@@ -53,6 +74,7 @@
 mod backend;
 mod blocks;
 mod config;
+mod estimator;
 pub mod lmc;
 mod model;
 mod model_impl;
@@ -75,7 +97,8 @@ pub use train::{EarlyStopping, FitSummary};
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::{Dspp, DsppConfig, Ppgpr, QCov, Rule, SiteInit, select_beta};
-    pub use dgp_traits::data::Dataset;
+    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
     pub use faer::Mat;

@@ -1115,3 +1115,35 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
     assert!(after <= before);
     assert!(s.best_step.unwrap().is_multiple_of(5));
 }
+
+/// dspp's training holds validation rows out of the data, so it needs them in memory and
+/// says so for other sources.
+#[test]
+fn streamed_rows_are_refused_before_training() {
+    let data = toy_data(100, 2, 1);
+    let cfg = DsppConfig {
+        num_inducing: 8,
+        sites: 3,
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 5,
+        ..Default::default()
+    };
+    dgp_traits::testing::assert_refuses_streamed(Dspp::new(cfg, &data).unwrap(), &data, &fit);
+}
+
+#[test]
+fn fitted_model_round_trips_through_a_model_file() {
+    let data = toy_data(40, 2, 3);
+    let cfg = DsppConfig {
+        num_inducing: 6,
+        sites: 3,
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 10,
+        ..Default::default()
+    };
+    dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "svi");
+}

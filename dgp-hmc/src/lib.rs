@@ -2,6 +2,29 @@
 //!
 //! Two samplers of whole deep-GP functions:
 //!
+//! ## Fit, predict in original units, save, load
+//!
+//! ```
+//! use dgp_hmc::prelude::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("dgp-doc-{}-{}", "hmc", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let csv = dir.join("data.csv");
+//! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
+//! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
+//! let data = load_csv(&csv, "y")?;
+//! let sghmc = SghmcDgpConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! let fitted = sghmc.fit_with(&data, &FitConfig { steps: 300, ..Default::default() }, &mut Silent)?;
+//! fitted.save(dir.join("sghmc.json"))?; // one mixture component per kept sample
+//! assert_eq!(Fitted::<SghmcDgp>::load(dir.join("sghmc.json"))?.predict(data.x())?, fitted.predict(data.x())?);
+//! let dgps = DgpsConfig { layers: 2, num_inducing: 5, restarts: 2, ..Default::default() };
+//! let fitted = dgps.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut Silent)?;
+//! fitted.save(dir.join("dgps.json"))?;
+//! assert_eq!(Fitted::<Dgps>::load(dir.join("dgps.json"))?.predict(data.x())?, fitted.predict(data.x())?);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
+//!
 //! * [`SghmcDgp`]: stochastic-gradient Hamiltonian Monte Carlo over the whitened inducing
 //!   outputs of a deep GP (Havasi, Hernández-Lobato & Murillo-Fuentes 2018, "Inference in
 //!   Deep Gaussian Processes using Stochastic Gradient Hamiltonian Monte Carlo"), with
@@ -20,3 +43,14 @@ pub mod sghmc;
 pub use dgp_traits;
 pub use dgps::{DGPS_BACKEND, Dgps, DgpsConfig};
 pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcDgp, SghmcDgpConfig};
+
+/// The types a user of this crate needs: both samplers' configurations and models, and
+/// the shared estimator API (fit, predict in original units, save, load).
+pub mod prelude {
+    pub use crate::{Dgps, DgpsConfig, SghmcDgp, SghmcDgpConfig};
+    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
+    pub use dgp_traits::metrics::{nll, rmse};
+    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use faer::Mat;
+}

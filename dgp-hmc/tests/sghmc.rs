@@ -416,3 +416,28 @@ fn trace_recorder_sees_every_step_and_does_not_change_the_run() {
     assert_eq!(rec.hypers[6].kernel_variance.len(), 2);
     assert!(rec.hypers[0].noise_variance != rec.hypers[6].noise_variance);
 }
+
+/// The sampler trains on rows in memory only, and says so for other sources.
+#[test]
+fn streamed_rows_are_refused_before_sampling() {
+    let data = toy_regression(40, 2, 1.0, 6);
+    let fit = FitConfig {
+        steps: 10,
+        batch_size: 16,
+        ..FitConfig::default()
+    };
+    let model = SghmcDgp::new(small_config(2), &data).unwrap();
+    dgp_traits::testing::assert_refuses_streamed(model, &data, &fit);
+}
+
+#[test]
+fn fitted_model_round_trips_through_a_model_file() {
+    let data = toy_regression(30, 2, 1.0, 6);
+    let fit = FitConfig {
+        steps: 100,
+        batch_size: 16,
+        seed: 4,
+        ..FitConfig::default()
+    };
+    dgp_traits::testing::assert_fitted_round_trip(&small_config(2), &data, &fit, "dgps");
+}

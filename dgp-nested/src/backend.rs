@@ -58,7 +58,7 @@ impl ConfigBackend for NestedBackend {
             held_out_early_stopping: true,
             resumable: true,
             selects_on_validation: false,
-            streams: false,
+            streams: true,
             likelihoods: &[LikelihoodFamily::Gaussian],
             samples_in_prediction: "ignored: the default prediction is one moment-matched Gaussian per point (NestedConfig::predict)",
             samples_in_training: "ignored: moments are propagated deterministically",

@@ -3,6 +3,27 @@
 //! Nested variational compression for deep Gaussian processes (Hensman & Lawrence 2014,
 //! "Nested Variational Compression in Deep Gaussian Processes").
 //!
+//! ## Fit, predict in original units, save, load
+//!
+//! ```
+//! use dgp_nested::prelude::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("dgp-doc-{}-{}", "nested", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let csv = dir.join("data.csv");
+//! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
+//! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
+//! let data = load_csv(&csv, "y")?;
+//! let config = NestedConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let pred = fitted.predict(data.x())?; // one Gaussian per row, units of y
+//! fitted.save(dir.join("model.json"))?;
+//! let loaded = Fitted::<NestedDgp>::load(dir.join("model.json"))?;
+//! assert_eq!(loaded.predict(data.x())?, pred);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
+//!
 //! A [`NestedDgp`] has ℓ sparse-GP layers `h_i = f_i(h_{i−1}) + ε_i`, ε_i ~ N(0, σ_i²), with
 //! h_0 = X and h_ℓ = y (so σ_ℓ² is the likelihood variance). Every layer has inducing
 //! inputs Z_i, kernel hyperparameters and a non-whitened q(u_id) = N(m_id, S_id) per
@@ -95,6 +116,7 @@
 mod backend;
 mod bound;
 mod config;
+mod estimator;
 mod init;
 pub mod layer;
 mod model;
@@ -112,7 +134,8 @@ pub use model::NestedDgp;
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::{NestedConfig, NestedDgp, Optimiser, PredictMode};
-    pub use dgp_traits::data::Dataset;
+    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
     pub use faer::Mat;

@@ -759,3 +759,48 @@ fn optimal_last_layer_q_is_a_stationary_point() {
         );
     }
 }
+
+/// Adam on rows that are not in memory equals the in-memory run bit for bit; L-BFGS (full
+/// batch) refuses such rows before training.
+#[test]
+fn streamed_rows_train_with_adam_and_are_refused_by_lbfgs() {
+    let data = toy_data(90, 2, 1);
+    let cfg = NestedConfig {
+        layers: 2,
+        num_inducing: 10,
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 8,
+        batch_size: 70,
+        ..Default::default()
+    };
+    let predict = PredictConfig {
+        samples: 1,
+        seed: 3,
+    };
+    dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
+        || NestedDgp::new(cfg.clone(), &data),
+        &data,
+        &fit,
+        &predict,
+    );
+    let mut lbfgs = NestedDgp::new(cfg, &data).unwrap();
+    lbfgs.set_optimiser(dgp_nested::Optimiser::Lbfgs);
+    dgp_traits::testing::assert_refuses_streamed(lbfgs, &data, &fit);
+}
+
+#[test]
+fn fitted_model_round_trips_through_a_model_file() {
+    let data = toy_data(40, 2, 3);
+    let cfg = NestedConfig {
+        layers: 2,
+        num_inducing: 6,
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 10,
+        ..Default::default()
+    };
+    dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "svi");
+}

@@ -6,6 +6,29 @@
 //! [`dgp_traits::joint_q::JointQ`], spec `shared/specs/structured.md` §1), with three
 //! families behind one [`StructuredConfig`]:
 //!
+//! ## Fit, predict in original units, save, load
+//!
+//! ```
+//! use dgp_structured::prelude::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("dgp-doc-{}-{}", "structured", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let csv = dir.join("data.csv");
+//! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
+//! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
+//! let data = load_csv(&csv, "y")?;
+//! for family in [Family::Star, Family::MeanField, Family::FullyCoupled] {
+//!     let config = StructuredConfig { family, layers: 2, num_inducing: 8, ..Default::default() };
+//!     let fitted = config.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut Silent)?;
+//!     let pred = fitted.predict(data.x())?; // units of y
+//!     fitted.save(dir.join("model.json"))?;
+//!     let loaded = Fitted::<StructuredDgp>::load(dir.join("model.json"))?;
+//!     assert_eq!(loaded.predict(data.x())?, pred);
+//! }
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
+//!
 //! * [`Family::FullyCoupled`] (FC, paper §3.1, spec §5): L dense lower triangular, stored
 //!   as one n×n block (n = M·Σ_l T_l); its KL is the core's
 //!   [`dgp_traits::kl::gauss_kl_block_diag`]; optional natural-gradient steps on
@@ -162,6 +185,7 @@
 mod backend;
 mod config;
 mod elbo;
+mod estimator;
 pub mod fields;
 mod fit;
 pub mod forms;
@@ -175,3 +199,14 @@ pub use backend::{FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend};
 pub use config::{Family, StructuredConfig};
 pub use dgp_traits;
 pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredDgp};
+
+/// The types a user of this crate needs: the configuration, the model, and the shared
+/// estimator API (fit, predict in original units, save, load).
+pub mod prelude {
+    pub use crate::{Family, StructuredConfig, StructuredDgp};
+    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
+    pub use dgp_traits::metrics::{nll, rmse};
+    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use faer::Mat;
+}

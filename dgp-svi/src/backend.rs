@@ -65,7 +65,7 @@ impl ConfigBackend for SviBackend {
             held_out_early_stopping: true,
             resumable: true,
             selects_on_validation: false,
-            streams: false,
+            streams: true,
             likelihoods: &[LikelihoodFamily::Gaussian, LikelihoodFamily::Bernoulli],
             samples_in_prediction: "Monte Carlo samples of the hidden layers = predictive mixture components (eq. 18; L = 1 gives one Gaussian)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (SviConfig::train_samples, eq. 17)",

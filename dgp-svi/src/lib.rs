@@ -3,6 +3,27 @@
 //! Doubly-stochastic variational inference for deep Gaussian processes (Salimbeni &
 //! Deisenroth 2017, "Doubly Stochastic Variational Inference for Deep Gaussian Processes").
 //!
+//! ## Fit, predict in original units, save, load
+//!
+//! ```
+//! use dgp_svi::prelude::*;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = std::env::temp_dir().join(format!("dgp-doc-{}-{}", "svi", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let csv = dir.join("data.csv");
+//! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
+//! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
+//! let data = load_csv(&csv, "y")?; // inputs: every other column
+//! let config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let pred = fitted.predict(data.x())?; // a Gaussian mixture per row, in units of y
+//! fitted.save(dir.join("model.json"))?;
+//! let loaded = Fitted::<DeepGp>::load(dir.join("model.json"))?;
+//! assert_eq!(loaded.predict(data.x())?, pred);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(()) }
+//! ```
+//!
 //! A [`DeepGp`] has L sparse-GP layers (L = 1 is the sparse-GP baseline, "SGP"); each layer's
 //! GPs share a kernel and M inducing inputs, and q(u) is a Gaussian per output with a full
 //! Cholesky factor, whitened by default. Training maximises the bound of eq. (17) — the
@@ -80,6 +101,7 @@
 
 mod backend;
 mod config;
+mod estimator;
 mod model;
 mod variational;
 
@@ -92,7 +114,8 @@ pub use variational::{Q_SQRT_FLOOR, QParams};
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::{DeepGp, LastMean, SviConfig};
-    pub use dgp_traits::data::Dataset;
+    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
     pub use faer::Mat;

@@ -79,6 +79,15 @@ pub enum Error {
     /// (De)serialisation of a model or checkpoint failed.
     #[error("serialisation: {0}")]
     Serde(String),
+    /// A model file ([`crate::fitted::Fitted::load`]) that cannot be used: not a model
+    /// file, another layout version, another backend's model, a checksum mismatch.
+    #[error("model file {path}: {message}")]
+    ModelFile {
+        /// The file (empty when read from text).
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A request this backend or code path does not support (e.g. a full-batch backend
     /// given rows that are not in memory); names what and why.
     #[error("not supported: {0}")]

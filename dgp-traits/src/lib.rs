@@ -100,6 +100,7 @@ pub mod distribute;
 pub mod error;
 pub mod fastexp;
 pub mod fit;
+pub mod fitted;
 pub mod joint_q;
 pub mod kernels;
 pub mod kl;

@@ -71,9 +71,9 @@
 
 use std::fmt::{Debug, Display};
 
-use faer::{Mat, MatRef};
+use faer::{Mat, MatMut, MatRef};
 
-use crate::data::Dataset;
+use crate::data::{Dataset, RowSource};
 use crate::error::Result;
 use crate::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
 use crate::params::ParamStore;
@@ -235,6 +235,134 @@ pub fn assert_fit_same_on_one_and_two_threads<M: Model>(
         fit_and_predict(&build, data, fit, predict)
             .unwrap_or_else(|e| panic!("fit and predict failed: {e}"))
     });
+}
+
+/// The rows of an in-memory data set behind a [`RowSource`] that does not say it holds
+/// them in memory ([`RowSource::in_memory`] is `None`): what a backend sees when it trains
+/// from an out-of-core store, without needing one in a test.
+#[derive(Clone, Copy, Debug)]
+pub struct Streamed<'a>(pub &'a Dataset);
+
+impl RowSource for Streamed<'_> {
+    fn n(&self) -> usize {
+        self.0.n()
+    }
+
+    fn input_dim(&self) -> usize {
+        self.0.input_dim()
+    }
+
+    fn output_dim(&self) -> usize {
+        self.0.output_dim()
+    }
+
+    fn gather(&self, idx: &[usize], x: MatMut<'_, f64>, y: MatMut<'_, f64>) -> Result<()> {
+        RowSource::gather(self.0, idx, x, y)
+    }
+
+    fn describe(&self) -> String {
+        "a streamed test source".into()
+    }
+}
+
+/// Asserts that training a model built with `build` from the rows of `data` behind
+/// [`Streamed`] (not in memory, as an out-of-core store) gives bit-identical parameters
+/// and predictive to training on `data` itself.
+///
+/// # Panics
+/// When the results differ or building, training or predicting fails.
+pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
+    build: impl Fn() -> Result<M>,
+    data: &Dataset,
+    fit: &FitConfig,
+    predict: &PredictConfig,
+) {
+    let run = |rows: &dyn RowSource| -> Result<(Vec<f64>, Predictive)> {
+        let mut model = build()?;
+        model.fit(rows, fit, &mut Silent)?;
+        Ok((model.params().flat(), model.predict(data.x(), predict)?))
+    };
+    let memory = run(data).unwrap_or_else(|e| panic!("in-memory fit failed: {e}"));
+    let streamed = run(&Streamed(data)).unwrap_or_else(|e| panic!("streamed fit failed: {e}"));
+    assert_eq!(memory.0, streamed.0, "parameters differ");
+    assert_eq!(memory.1, streamed.1, "predictives differ");
+}
+
+/// Asserts that a backend that needs its rows in memory refuses [`Streamed`] rows with
+/// [`crate::Error::Unsupported`] before training.
+///
+/// # Panics
+/// When the fit does not fail with that error.
+pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &FitConfig) {
+    match model.fit(&Streamed(data), fit, &mut Silent) {
+        Err(crate::Error::Unsupported(_)) => {}
+        other => panic!("expected Error::Unsupported for streamed rows, got {other:?}"),
+    }
+}
+
+/// Asserts the user-facing round trip of an [`crate::fitted::Estimator`]: `est` fitted on
+/// `data` (original units) with `fit` predicts exactly what its model predicts on
+/// standardised inputs, mapped back; the saved model file loads to identical predictions;
+/// and a file of another backend (`other_backend`), of another layout version, truncated,
+/// or with one digit of the model changed, is refused with [`crate::Error::ModelFile`].
+///
+/// # Panics
+/// When any of these fails (that is the check).
+pub fn assert_fitted_round_trip<E>(est: &E, data: &Dataset, fit: &FitConfig, other_backend: &str)
+where
+    E: crate::fitted::Estimator,
+    E::Model: crate::fitted::Loadable,
+{
+    use crate::fitted::Fitted;
+    let fitted = est
+        .fit_with(data, fit, &mut Silent)
+        .unwrap_or_else(|e| panic!("fit failed: {e}"));
+    let cfg = PredictConfig {
+        samples: 5,
+        seed: 4,
+    };
+    let pred = fitted.predict_with(data.x(), &cfg).expect("predict");
+    let s = fitted.standardizer();
+    let xs = s.transform_x(data.x()).expect("transform");
+    let manual = fitted
+        .model()
+        .predict(xs.as_ref(), &cfg)
+        .and_then(|p| p.unstandardize(&s.y_mean, &s.y_std))
+        .expect("manual prediction");
+    assert_eq!(
+        pred, manual,
+        "Fitted::predict is the model's predictive, unstandardised"
+    );
+    let text = fitted.to_file_json().expect("to_file_json");
+    let back = Fitted::<E::Model>::from_file_json(&text).expect("load");
+    assert_eq!(
+        back.predict_with(data.x(), &cfg).expect("predict (loaded)"),
+        pred
+    );
+    let refused = |t: &str, what: &str| match Fitted::<E::Model>::from_file_json(t) {
+        Err(crate::Error::ModelFile { .. }) => {}
+        other => panic!(
+            "{what}: expected Error::ModelFile, got {:?}",
+            other.map(|_| ())
+        ),
+    };
+    let backend = format!("\"backend\":\"{}\"", fitted.model().backend());
+    assert!(text.contains(&backend), "the file names its backend");
+    refused(
+        &text.replace(&backend, &format!("\"backend\":\"{other_backend}\"")),
+        "another backend",
+    );
+    refused(
+        &text.replace("\"version\":1,", "\"version\":0,"),
+        "older version",
+    );
+    refused(&text[..text.len() / 2], "truncated");
+    let digit = text
+        .rfind(|c: char| c.is_ascii_digit() && c != '0')
+        .expect("a digit in the file");
+    let mut edited = text.clone();
+    edited.replace_range(digit..digit + 1, "0");
+    refused(&edited, "edited");
 }
 
 /// Writes `model` to JSON, reads it back with `restore` and asserts the copy has the same

@@ -94,6 +94,7 @@
 
 mod backend;
 mod config;
+mod estimator;
 mod fit;
 pub mod init;
 mod model;

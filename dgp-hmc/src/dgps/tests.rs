@@ -426,3 +426,20 @@ fn same_result_on_one_and_two_threads() {
         },
     );
 }
+
+#[test]
+fn streamed_rows_are_refused_before_training() {
+    let data = toy_regression(30, 2, 1.0, 2);
+    let model = Dgps::new(tiny(2), &data).unwrap();
+    dgp_traits::testing::assert_refuses_streamed(model, &data, &FitConfig::default());
+}
+
+#[test]
+fn fitted_model_round_trips_through_a_model_file() {
+    let data = toy_regression(30, 2, 1.0, 2);
+    let fit = FitConfig {
+        steps: 20,
+        ..FitConfig::default()
+    };
+    dgp_traits::testing::assert_fitted_round_trip(&tiny(2), &data, &fit, "sghmc");
+}

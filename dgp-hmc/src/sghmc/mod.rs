@@ -5,6 +5,7 @@
 mod backend;
 mod config;
 pub mod diagnostics;
+mod estimator;
 mod model;
 mod progress;
 

@@ -1,0 +1,339 @@
+//! The user-facing shape every backend shares: a configuration → [`Estimator::fit`] → a
+//! [`Fitted`] model that standardises internally, predicts in the data's original units,
+//! and is saved and loaded through one versioned, checksummed file format.
+//!
+//! ```text
+//!   XxxConfig { .. }  ──fit(&data)──▶  Fitted<XxxModel>  ──predict(x)──▶  Predictive (original units)
+//!                                           │  save(path) / Fitted::<XxxModel>::load(path)
+//! ```
+//!
+//! Under the hood [`Estimator::fit_with`] fits a [`Standardizer`] on the training rows
+//! (per-column mean and population standard deviation of inputs and targets), builds the
+//! backend's model on the standardised rows ([`Estimator::build`]), trains it with
+//! [`crate::model::Model::fit`], and keeps the standardizer with the model;
+//! [`Fitted::predict`] standardises the test inputs the same way and maps the predictive
+//! mixture back (`μ ↦ σ_y μ + m_y`, `v ↦ σ_y² v`, so that log densities in original units
+//! are the standardised ones minus `log σ_y`). The lower layer — `Model::new` on data in
+//! model units, `Model::fit`, `Model::predict` — stays available.
+//!
+//! # Model files
+//! [`Fitted::save`] writes one JSON document, atomically (a temporary file in the same
+//! folder, synced, then renamed):
+//! `{"format": "dgp-model", "version": 1, "backend": NAME, "checksum": HEX,
+//!   "standardizer": {...}, "model": "<the backend's own JSON>"}`. The checksum is the
+//! 64-bit FNV-1a hash of the standardizer's JSON and the model's JSON (see
+//! [`model_checksum`]). [`Fitted::load`] checks, in order: the document parses, the
+//! format name, the version ([`MODEL_FILE_VERSION`]; another version is refused, not
+//! guessed at), the backend (a file of another backend is refused by name), the checksum
+//! (a truncated or edited file is refused), and then the backend's own validated loader
+//! ([`Loadable::from_model_json`]). Every refusal is [`Error::ModelFile`] naming the file
+//! and what is wrong; none panics.
+
+use std::path::{Path, PathBuf};
+
+use faer::MatRef;
+use serde::{Deserialize, Serialize};
+
+use crate::data::{Dataset, Standardizer};
+use crate::error::{Error, Result};
+use crate::fit::{FitConfig, FitObserver, FitReport, Silent};
+use crate::model::{Model, PredictConfig};
+use crate::predictive::Predictive;
+
+/// The `format` field of a model file.
+pub const MODEL_FILE_FORMAT: &str = "dgp-model";
+
+/// The layout version of model files this build writes and reads.
+pub const MODEL_FILE_VERSION: u32 = 1;
+
+/// A backend's configuration seen as an estimator: what builds an untrained model on
+/// standardised rows, and the training settings it uses by default.
+pub trait Estimator {
+    /// The model this configuration builds.
+    type Model: Model;
+
+    /// An untrained model for the standardised training rows `train` (the backend's
+    /// constructor: inducing inputs by k-means, layer widths, ...).
+    ///
+    /// # Errors
+    /// The constructor's error (invalid configuration, too few rows, ...).
+    fn build(&self, train: &Dataset) -> Result<Self::Model>;
+
+    /// The training settings [`Estimator::fit`] uses ([`FitConfig::default`] unless the
+    /// backend says otherwise).
+    fn fit_config(&self) -> FitConfig {
+        FitConfig::default()
+    }
+
+    /// Standardises `data`, builds and trains a model with [`Estimator::fit_config`] and
+    /// no progress hooks; see the module docs.
+    ///
+    /// # Errors
+    /// As [`Estimator::fit_with`].
+    fn fit(&self, data: &Dataset) -> Result<Fitted<Self::Model>> {
+        self.fit_with(data, &self.fit_config(), &mut Silent)
+    }
+
+    /// [`Estimator::fit`] with explicit training settings and the caller's hooks
+    /// (progress, stop requests, checkpoints: [`FitObserver`]).
+    ///
+    /// # Errors
+    /// A target column with zero variance cannot be standardised to a usable scale
+    /// ([`Standardizer::check_target_variance_representable`]); the build's and the fit's
+    /// errors.
+    fn fit_with(
+        &self,
+        data: &Dataset,
+        cfg: &FitConfig,
+        observer: &mut dyn FitObserver,
+    ) -> Result<Fitted<Self::Model>> {
+        let standardizer = Standardizer::fit(data);
+        standardizer.check_target_variance_representable()?;
+        let train = standardizer.transform(data)?;
+        let mut model = self.build(&train)?;
+        let report = model.fit(&train, cfg, observer)?;
+        Ok(Fitted {
+            model,
+            standardizer,
+            report,
+        })
+    }
+}
+
+/// A model type that can be restored from the JSON its [`Model::to_json`] writes.
+pub trait Loadable: Model + Sized {
+    /// The backend names its files may carry ([`Model::backend`] of its instances: one
+    /// name, or one per family when the model type serves several backends).
+    const BACKENDS: &'static [&'static str];
+
+    /// The model from its own JSON, validated (shapes, ranges, parameter counts).
+    ///
+    /// # Errors
+    /// Malformed or inconsistent JSON.
+    fn from_model_json(json: &str) -> Result<Self>;
+}
+
+/// A trained model together with the standardisation of its training rows; predicts in
+/// the data's original units. See the module docs.
+#[derive(Debug)]
+pub struct Fitted<M> {
+    model: M,
+    standardizer: Standardizer,
+    report: FitReport,
+}
+
+/// The on-disk document of [`Fitted::save`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    format: String,
+    version: u32,
+    backend: String,
+    checksum: String,
+    standardizer: serde_json::Value,
+    model: String,
+}
+
+/// The 64-bit FNV-1a hash, as 16 hex digits, of `standardizer_json`, a zero byte and
+/// `model_json`: the `checksum` of a model file.
+pub fn model_checksum(standardizer_json: &str, model_json: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let bytes = standardizer_json
+        .bytes()
+        .chain(std::iter::once(0))
+        .chain(model_json.bytes());
+    for b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl<M: Model> Fitted<M> {
+    /// A fitted model from its parts (a model trained on rows standardised by
+    /// `standardizer`).
+    pub fn from_parts(model: M, standardizer: Standardizer, report: FitReport) -> Self {
+        Fitted {
+            model,
+            standardizer,
+            report,
+        }
+    }
+
+    /// The trained model (model units).
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The standardisation of the training rows.
+    pub fn standardizer(&self) -> &Standardizer {
+        &self.standardizer
+    }
+
+    /// What the fit did (empty for a loaded model: reports are not saved).
+    pub fn report(&self) -> &FitReport {
+        &self.report
+    }
+
+    /// The predictive distribution at `x` (N×D, original units) in the targets' original
+    /// units, with [`PredictConfig::default`].
+    ///
+    /// # Errors
+    /// As [`Fitted::predict_with`].
+    pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Predictive> {
+        self.predict_with(x, &PredictConfig::default())
+    }
+
+    /// [`Fitted::predict`] with explicit prediction settings.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for a wrong number of columns; [`Error::NonFinite`] for NaN/∞
+    /// inputs; the model's prediction errors.
+    pub fn predict_with(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        let xs = self.standardizer.transform_x(x)?;
+        let p = self.model.predict(xs.as_ref(), cfg)?;
+        p.unstandardize(&self.standardizer.y_mean, &self.standardizer.y_std)
+    }
+
+    /// The model file's text (see the module docs).
+    ///
+    /// # Errors
+    /// The model's own serialisation error.
+    pub fn to_file_json(&self) -> Result<String> {
+        let model = self.model.to_json()?;
+        let standardizer =
+            serde_json::to_value(&self.standardizer).map_err(|e| Error::Serde(e.to_string()))?;
+        let checksum = model_checksum(&standardizer.to_string(), &model);
+        let doc = ModelFile {
+            format: MODEL_FILE_FORMAT.into(),
+            version: MODEL_FILE_VERSION,
+            backend: self.model.backend().into(),
+            checksum,
+            standardizer,
+            model,
+        };
+        serde_json::to_string(&doc).map_err(|e| Error::Serde(e.to_string()))
+    }
+
+    /// Writes the model file to `path` atomically (see the module docs).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be written; the model's serialisation error.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let text = self.to_file_json()?;
+        write_atomic(path, text.as_bytes())
+    }
+}
+
+impl<M: Loadable> Fitted<M> {
+    /// Reads a model file written by [`Fitted::save`] (see the module docs for what is
+    /// checked).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::ModelFile`] naming the file and
+    /// what is wrong with it.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_file_json(&text).map_err(|e| match e {
+            Error::ModelFile { message, .. } => Error::ModelFile {
+                path: path.to_path_buf(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// [`Fitted::load`] from the file's text (errors name no file).
+    ///
+    /// # Errors
+    /// [`Error::ModelFile`] as [`Fitted::load`].
+    pub fn from_file_json(text: &str) -> Result<Self> {
+        let bad = |message: String| Error::ModelFile {
+            path: PathBuf::new(),
+            message,
+        };
+        let doc: ModelFile = serde_json::from_str(text)
+            .map_err(|e| bad(format!("not a model file, or truncated: {e}")))?;
+        if doc.format != MODEL_FILE_FORMAT {
+            return Err(bad(format!(
+                "format is '{}', expected '{MODEL_FILE_FORMAT}'",
+                doc.format
+            )));
+        }
+        if doc.version != MODEL_FILE_VERSION {
+            return Err(bad(format!(
+                "layout version {} (this build reads version {MODEL_FILE_VERSION})",
+                doc.version
+            )));
+        }
+        if !M::BACKENDS.contains(&doc.backend.as_str()) {
+            return Err(bad(format!(
+                "the file holds a '{}' model, not a {} model",
+                doc.backend,
+                M::BACKENDS.join(" / ")
+            )));
+        }
+        let sum = model_checksum(&doc.standardizer.to_string(), &doc.model);
+        if sum != doc.checksum {
+            return Err(bad(format!(
+                "checksum {} does not match the contents ({sum}): the file was edited or damaged",
+                doc.checksum
+            )));
+        }
+        let standardizer: Standardizer = serde_json::from_value(doc.standardizer)
+            .map_err(|e| bad(format!("standardizer: {e}")))?;
+        check_standardizer(&standardizer).map_err(bad)?;
+        let model = M::from_model_json(&doc.model).map_err(|e| bad(format!("model: {e}")))?;
+        if model.backend() != doc.backend {
+            return Err(bad(format!(
+                "the file says backend '{}' but holds a '{}' model",
+                doc.backend,
+                model.backend()
+            )));
+        }
+        Ok(Fitted {
+            model,
+            standardizer,
+            report: FitReport::default(),
+        })
+    }
+}
+
+/// The standardizer's own consistency (lengths agree, scales finite and positive).
+fn check_standardizer(s: &Standardizer) -> std::result::Result<(), String> {
+    let k = s.kept_features.len();
+    if s.x_mean.len() != k || s.x_std.len() != k || s.y_mean.len() != s.y_std.len() {
+        return Err("standardizer: inconsistent lengths".into());
+    }
+    if s.kept_features.iter().any(|&j| j >= s.input_dim) || s.y_mean.is_empty() {
+        return Err("standardizer: feature index out of range or no targets".into());
+    }
+    let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
+    let positive = |v: &[f64]| v.iter().all(|x| x.is_finite() && *x > 0.0);
+    if !(finite(&s.x_mean) && finite(&s.y_mean) && positive(&s.x_std) && positive(&s.y_std)) {
+        return Err("standardizer: a mean is not finite or a scale is not finite and > 0".into());
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder, synced, then
+/// renamed over `path`.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
