@@ -1,0 +1,9 @@
+//! Out-of-core data for the deep-GP workspace: rows that live on disk rather than in RAM.
+//!
+//! * [`rowstore`] — a binary, memory-mapped row store ([`rowstore::RowStore`], a
+//!   [`dgp_traits::data::RowSource`]) and its streaming writer.
+//! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
+#![warn(missing_docs)]
+
+pub mod chunks;
+pub mod rowstore;
