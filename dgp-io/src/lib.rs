@@ -2,8 +2,12 @@
 //!
 //! * [`rowstore`] — a binary, memory-mapped row store ([`rowstore::RowStore`], a
 //!   [`dgp_traits::data::RowSource`]) and its streaming writer.
+//! * [`standardize`] — standardisation statistics from a row source in bounded memory,
+//!   bit-identical to [`dgp_traits::data::Standardizer::fit`], and
+//!   [`standardize::StandardizedRows`], a source in model units.
 //! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
 #![warn(missing_docs)]
 
 pub mod chunks;
 pub mod rowstore;
+pub mod standardize;

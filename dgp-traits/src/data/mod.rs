@@ -40,7 +40,7 @@ pub use splits::{
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
 pub use standardize::{
-    CONSTANT_REL_STD, CONSTANT_STD, DIRECT_MAGNITUDE, DROP_FEATURE_STD, StandardizeOptions,
-    Standardizer, TARGET_SCALE_RANGE,
+    CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
+    StandardizeOptions, Standardizer, TARGET_SCALE_RANGE,
 };
 pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};
