@@ -30,7 +30,7 @@ mod splits;
 mod standardize;
 mod uci;
 
-pub use batches::{Minibatches, gather_rows_into};
+pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
