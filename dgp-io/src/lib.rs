@@ -5,9 +5,11 @@
 //! * [`standardize`] — standardisation statistics from a row source in bounded memory,
 //!   bit-identical to [`dgp_traits::data::Standardizer::fit`], and
 //!   [`standardize::StandardizedRows`], a source in model units.
+//! * [`sample`] — a seeded reservoir sample of rows (for k-means++ inducing inputs).
 //! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
 #![warn(missing_docs)]
 
 pub mod chunks;
 pub mod rowstore;
+pub mod sample;
 pub mod standardize;
