@@ -6,6 +6,8 @@
 //!   bit-identical to [`dgp_traits::data::Standardizer::fit`], and
 //!   [`standardize::StandardizedRows`], a source in model units.
 //! * [`sample`] — a seeded reservoir sample of rows (for k-means++ inducing inputs).
+//! * [`synth`] — a seeded synthetic regression problem of any size with a known
+//!   Bayes-optimal negative log likelihood.
 //! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
 #![warn(missing_docs)]
 
@@ -13,3 +15,4 @@ pub mod chunks;
 pub mod rowstore;
 pub mod sample;
 pub mod standardize;
+pub mod synth;

@@ -462,6 +462,39 @@ impl RowStoreWriter {
         Ok(())
     }
 
+    /// Appends rows given as one row-major slice: `values.len()` must be a multiple of
+    /// D+P, each row D inputs then P targets (the on-disk layout); all rows are checked
+    /// before any is written.
+    ///
+    /// # Errors
+    /// As [`RowStoreWriter::push_rows`].
+    pub fn push_row_major(&mut self, values: &[f64]) -> Result<()> {
+        let w = self.schema.d() + self.schema.p();
+        if !values.len().is_multiple_of(w) {
+            return Err(Error::shape(
+                "RowStoreWriter::push_row_major (values)",
+                format!("a multiple of {w}"),
+                values.len(),
+            ));
+        }
+        if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite {
+                context: format!("rows written to {}", self.dest.display()),
+                row: self.n as usize + k / w,
+                col: k % w,
+            });
+        }
+        let mut bytes = [0u8; 512];
+        for block in values.chunks(64) {
+            for (k, v) in block.iter().enumerate() {
+                bytes[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            self.write(&bytes[..8 * block.len()])?;
+        }
+        self.n += (values.len() / w) as u64;
+        Ok(())
+    }
+
     /// Writes the final header, syncs and renames the file onto the destination; returns
     /// the number of rows.
     ///
@@ -863,6 +896,15 @@ mod tests {
             Err(Error::NonFinite { row, col, .. }) => assert_eq!((row, col), (1, 2)),
             other => panic!("expected NonFinite, got {other:?}"),
         }
+        match w.push_row_major(&[1.0, 2.0, 3.0, 4.0, f64::NAN, 6.0]) {
+            Err(Error::NonFinite { row, col, .. }) => assert_eq!((row, col), (2, 1)),
+            other => panic!("expected NonFinite, got {other:?}"),
+        }
+        assert!(matches!(
+            w.push_row_major(&[1.0, 2.0]),
+            Err(Error::Shape { .. })
+        ));
+        assert_eq!(w.rows(), 1);
         drop(w);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
