@@ -1,6 +1,7 @@
 //! Minibatch index streams and row gathering.
 
 use faer::{MatMut, MatRef};
+use rand::Rng as _;
 
 use crate::data::splits::shuffle;
 use crate::error::{Error, Result};
@@ -19,6 +20,15 @@ use crate::rng::{Rng, seeded};
 /// * when `batch_size ≥ n`, every batch is the full data set `0..n` in order (full-batch
 ///   training; no random numbers are drawn).
 ///
+/// Memory: for `n ≤` [`PERMUTATION_TABLE_MAX_N`] each epoch is a Fisher–Yates shuffle of a
+/// table of `n` indices (`8n` bytes). Above it, no table is kept: each epoch's permutation
+/// is a keyed bijection of `0..n` ([`FEISTEL_ROUNDS`]-round balanced Feistel network on the
+/// smallest even number of bits `2h` with `2^(2h) ≥ n`, walked along its cycles until the
+/// value falls below `n`), with a fresh key of [`FEISTEL_ROUNDS`] words drawn from the
+/// stream's generator per epoch, so memory is `O(batch_size)` whatever `n`. The
+/// epoch/straddle semantics above are the same in both orders; the full-batch case keeps
+/// the table `0..n`.
+///
 /// [`Minibatches::next_batch`] returns a borrowed slice and never allocates after
 /// construction; the [`Iterator`] implementation yields owned copies for convenience.
 #[derive(Clone, Debug)]
@@ -30,6 +40,68 @@ pub struct Minibatches {
     buf: Vec<usize>,
     rng: Rng,
     epochs: usize,
+    feistel: Option<Feistel>,
+}
+
+/// Largest `n` whose epochs are shuffled tables; larger `n` use the O(1)-memory keyed
+/// bijection (see [`Minibatches`]). 2²⁴ rows cost a 128 MiB table.
+pub const PERMUTATION_TABLE_MAX_N: usize = 1 << 24;
+
+/// Rounds of the Feistel network of the table-free order of [`Minibatches`].
+pub const FEISTEL_ROUNDS: usize = 6;
+
+/// SplitMix64's finaliser: the Feistel round function.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A keyed permutation of `0..n`: a balanced Feistel network on `2h` bits with cycle
+/// walking (every value `≥ n` is mapped again until it falls in `0..n`).
+#[derive(Clone, Debug)]
+struct Feistel {
+    half_bits: u32,
+    mask: u64,
+    keys: [u64; FEISTEL_ROUNDS],
+}
+
+impl Feistel {
+    fn new(n: usize, rng: &mut Rng) -> Self {
+        let bits = (usize::BITS - (n.max(2) - 1).leading_zeros()).max(2);
+        let half_bits = bits.div_ceil(2);
+        let mut keys = [0u64; FEISTEL_ROUNDS];
+        for k in &mut keys {
+            *k = rng.next_u64();
+        }
+        Self {
+            half_bits,
+            mask: (1u64 << half_bits) - 1,
+            keys,
+        }
+    }
+
+    /// One application of the network on `0..2^(2h)`.
+    fn apply(&self, x: u64) -> u64 {
+        let (mut l, mut r) = (x >> self.half_bits, x & self.mask);
+        for &k in &self.keys {
+            let t = l ^ (mix64(r ^ k) & self.mask);
+            l = r;
+            r = t;
+        }
+        (l << self.half_bits) | r
+    }
+
+    /// Position `k` (< n) of the epoch's permutation of `0..n`.
+    fn index(&self, k: usize, n: usize) -> usize {
+        let mut x = k as u64;
+        loop {
+            x = self.apply(x);
+            if x < n as u64 {
+                return x as usize;
+            }
+        }
+    }
 }
 
 impl Minibatches {
@@ -38,6 +110,16 @@ impl Minibatches {
     /// # Errors
     /// [`Error::Empty`] if `n == 0`; [`Error::Config`] if `batch_size == 0`.
     pub fn new(n: usize, batch_size: usize, seed: u64) -> Result<Self> {
+        Self::with_table_limit(n, batch_size, seed, PERMUTATION_TABLE_MAX_N)
+    }
+
+    /// [`Minibatches::new`] with the table/bijection threshold as a parameter (tests).
+    pub(crate) fn with_table_limit(
+        n: usize,
+        batch_size: usize,
+        seed: u64,
+        table_max_n: usize,
+    ) -> Result<Self> {
         if n == 0 {
             return Err(Error::Empty("minibatches over zero rows".into()));
         }
@@ -45,8 +127,21 @@ impl Minibatches {
             return Err(Error::Config("minibatch size must be at least 1".into()));
         }
         let mut rng = seeded(seed);
-        let mut perm: Vec<usize> = (0..n).collect();
         let full = batch_size >= n;
+        if !full && n > table_max_n {
+            let feistel = Some(Feistel::new(n, &mut rng));
+            return Ok(Self {
+                n,
+                batch_size,
+                perm: Vec::new(),
+                pos: 0,
+                buf: vec![0; batch_size],
+                rng,
+                epochs: 0,
+                feistel,
+            });
+        }
+        let mut perm: Vec<usize> = (0..n).collect();
         if !full {
             shuffle(&mut rng, &mut perm);
         }
@@ -58,6 +153,7 @@ impl Minibatches {
             buf: vec![0; if full { 0 } else { batch_size }],
             rng,
             epochs: 0,
+            feistel: None,
         })
     }
 
@@ -83,6 +179,9 @@ impl Minibatches {
 
     /// The next batch of exactly [`Minibatches::batch_size`] indices.
     pub fn next_batch(&mut self) -> &[usize] {
+        if self.feistel.is_some() {
+            return self.next_batch_table_free();
+        }
         let (n, b) = (self.n, self.batch_size);
         if b == n {
             self.epochs += 1;
@@ -107,6 +206,27 @@ impl Minibatches {
         shuffle(&mut self.rng, &mut self.perm);
         self.buf[r..].copy_from_slice(&self.perm[..b - r]);
         self.pos = b - r;
+        &self.buf
+    }
+
+    /// [`Minibatches::next_batch`] in the table-free order: the same consumption of
+    /// epochs, positions mapped through the epoch's keyed bijection.
+    fn next_batch_table_free(&mut self) -> &[usize] {
+        let (n, b) = (self.n, self.batch_size);
+        let Some(f) = self.feistel.as_mut() else {
+            unreachable!("table-free order without a key")
+        };
+        for slot in &mut self.buf[..b] {
+            if self.pos == n {
+                *f = Feistel::new(n, &mut self.rng);
+                self.pos = 0;
+            }
+            *slot = f.index(self.pos, n);
+            self.pos += 1;
+            if self.pos == n {
+                self.epochs += 1;
+            }
+        }
         &self.buf
     }
 }
@@ -162,6 +282,80 @@ mod tests {
             assert_eq!(e, (0..10).collect::<Vec<_>>());
         }
         assert_eq!(mb.epochs_completed(), 2);
+    }
+
+    #[test]
+    fn table_free_order_gives_a_permutation_per_epoch_and_is_seeded() {
+        for (n, b) in [(1000, 64), (1001, 7), (4097, 4097 - 1), (65, 1)] {
+            let mut mb = Minibatches::with_table_limit(n, b, 11, 64).unwrap();
+            assert!(mb.feistel.is_some() && mb.perm.is_empty());
+            let batches = (3 * n).div_ceil(b);
+            let stream: Vec<usize> = (0..batches)
+                .flat_map(|_| mb.next_batch().to_vec())
+                .collect();
+            for epoch in stream.chunks_exact(n) {
+                let mut e = epoch.to_vec();
+                e.sort_unstable();
+                assert_eq!(e, (0..n).collect::<Vec<_>>(), "n {n} b {b}");
+            }
+            assert_eq!(mb.epochs_completed(), stream.len() / n);
+            // Epochs differ (fresh keys), the seed fixes the stream, another seed changes it.
+            assert_ne!(stream[..n], stream[n..2 * n]);
+            let mut again = Minibatches::with_table_limit(n, b, 11, 64).unwrap();
+            let replay: Vec<usize> = (0..batches)
+                .flat_map(|_| again.next_batch().to_vec())
+                .collect();
+            assert_eq!(stream, replay);
+            let mut other = Minibatches::with_table_limit(n, b, 12, 64).unwrap();
+            let diff: Vec<usize> = (0..batches)
+                .flat_map(|_| other.next_batch().to_vec())
+                .collect();
+            assert_ne!(stream, diff);
+        }
+    }
+
+    #[test]
+    fn table_free_order_is_not_close_to_the_identity() {
+        // A weak bijection would keep most indices near their position; count fixed
+        // points and order-preserving neighbours over one epoch of 10000 rows.
+        let n = 10_000;
+        let mut mb = Minibatches::with_table_limit(n, n - 1, 5, 1000).unwrap();
+        let e: Vec<usize> = (0..2)
+            .flat_map(|_| mb.next_batch().to_vec())
+            .take(n)
+            .collect();
+        let fixed = e.iter().enumerate().filter(|&(k, &v)| k == v).count();
+        let ascending = e.windows(2).filter(|w| w[1] > w[0]).count();
+        // Uniform permutation: E[fixed] = 1, ascending pairs ≈ n/2 ± 29 (sd).
+        assert!(fixed <= 6, "{fixed}");
+        assert!((ascending as f64 - 5000.0).abs() < 150.0, "{ascending}");
+    }
+
+    #[test]
+    fn huge_n_needs_no_table() {
+        // 2^33 rows: a table would take 64 GiB.
+        let n = 1usize << 33;
+        let mut mb = Minibatches::new(n, 256, 1).unwrap();
+        assert!(mb.perm.capacity() == 0);
+        let b = mb.next_batch().to_vec();
+        assert!(b.iter().all(|&i| i < n));
+        let mut s = b.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), 256);
+    }
+
+    #[test]
+    fn small_n_keeps_the_table_order() {
+        let a: Vec<usize> = Minibatches::new(100, 7, 9)
+            .unwrap()
+            .take(20)
+            .flatten()
+            .collect();
+        let mut rng = seeded(9);
+        let mut perm: Vec<usize> = (0..100).collect();
+        shuffle(&mut rng, &mut perm);
+        assert_eq!(a[..100], perm[..]);
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod splits;
 mod standardize;
 mod uci;
 
-pub use batches::{Minibatches, gather_rows_into};
+pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
@@ -40,7 +40,7 @@ pub use splits::{
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
 pub use standardize::{
-    CONSTANT_REL_STD, CONSTANT_STD, DIRECT_MAGNITUDE, DROP_FEATURE_STD, StandardizeOptions,
-    Standardizer, TARGET_SCALE_RANGE,
+    CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
+    StandardizeOptions, Standardizer, TARGET_SCALE_RANGE,
 };
 pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};

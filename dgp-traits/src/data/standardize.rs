@@ -77,8 +77,18 @@ pub struct Standardizer {
     pub y_std: Vec<f64>,
 }
 
+/// Statistics of one column as [`Standardizer::fit`] computes them: `(mean, population
+/// std, max|x|)`.
+///
+/// * exactly constant column (every value `==` the first): `(first, 0, |first|)`;
+/// * `max|x|` in [`DIRECT_MAGNITUDE`]: `mean = Σx/n`, `std = sqrt(Σ(x−mean)²/n)`, each sum
+///   accumulated in row order;
+/// * otherwise, with `s = x/max|x|`: `mean = (Σs/n)·max|x|`,
+///   `std = sqrt(Σ(s − Σs/n)²/n)·max|x|`, sums in row order.
+pub type ColumnStats = (f64, f64, f64);
+
 /// Mean, population std and largest magnitude of column `j`; exact for constant columns.
-fn column_stats(m: MatRef<'_, f64>, j: usize) -> (f64, f64, f64) {
+fn column_stats(m: MatRef<'_, f64>, j: usize) -> ColumnStats {
     let c = m.col(j);
     let n = c.nrows();
     let first = c[0];
@@ -179,6 +189,25 @@ impl Standardizer {
     /// [`Error::Config`] if the threshold is negative or not finite; [`Error::Empty`] if
     /// every feature would be dropped.
     pub fn fit_with(train: &Dataset, opts: StandardizeOptions) -> Result<Self> {
+        let (x, y) = (train.x(), train.y());
+        let xs: Vec<ColumnStats> = (0..x.ncols()).map(|j| column_stats(x, j)).collect();
+        let ys: Vec<ColumnStats> = (0..y.ncols()).map(|j| column_stats(y, j)).collect();
+        Self::from_column_stats(&xs, &ys, opts)
+    }
+
+    /// Builds the standardiser [`Standardizer::fit_with`] builds from the per-column
+    /// statistics `(mean, std, max|x|)` of the training inputs and targets, computed as
+    /// [`Standardizer::fit`] computes them (this is how a standardiser is fitted on rows
+    /// that are streamed rather than held in memory; the numbers are used as given).
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the threshold is negative or not finite; [`Error::Empty`] if
+    /// there are no input or target columns or every feature would be dropped.
+    pub fn from_column_stats(
+        x_stats: &[ColumnStats],
+        y_stats: &[ColumnStats],
+        opts: StandardizeOptions,
+    ) -> Result<Self> {
         if let Some(t) = opts.drop_features_below
             && !(t.is_finite() && t >= 0.0)
         {
@@ -186,12 +215,15 @@ impl Standardizer {
                 "feature-dropping threshold must be finite and ≥ 0, got {t}"
             )));
         }
-        let (x, y) = (train.x(), train.y());
+        if x_stats.is_empty() || y_stats.is_empty() {
+            return Err(Error::Empty(
+                "standardiser statistics without input or target columns".into(),
+            ));
+        }
         let mut kept_features = Vec::new();
         let mut x_mean = Vec::new();
         let mut x_std = Vec::new();
-        for j in 0..x.ncols() {
-            let (m, s, amax) = column_stats(x, j);
+        for (j, &(m, s, amax)) in x_stats.iter().enumerate() {
             if opts.drop_features_below.is_some_and(|t| s <= t) {
                 continue;
             }
@@ -204,20 +236,69 @@ impl Standardizer {
                 "every input feature is near-constant on the training split".into(),
             ));
         }
-        let (y_mean, y_std) = (0..y.ncols())
-            .map(|j| {
-                let (m, s, amax) = column_stats(y, j);
-                (m, guard(s, amax))
-            })
+        let (y_mean, y_std) = y_stats
+            .iter()
+            .map(|&(m, s, amax)| (m, guard(s, amax)))
             .unzip();
         Ok(Self {
-            input_dim: x.ncols(),
+            input_dim: x_stats.len(),
             kept_features,
             x_mean,
             x_std,
             y_mean,
             y_std,
         })
+    }
+
+    /// Checks that every scale can standardise (a normal, finite f64), as
+    /// [`Standardizer::transform_x`] and [`Standardizer::transform_y`] do first.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first column whose scale is not usable.
+    pub fn check_scales(&self) -> Result<()> {
+        for (j, &s) in self.x_std.iter().enumerate() {
+            check_scale(s, "input", j)?;
+        }
+        for (j, &s) in self.y_std.iter().enumerate() {
+            check_scale(s, "target", j)?;
+        }
+        Ok(())
+    }
+
+    /// The standardised value of `v` in kept input column `k` (original column
+    /// `kept_features[k]`): exactly the number [`Standardizer::transform_x`] gives for it.
+    /// Assumes [`Standardizer::check_scales`] passed.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the value is not representable.
+    ///
+    /// # Panics
+    /// If `k` is not below the number of kept features.
+    #[inline]
+    pub fn transform_x_value(&self, k: usize, v: f64) -> Result<f64> {
+        let z = (v - self.x_mean[k]) / self.x_std[k];
+        if z.is_finite() {
+            return Ok(z);
+        }
+        standardise_entry(v, self.x_mean[k], self.x_std[k], "input", k)
+    }
+
+    /// The standardised value of `v` in target column `j`: exactly the number
+    /// [`Standardizer::transform_y`] gives for it. Assumes [`Standardizer::check_scales`]
+    /// passed.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the value is not representable.
+    ///
+    /// # Panics
+    /// If `j` is not below the number of targets.
+    #[inline]
+    pub fn transform_y_value(&self, j: usize, v: f64) -> Result<f64> {
+        let z = (v - self.y_mean[j]) / self.y_std[j];
+        if z.is_finite() {
+            return Ok(z);
+        }
+        standardise_entry(v, self.y_mean[j], self.y_std[j], "target", j)
     }
 
     /// Number of input columns after transformation (kept features).

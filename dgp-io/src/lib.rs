@@ -1,0 +1,18 @@
+//! Out-of-core data for the deep-GP workspace: rows that live on disk rather than in RAM.
+//!
+//! * [`rowstore`] — a binary, memory-mapped row store ([`rowstore::RowStore`], a
+//!   [`dgp_traits::data::RowSource`]) and its streaming writer.
+//! * [`standardize`] — standardisation statistics from a row source in bounded memory,
+//!   bit-identical to [`dgp_traits::data::Standardizer::fit`], and
+//!   [`standardize::StandardizedRows`], a source in model units.
+//! * [`sample`] — a seeded reservoir sample of rows (for k-means++ inducing inputs).
+//! * [`synth`] — a seeded synthetic regression problem of any size with a known
+//!   Bayes-optimal negative log likelihood.
+//! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
+#![warn(missing_docs)]
+
+pub mod chunks;
+pub mod rowstore;
+pub mod sample;
+pub mod standardize;
+pub mod synth;
