@@ -30,6 +30,7 @@ mod compare;
 mod default;
 mod results;
 mod run;
+mod stream;
 mod table;
 mod time;
 mod vs_paper;
@@ -37,6 +38,7 @@ mod vs_paper;
 pub use compare::CompareArgs;
 pub use results::ResultsArgs;
 pub use run::RunArgs;
+pub use stream::{StreamArgs, StreamRecord};
 pub use table::TableArgs;
 pub use time::{TIME_DEFAULTS, TimeArgs};
 pub use vs_paper::VsPaperArgs;
@@ -79,6 +81,9 @@ pub enum Command {
     /// the fraction of test points where A's log density beats B's, mean ± s.e. over
     /// splits, from the records of `run --json FILE --per-point`.
     Compare(CompareArgs),
+    /// Train one backend from an out-of-core row store (minibatches read from the file)
+    /// and evaluate it on a test row store chunk by chunk.
+    Stream(StreamArgs),
     /// List the registered backends, what --samples means for each and their settings.
     Backends,
     /// Put the records of `run --json` next to the seed papers' published numbers
@@ -95,6 +100,7 @@ pub fn execute(cli: Cli) -> Result<()> {
     match cli.command {
         None => default::cmd_default(&cli.out, cli.seed, !cli.quiet),
         Some(Command::Run(a)) => run::cmd_run(&a),
+        Some(Command::Stream(a)) => stream::cmd_stream(&a),
         Some(Command::Time(a)) => time::cmd_time(&a),
         Some(Command::Table(a)) => table::cmd_table(&a),
         Some(Command::Results(a)) => results::cmd_results(&a),
