@@ -301,6 +301,9 @@ const DGPS_DEFAULTS: BackendDefaults = BackendDefaults {
     predict_samples: 100,
 };
 
+/// The backend a subcommand uses when `--backend` is not given.
+pub const DEFAULT_BACKEND: &str = "svi";
+
 /// Every backend the benchmark knows, in the order reports list them.
 pub static BACKENDS: &[BackendEntry] = &[
     BackendEntry {

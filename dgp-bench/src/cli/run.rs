@@ -31,7 +31,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub source: DataFlags,
     /// Backend name, or several separated by commas (`svi,dspp`); see `dgp-bench backends`.
-    #[arg(long, default_value = "svi")]
+    #[arg(long, default_value = crate::backends::DEFAULT_BACKEND)]
     pub backend: String,
     /// Number of GP layers (1 = SGP), or several separated by commas (`1,2`): every
     /// backend is run with every layer count, one table.

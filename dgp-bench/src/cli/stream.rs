@@ -46,7 +46,7 @@ pub struct StreamArgs {
     #[arg(long, value_name = "FILE")]
     pub test: PathBuf,
     /// Backend (one that declares it streams, unless --in-memory).
-    #[arg(long, default_value = "svi")]
+    #[arg(long, default_value = crate::backends::DEFAULT_BACKEND)]
     pub backend: String,
     /// Number of GP layers.
     #[arg(long, default_value_t = 2)]

@@ -23,7 +23,7 @@ pub struct TimeArgs {
     pub source: DataFlags,
     /// Backend name, or several separated by commas (`svi,star,fc`): timed interleaved in
     /// one run, ratios to the first.
-    #[arg(long, default_value = "svi")]
+    #[arg(long, default_value = crate::backends::DEFAULT_BACKEND)]
     pub backend: String,
     /// Split whose training set is batched and whose test set is predicted.
     #[arg(long, default_value_t = 0)]
