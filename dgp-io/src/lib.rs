@@ -8,6 +8,7 @@
 //! * [`sample`] — a seeded reservoir sample of rows (for k-means++ inducing inputs).
 //! * [`synth`] — a seeded synthetic regression problem of any size with a known
 //!   Bayes-optimal negative log likelihood.
+//! * [`tabular`] — streaming CSV reading by column name and conversion into a row store.
 //! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
 #![warn(missing_docs)]
 
@@ -16,3 +17,4 @@ pub mod rowstore;
 pub mod sample;
 pub mod standardize;
 pub mod synth;
+pub mod tabular;

@@ -1,6 +1,6 @@
 //! The command line: argument definitions (clap) shared by the subcommands, and one
-//! module per subcommand (`run`, `time`, `table`, `results`, `compare`, `backends`, the
-//! default job).
+//! module per subcommand (`run`, `time`, `table`, `results`, `compare`, `backends`,
+//! `synth`, `convert`, the default job).
 //! `main.rs` only parses, dispatches and maps errors to exit codes.
 //!
 //! Backend-specific settings: `--set KEY=VALUE` (repeatable; dotted keys for nested
@@ -27,18 +27,22 @@ use crate::error::{BenchError, Result};
 
 mod backends;
 mod compare;
+mod convert;
 mod default;
 mod results;
 mod run;
 mod stream;
+mod synth;
 mod table;
 mod time;
 mod vs_paper;
 
 pub use compare::CompareArgs;
+pub use convert::ConvertArgs;
 pub use results::ResultsArgs;
 pub use run::RunArgs;
 pub use stream::{StreamArgs, StreamRecord};
+pub use synth::SynthArgs;
 pub use table::TableArgs;
 pub use time::{TIME_DEFAULTS, TimeArgs};
 pub use vs_paper::VsPaperArgs;
@@ -89,6 +93,12 @@ pub enum Command {
     /// Put the records of `run --json` next to the seed papers' published numbers
     /// (protocol.md §4): ours ± s.e., the paper's ± s.e., the difference in combined s.e.
     VsPaper(VsPaperArgs),
+    /// Write the synthetic large-data regression problem (9 inputs, input-dependent noise,
+    /// known Bayes-optimal NLL) as a binary row store, any size from 10³ to 10⁹ rows.
+    Synth(SynthArgs),
+    /// Stream chosen columns of a CSV file into a binary row store (bounded memory; NaN,
+    /// infinite or non-numeric values are errors naming the row and column).
+    Convert(ConvertArgs),
 }
 
 /// Runs the parsed command line.
@@ -106,6 +116,8 @@ pub fn execute(cli: Cli) -> Result<()> {
         Some(Command::Results(a)) => results::cmd_results(&a),
         Some(Command::Compare(a)) => compare::cmd_compare(&a),
         Some(Command::VsPaper(a)) => vs_paper::cmd_vs_paper(&a),
+        Some(Command::Synth(a)) => synth::cmd_synth(&a),
+        Some(Command::Convert(a)) => convert::cmd_convert(&a),
         Some(Command::Backends) => {
             backends::cmd_backends();
             Ok(())
