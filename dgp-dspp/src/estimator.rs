@@ -23,6 +23,19 @@ impl Loadable for Dspp {
     }
 }
 
+/// PPGPR, the one-layer DSPP (eq. 16), as an estimator: the DSPP configuration, whose
+/// layer count [`Ppgpr::new`] sets to one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PpgprConfig(pub DsppConfig);
+
+impl Estimator for PpgprConfig {
+    type Model = Ppgpr;
+
+    fn build(&self, train: &Dataset) -> Result<Ppgpr> {
+        Ppgpr::new(self.0.clone(), train)
+    }
+}
+
 impl Loadable for Ppgpr {
     const BACKENDS: &'static [&'static str] = &["ppgpr"];
 

@@ -20,6 +20,8 @@
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<Dspp>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
+//! let ppgpr = PpgprConfig(config).fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! assert_eq!(ppgpr.model().backend(), "ppgpr"); // save / load as Fitted::<Ppgpr>
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
@@ -74,7 +76,7 @@
 mod backend;
 mod blocks;
 mod config;
-mod estimator;
+pub mod estimator;
 pub mod lmc;
 mod model;
 mod model_impl;
@@ -96,6 +98,7 @@ pub use train::{EarlyStopping, FitSummary};
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
+    pub use crate::estimator::PpgprConfig;
     pub use crate::{Dspp, DsppConfig, Ppgpr, QCov, Rule, SiteInit, select_beta};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};

@@ -1147,3 +1147,17 @@ fn fitted_model_round_trips_through_a_model_file() {
     };
     dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "svi");
 }
+
+#[test]
+fn fitted_ppgpr_round_trips_through_a_model_file() {
+    let data = toy_data(40, 2, 3);
+    let cfg = dgp_dspp::estimator::PpgprConfig(DsppConfig {
+        num_inducing: 6,
+        ..Default::default()
+    });
+    let fit = FitConfig {
+        steps: 10,
+        ..Default::default()
+    };
+    dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "dspp");
+}

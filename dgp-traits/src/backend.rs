@@ -134,7 +134,7 @@ pub struct Capabilities {
     /// when [`CommonSettings::tune`] is set (and the choice is not fixed by settings).
     pub selects_on_validation: bool,
     /// `fit` can train from a [`crate::data::RowSource`] that does not hold the rows in
-    /// memory ([`crate::model::Model::fit_rows`]).
+    /// memory ([`crate::model::Model::fit`] with a source whose `in_memory` is `None`).
     pub streams: bool,
     /// The likelihood families the backend trains with.
     pub likelihoods: &'static [LikelihoodFamily],

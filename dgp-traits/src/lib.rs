@@ -16,8 +16,16 @@
 //! [`skeleton`] of a deep GP (layer-stack initialisation, the propagation loop, chunked
 //! prediction, checkpoints, input checks).
 //!
-//! Training: [`params`] (blocks with roles), the [`train`]ing executor with its steppers and
-//! observers. Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
+//! The user-facing shape: every backend's configuration is an [`fitted::Estimator`]
+//! (`fit(&data)` standardises internally) giving a [`fitted::Fitted`] model that predicts in
+//! original units and is saved and loaded through one checksummed model file.
+//!
+//! Training: what a fit is asked and reports is the plain data of [`fit`] ([`fit::FitConfig`],
+//! [`fit::FitObserver`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
+//! (in memory, or an out-of-core store); [`params`] (blocks with roles), the [`train`]ing
+//! executor with its steppers and observers; [`distribute`] decides which chunks of a
+//! minibatch gradient this process computes (all of them, or its share of a data-parallel
+//! launch). Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
 //! [`transforms`], [`optim`]isers (Adam, L-BFGS, natural gradients), [`data`] loading / standardisation /
 //! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
 //! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness

@@ -145,6 +145,9 @@ pub fn checked_backward(
     Ok((value, grads, g))
 }
 
+/// An objective's value and its gradient in [`ParamStore::flat`] layout.
+type ValueGrad = (f64, Vec<f64>);
+
 /// Value and gradient of an objective that sums over the rows of a minibatch, with large
 /// minibatches recorded in chunks on separate tapes in parallel.
 ///
@@ -188,7 +191,8 @@ where
     let seed: u64 = if draws_noise { rng.random() } else { 0 };
     let base = rng.clone();
     let runner = crate::distribute::runner();
-    let parts: Vec<Option<Result<(f64, Vec<f64>)>>> = tape
+    // Per chunk: `None` where another process computes it, else its value and gradient.
+    let parts: Vec<Option<Result<ValueGrad>>> = tape
         .sub_tapes(chunks)
         .par_iter_mut()
         .enumerate()
