@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Args;
 use dgp_traits::model::FitObserver;
 use dgp_traits::train::RunState;
-use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
 use crate::spec::ExperimentSpec;
@@ -70,11 +69,45 @@ struct Session {
     resume: bool,
 }
 
-/// The file a split's state is kept in.
-#[derive(Serialize, Deserialize)]
-struct SavedSplit {
-    fingerprint: serde_json::Value,
-    state: RunState,
+/// Version of the checkpoint file layout: `{"fingerprint": F, "checksum": C, "state": S}`
+/// with `C` the [`checksum`] of `F` and `S` as written.
+pub const FILE_VERSION: u32 = 2;
+
+/// FNV-1a (64 bit) of the fingerprint's and the state's compact JSON, as 16 hex digits: it
+/// catches edits and corruption of a checkpoint (a flipped digit, a changed number), not a
+/// deliberate forgery (whoever edits the state can recompute it).
+pub fn checksum(fingerprint: &str, state: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in fingerprint
+        .as_bytes()
+        .iter()
+        .chain(b"\n")
+        .chain(state.as_bytes())
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The text of a checkpoint file holding `state` (see [`FILE_VERSION`]).
+///
+/// # Errors
+/// [`dgp_traits::Error::Serde`] when the state does not serialise.
+pub fn checkpoint_text(
+    fingerprint: &serde_json::Value,
+    state: &RunState,
+) -> dgp_traits::Result<String> {
+    // Through a `Value`, so that the loader, which parses the file into one, re-serialises
+    // the state to exactly these bytes.
+    let state = serde_json::to_value(state)
+        .map_err(|e| dgp_traits::Error::Serde(e.to_string()))?
+        .to_string();
+    let fingerprint = fingerprint.to_string();
+    let sum = checksum(&fingerprint, &state);
+    Ok(format!(
+        "{{\"version\":{FILE_VERSION},\"fingerprint\":{fingerprint},\"checksum\":\"{sum}\",\"state\":{state}}}"
+    ))
 }
 
 /// Whether a stop was requested (SIGINT/SIGTERM).
@@ -120,9 +153,56 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
     for spec in specs {
         check_backend(spec)?;
     }
+    let flag = if resume { "--resume" } else { "--checkpoint" };
+    // The states this run would read and write.
+    let d = dir.as_path();
+    let saved: Vec<PathBuf> = specs
+        .iter()
+        .flat_map(|s| s.splits.iter().map(move |&k| split_path(d, s, k)))
+        .filter(|p| p.exists())
+        .collect();
+    if resume && saved.is_empty() {
+        let expected = specs
+            .first()
+            .and_then(|s| s.splits.first().map(|&k| split_path(&dir, s, k)))
+            .map_or(String::new(), |p| {
+                format!(" (expected e.g. {})", p.display())
+            });
+        return Err(BenchError::Usage(format!(
+            "--resume {}: nothing to resume: the directory holds no saved state of this \
+             run's backends, layers and splits{expected}; use --checkpoint {} to start a \
+             checkpointed run",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    if !resume && let Some(p) = saved.first() {
+        return Err(BenchError::Usage(format!(
+            "--checkpoint {}: the directory holds a saved training state ({}) that a fresh \
+             start would overwrite; refusing. Rerun with --resume {} to continue it, or give \
+             another --checkpoint directory (or delete the state) to start over",
+            dir.display(),
+            p.display(),
+            dir.display()
+        )));
+    }
+    if resume {
+        // Every saved state is verified now, before any split trains.
+        for s in specs {
+            for &k in &s.splits {
+                let p = split_path(d, s, k);
+                if p.exists() {
+                    load_state(&p, &fingerprint(s, k))?;
+                }
+            }
+        }
+    }
     std::fs::create_dir_all(&dir).map_err(|e| {
+        BenchError::Usage(format!("{flag} {}: cannot create it: {e}", dir.display()))
+    })?;
+    crate::validate::probe_dir(&dir).map_err(|e| {
         BenchError::Usage(format!(
-            "--checkpoint {}: cannot create it: {e}",
+            "{flag} {}: cannot write a checkpoint into it: {e}",
             dir.display()
         ))
     })?;
@@ -196,7 +276,7 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().map_err(|e| BenchError::output(path, e))
+    write().map_err(|e| BenchError::output(path, format!("I/O error: {e}")))
 }
 
 /// The [`FitObserver`] a split trains with: forwards progress to the bar and answers the
@@ -211,6 +291,8 @@ pub struct SplitControl<'a> {
     error: Option<BenchError>,
     /// Whether `--checkpoint` could make this split resumable ([`check_backend`]).
     resumable: bool,
+    /// The checkpoint this split resumed from.
+    resumed_from: Option<PathBuf>,
 }
 
 impl<'a> SplitControl<'a> {
@@ -241,6 +323,7 @@ impl<'a> SplitControl<'a> {
             asked: Cell::new(false),
             error: None,
             resumable: check_backend(spec).is_ok(),
+            resumed_from: None,
         };
         let Some(session) = session else {
             return Ok(control);
@@ -248,10 +331,38 @@ impl<'a> SplitControl<'a> {
         let path = split_path(&session.dir, spec, k);
         if session.resume && path.exists() {
             control.resume = Some(load_state(&path, &control.fingerprint)?);
+            control.resumed_from = Some(path.clone());
         }
         control.path = Some(path);
         control.every = session.every;
         Ok(control)
+    }
+
+    /// The checkpoint file this split resumed from, if any.
+    pub fn resumed_from(&self) -> Option<&Path> {
+        self.resumed_from.as_deref()
+    }
+
+    /// The error of a failed fit: a checkpoint save that failed (an I/O error, as such);
+    /// a numerical failure of a resumed split names the checkpoint as the likely cause.
+    pub fn fit_error(&mut self, context: String, e: dgp_traits::Error) -> BenchError {
+        if let Some(saved) = self.error.take() {
+            return saved;
+        }
+        match (&self.resumed_from, &e) {
+            (
+                Some(p),
+                dgp_traits::Error::Numerical(_) | dgp_traits::Error::NotPositiveDefinite { .. },
+            ) => BenchError::run(
+                format!(
+                    "{context} (resumed from {}: a damaged or edited checkpoint is the likely \
+                     cause; restore it or start afresh)",
+                    p.display()
+                ),
+                e,
+            ),
+            _ => BenchError::run(context, e),
+        }
     }
 
     /// After the fit: [`BenchError::Interrupted`] when a stop was requested (the split is
@@ -319,24 +430,67 @@ pub fn interrupted_note(
     BenchError::Interrupted(format!("{msg}; {}", kept.join(", ")))
 }
 
-fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunState> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| BenchError::Usage(format!("--resume: cannot read {}: {e}", path.display())))?;
-    let saved: SavedSplit = serde_json::from_str(&text).map_err(|e| {
+/// Reads, verifies and checks the saved state of `path` (see the module docs).
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the file and, for a state that cannot be right, the field.
+pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunState> {
+    let bad = |what: String| BenchError::Usage(format!("--resume: {}: {what}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| {
         BenchError::Usage(format!(
-            "--resume: {} is not a checkpoint: {e}",
+            "--resume: I/O error reading {}: {e}",
             path.display()
         ))
     })?;
-    if &saved.fingerprint != fingerprint {
+    let mut file: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a checkpoint: {e}")))?;
+    let version = file.get("version").and_then(serde_json::Value::as_u64);
+    if version != Some(u64::from(FILE_VERSION)) {
+        return Err(bad(format!(
+            "field version: {} (this build reads checkpoint files of version {FILE_VERSION}, \
+             which carry a checksum); start afresh in another --checkpoint directory",
+            version.map_or("missing".to_string(), |v| v.to_string())
+        )));
+    }
+    let (Some(saved_fp), Some(state)) = (file.get("fingerprint"), file.get("state")) else {
+        return Err(bad("not a checkpoint: no fingerprint or no state".into()));
+    };
+    let stored = file
+        .get("checksum")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("missing");
+    let computed = checksum(&saved_fp.to_string(), &state.to_string());
+    if stored != computed {
+        return Err(bad(format!(
+            "field checksum: {stored}, but the saved settings and state hash to {computed}: \
+             the file was changed or damaged after it was written; refusing to resume from it \
+             (restore the file, or start afresh in another --checkpoint directory)"
+        )));
+    }
+    if saved_fp != fingerprint {
         return Err(BenchError::Usage(format!(
             "--resume: {} was written with other settings ({}); this run has {}",
             path.display(),
-            saved.fingerprint,
+            saved_fp,
             fingerprint
         )));
     }
-    Ok(saved.state)
+    let state = file
+        .get_mut("state")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
+    let state: RunState =
+        serde_json::from_value(state).map_err(|e| bad(format!("field state: {e}")))?;
+    state.validate().map_err(|e| bad(config_message(&e)))?;
+    Ok(state)
+}
+
+/// A core error's message without the generic "invalid configuration" prefix.
+fn config_message(e: &dgp_traits::Error) -> String {
+    match e {
+        dgp_traits::Error::Config(m) => m.clone(),
+        e => e.to_string(),
+    }
 }
 
 impl FitObserver for SplitControl<'_> {
@@ -363,16 +517,14 @@ impl FitObserver for SplitControl<'_> {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let saved = SavedSplit {
-            fingerprint: self.fingerprint.clone(),
-            state: state.clone(),
-        };
-        let text =
-            serde_json::to_string(&saved).map_err(|e| dgp_traits::Error::Serde(e.to_string()))?;
+        let text = checkpoint_text(&self.fingerprint, state)?;
         write_atomic(path, &text).map_err(|e| {
             let msg = e.one_line();
             self.error = Some(e);
-            dgp_traits::Error::Config(msg)
+            dgp_traits::Error::Io {
+                path: path.clone(),
+                source: std::io::Error::other(msg),
+            }
         })
     }
 

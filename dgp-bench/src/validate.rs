@@ -227,16 +227,70 @@ fn check_writable(o: &OutputFile, probed: &mut HashSet<PathBuf>) -> Result<()> {
         })?;
     }
     if resolved.exists() {
-        fs::OpenOptions::new()
+        let mut f = fs::OpenOptions::new()
             .write(true)
             .open(&resolved)
             .map_err(|e| err(format!("cannot write {}: {e}", o.path.display())))?;
+        if device {
+            // A device accepts an open but may refuse every byte (/dev/full): one newline
+            // (blank lines are skipped by every reader of these files) finds out now
+            // rather than after training.
+            use std::io::Write;
+            f.write_all(b"\n")
+                .and_then(|()| f.flush())
+                .map_err(|e| err(format!("I/O error writing to {}: {e}", o.path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every regular file under `dir` (recursively), for the inputs of a command that reads a
+/// whole directory.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Refuses a standard output redirected into (or appended to) one of `inputs`: the
+/// command would write over what it reads. (A shell's `>` has truncated the file before
+/// the command starts; this still stops `>>` from mixing output into an input and names
+/// the file.)
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the input.
+pub fn check_stdout(inputs: &[PathBuf]) -> Result<()> {
+    let stdout = Path::new("/dev/stdout");
+    if !fs::metadata(stdout).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let out = identity(stdout);
+    if let Some(p) = inputs.iter().find(|p| identity(p).same(&out)) {
+        return Err(BenchError::Usage(format!(
+            "standard output is redirected to {}, an input of this command; refusing to \
+             write over it (redirect to another file)",
+            p.display()
+        )));
     }
     Ok(())
 }
 
 /// Creates and removes a probe file in `dir`.
-fn probe_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn probe_dir(dir: &Path) -> std::io::Result<()> {
     let pid = std::process::id();
     for k in 0..100u32 {
         let p = dir.join(format!(".dgp-bench-probe.{pid}.{k}"));
@@ -335,6 +389,7 @@ pub fn check_run(
         outputs.extend(run_out_files(d, &data.name));
     }
     check_outputs(&paths.inputs(), &outputs)?;
+    check_stdout(&paths.inputs())?;
     let mut warnings = Warnings(data.warnings().iter().map(|w| (None, w.clone())).collect());
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
     let mut min_train = usize::MAX;
@@ -373,7 +428,8 @@ pub fn check_time(inducing: Option<usize>, paths: &IoPaths<'_>) -> Result<()> {
         .iter()
         .map(|p| OutputFile::new(format!("--json {}", p.display()), p))
         .collect();
-    check_outputs(&paths.inputs(), &outputs)
+    check_outputs(&paths.inputs(), &outputs)?;
+    check_stdout(&paths.inputs())
 }
 
 /// What the default job checks before training: its `--out` directory can be written

@@ -499,11 +499,186 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
             &["junk.jsonl:1", "not a split record"],
         ),
     ];
+    cases.extend(reliability_cases(s, &u));
     if cfg!(unix) {
         cases.push(case(
             "--json a dangling symlink",
             &r(&["--data", &u, "--json", &dangling]),
             &["--json", "does not resolve"],
+        ));
+    }
+    cases
+}
+
+/// The tiny checkpointed run of the issue-37 cases (its flags must match for a resume).
+fn ck_run(u: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "run",
+        "--quiet",
+        "--data",
+        u,
+        "--steps",
+        "20",
+        "--splits",
+        "0",
+        "--inducing",
+        "5",
+        "--batch",
+        "16",
+        "--samples",
+        "3",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    v.extend(extra.iter().map(|x| x.to_string()));
+    v
+}
+
+/// A copy of the checkpoint directory `ck` as `name`, its state file edited by `edit`;
+/// with `rehash` the checksum is recomputed, so only the semantic checks can catch it.
+fn ck_variant(
+    s: &Scratch,
+    name: &str,
+    rehash: bool,
+    edit: impl Fn(&mut serde_json::Value),
+) -> String {
+    let file = "svi-L2-split0.json";
+    let text = std::fs::read_to_string(s.path("ck").join(file)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut v["state"]);
+    if rehash {
+        v["checksum"] = serde_json::Value::String(dgp_bench::checkpointing::checksum(
+            &v["fingerprint"].to_string(),
+            &v["state"].to_string(),
+        ));
+    }
+    std::fs::create_dir_all(s.path(name)).unwrap();
+    std::fs::write(s.path(name).join(file), v.to_string()).unwrap();
+    s.s(name)
+}
+
+/// The cases of issue 37 (reliability, second pass): outputs that are inputs of the
+/// other subcommands, checkpoints that a fresh start would overwrite or that were edited,
+/// outputs that fail only when written.
+fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
+    // Records and notes of `results`.
+    std::fs::create_dir_all(s.path("recs")).unwrap();
+    std::fs::write(s.path("recs/a.jsonl"), "{\"backend\": \"svi\"}\n").unwrap();
+    std::fs::write(s.path("recs/note.md"), "a note\n").unwrap();
+    let recs = s.s("recs");
+    // A finished checkpointed run: its state is an input of every case below.
+    let ck = s.s("ck");
+    let o = bench(
+        &ck_run(u, &["--checkpoint", &ck])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let edited = ck_variant(s, "ck_edited", false, |st| {
+        let p = st["params"][0].as_f64().unwrap();
+        st["params"][0] = serde_json::json!(p + 0.5);
+    });
+    let negative_v = ck_variant(s, "ck_negv", true, |st| {
+        st["stepper"]["state"]["v"][3] = serde_json::json!(-1e-3);
+    });
+    let step_counter = ck_variant(s, "ck_step", true, |st| {
+        st["stepper"]["state"]["step"] = serde_json::json!(7);
+    });
+    let zero_rng = ck_variant(s, "ck_rng", true, |st| {
+        st["noise"]["s"] = serde_json::json!([0, 0, 0, 0]);
+    });
+    let nan_param = ck_variant(s, "ck_nan", true, |st| {
+        st["params"][2] = serde_json::json!("NaN");
+    });
+    let no_checksum = ck_variant(s, "ck_nosum", false, |_| {});
+    {
+        let p = s.path("ck_nosum/svi-L2-split0.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("checksum");
+        std::fs::write(&p, v.to_string()).unwrap();
+    }
+    std::fs::create_dir_all(s.path("ck_empty")).unwrap();
+    let empty = s.s("ck_empty");
+    let mut cases = vec![
+        case(
+            "results --out is a record of --dir",
+            &[
+                "results",
+                "--dir",
+                &recs,
+                "--out",
+                &format!("{recs}/a.jsonl"),
+            ],
+            &["--out", "is an input", "a.jsonl"],
+        ),
+        case(
+            "results --out is a note of --dir",
+            &[
+                "results",
+                "--dir",
+                &recs,
+                "--out",
+                &format!("{recs}/note.md"),
+            ],
+            &["--out", "is an input", "note.md"],
+        ),
+        case(
+            "--checkpoint on a directory holding a saved state",
+            &ck_run(u, &["--checkpoint", &ck]),
+            &["--checkpoint", "saved training state", "--resume"],
+        ),
+        case(
+            "--resume on a directory with nothing to resume",
+            &ck_run(u, &["--resume", &empty]),
+            &["--resume", "nothing to resume"],
+        ),
+        case(
+            "--resume a checkpoint with an edited parameter",
+            &ck_run(u, &["--resume", &edited]),
+            &["svi-L2-split0.json", "checksum", "changed or damaged"],
+        ),
+        case(
+            "--resume a checkpoint with a negative Adam second moment",
+            &ck_run(u, &["--resume", &negative_v]),
+            &["svi-L2-split0.json", "stepper.state.v[3]", "negative"],
+        ),
+        case(
+            "--resume a checkpoint whose Adam step disagrees with steps_done",
+            &ck_run(u, &["--resume", &step_counter]),
+            &["svi-L2-split0.json", "stepper.state.step", "steps_done"],
+        ),
+        case(
+            "--resume a checkpoint with an all-zero generator state",
+            &ck_run(u, &["--resume", &zero_rng]),
+            &["svi-L2-split0.json", "noise.s", "all zeros"],
+        ),
+        case(
+            "--resume a checkpoint with a NaN parameter",
+            &ck_run(u, &["--resume", &nan_param]),
+            &["svi-L2-split0.json", "NaN"],
+        ),
+        case(
+            "--resume a checkpoint without a checksum",
+            &ck_run(u, &["--resume", &no_checksum]),
+            &["svi-L2-split0.json", "checksum"],
+        ),
+    ];
+    if Path::new("/proc/self").is_dir() {
+        // Unwritable even for root.
+        cases.push(case(
+            "--checkpoint into an unwritable directory",
+            &ck_run(u, &["--checkpoint", "/proc/self"]),
+            &["--checkpoint /proc/self", "cannot write a checkpoint"],
+        ));
+    }
+    if Path::new("/dev/full").exists() {
+        cases.push(case(
+            "--json /dev/full",
+            &ck_run(u, &["--json", "/dev/full"]),
+            &["--json /dev/full", "I/O error", "No space left"],
         ));
     }
     cases
