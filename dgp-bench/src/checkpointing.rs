@@ -69,25 +69,54 @@ struct Session {
     resume: bool,
 }
 
-/// Version of the checkpoint file layout: `{"fingerprint": F, "checksum": C, "state": S}`
-/// with `C` the [`checksum`] of `F` and `S` as written.
+/// Version of the checkpoint file layout:
+/// `{"version":2,"fingerprint":F,"checksum":"C","state":S}` with `C` the [`checksum`] of
+/// the bytes of `F` and `S` exactly as written.
 pub const FILE_VERSION: u32 = 2;
 
-/// FNV-1a (64 bit) of the fingerprint's and the state's compact JSON, as 16 hex digits: it
-/// catches edits and corruption of a checkpoint (a flipped digit, a changed number), not a
-/// deliberate forgery (whoever edits the state can recompute it).
+/// A 64-bit checksum of the fingerprint's and the state's JSON text, as 16 hex digits: FNV-1a's
+/// xor-multiply step over 8-byte little-endian words in four lanes (then the tail bytes), with a final
+/// avalanche. It catches edits and corruption of a checkpoint (a flipped digit, a changed
+/// number), not a deliberate forgery (whoever edits the state can recompute it). Word-wise
+/// it runs at several GB/s, so a save costs no measurable time more.
 pub fn checksum(fingerprint: &str, state: &str) -> String {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in fingerprint
-        .as_bytes()
-        .iter()
-        .chain(b"\n")
-        .chain(state.as_bytes())
-    {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    for part in [fingerprint.as_bytes(), b"\n", state.as_bytes()] {
+        // Four independent lanes over 32-byte blocks (the multiplications overlap).
+        let mut lanes = [h, h ^ 0x9e37, h ^ 0x79b9, h ^ 0x7f4a];
+        let mut blocks = part.chunks_exact(32);
+        for block in &mut blocks {
+            for (lane, w) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(w);
+                *lane = (*lane ^ u64::from_le_bytes(b))
+                    .wrapping_mul(PRIME)
+                    .rotate_left(31);
+            }
+        }
+        for lane in lanes {
+            h = (h ^ lane).wrapping_mul(PRIME);
+        }
+        for &b in blocks.remainder() {
+            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+        h = (h ^ part.len() as u64).wrapping_mul(PRIME);
     }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
     format!("{h:016x}")
+}
+
+/// The fingerprint, checksum and state texts of a checkpoint file as written by
+/// [`checkpoint_text`], or `None` for any other layout.
+fn split_file(text: &str) -> Option<(&str, &str, &str)> {
+    let rest = text.strip_prefix(&format!("{{\"version\":{FILE_VERSION},\"fingerprint\":"))?;
+    let (fingerprint, rest) = rest.split_once(",\"checksum\":\"")?;
+    let (sum, rest) = rest.split_once("\",\"state\":")?;
+    let state = rest.strip_suffix('}')?;
+    Some((fingerprint, sum, state))
 }
 
 /// The text of a checkpoint file holding `state` (see [`FILE_VERSION`]).
@@ -98,11 +127,8 @@ pub fn checkpoint_text(
     fingerprint: &serde_json::Value,
     state: &RunState,
 ) -> dgp_traits::Result<String> {
-    // Through a `Value`, so that the loader, which parses the file into one, re-serialises
-    // the state to exactly these bytes.
-    let state = serde_json::to_value(state)
-        .map_err(|e| dgp_traits::Error::Serde(e.to_string()))?
-        .to_string();
+    let state =
+        serde_json::to_string(state).map_err(|e| dgp_traits::Error::Serde(e.to_string()))?;
     let fingerprint = fingerprint.to_string();
     let sum = checksum(&fingerprint, &state);
     Ok(format!(
@@ -293,7 +319,18 @@ pub struct SplitControl<'a> {
     resumable: bool,
     /// The checkpoint this split resumed from.
     resumed_from: Option<PathBuf>,
+    /// Learning rate of the split (named when training diverges).
+    learning_rate: f64,
+    /// The first objective of the current phase.
+    first_objective: Option<f64>,
+    /// (step, objective) where training diverged.
+    diverged: Option<(usize, f64, f64)>,
 }
+
+/// Factor by which the objective's magnitude may grow over its first value before the
+/// run counts as diverged (a run at `--lr 1e6` reaches 10⁹; converging runs stay within
+/// a factor of a few).
+pub const DIVERGENCE_FACTOR: f64 = 1e6;
 
 impl<'a> SplitControl<'a> {
     /// The control of split `k` of `spec`, forwarding progress to `inner`; loads the
@@ -324,6 +361,9 @@ impl<'a> SplitControl<'a> {
             error: None,
             resumable: check_backend(spec).is_ok(),
             resumed_from: None,
+            learning_rate: spec.learning_rate,
+            first_objective: None,
+            diverged: None,
         };
         let Some(session) = session else {
             return Ok(control);
@@ -343,11 +383,32 @@ impl<'a> SplitControl<'a> {
         self.resumed_from.as_deref()
     }
 
+    fn divergence(&self, label: &str, step: usize, value: f64, first: f64) -> BenchError {
+        let resumed = self.resumed_from.as_ref().map_or(String::new(), |p| {
+            format!(
+                " (or the checkpoint {} it resumed from is damaged)",
+                p.display()
+            )
+        });
+        BenchError::Run {
+            context: format!("{label}: training"),
+            source: dgp_traits::Error::Numerical(format!(
+                "the objective diverged at step {step} ({value:e}, from {first:e} at the start); \
+                 stopped there. The learning rate (--lr {}) is likely too large{resumed}; try \
+                 one ten times smaller",
+                self.learning_rate
+            )),
+        }
+    }
+
     /// The error of a failed fit: a checkpoint save that failed (an I/O error, as such);
     /// a numerical failure of a resumed split names the checkpoint as the likely cause.
     pub fn fit_error(&mut self, context: String, e: dgp_traits::Error) -> BenchError {
         if let Some(saved) = self.error.take() {
             return saved;
+        }
+        if let Some((step, value, first)) = self.diverged {
+            return self.divergence(&context, step, value, first);
         }
         match (&self.resumed_from, &e) {
             (
@@ -374,6 +435,9 @@ impl<'a> SplitControl<'a> {
     pub fn finish(self, label: &str) -> Result<()> {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        if let Some((step, value, first)) = self.diverged {
+            return Err(self.divergence(label, step, value, first));
         }
         if stop_requested() {
             let saved = match &self.path {
@@ -442,7 +506,7 @@ pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunSta
             path.display()
         ))
     })?;
-    let mut file: serde_json::Value =
+    let file: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("not a checkpoint: {e}")))?;
     let version = file.get("version").and_then(serde_json::Value::as_u64);
     if version != Some(u64::from(FILE_VERSION)) {
@@ -452,14 +516,14 @@ pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunSta
             version.map_or("missing".to_string(), |v| v.to_string())
         )));
     }
-    let (Some(saved_fp), Some(state)) = (file.get("fingerprint"), file.get("state")) else {
-        return Err(bad("not a checkpoint: no fingerprint or no state".into()));
+    let Some((fp_text, stored, state_text)) = split_file(&text) else {
+        return Err(bad(
+            "field checksum: missing, or the file is not laid out as this program writes it \
+             (edited?); refusing to resume from it"
+                .into(),
+        ));
     };
-    let stored = file
-        .get("checksum")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("missing");
-    let computed = checksum(&saved_fp.to_string(), &state.to_string());
+    let computed = checksum(fp_text, state_text);
     if stored != computed {
         return Err(bad(format!(
             "field checksum: {stored}, but the saved settings and state hash to {computed}: \
@@ -467,7 +531,8 @@ pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunSta
              (restore the file, or start afresh in another --checkpoint directory)"
         )));
     }
-    if saved_fp != fingerprint {
+    let saved_fp = file.get("fingerprint").cloned().unwrap_or_default();
+    if &saved_fp != fingerprint {
         return Err(BenchError::Usage(format!(
             "--resume: {} was written with other settings ({}); this run has {}",
             path.display(),
@@ -475,12 +540,8 @@ pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunSta
             fingerprint
         )));
     }
-    let state = file
-        .get_mut("state")
-        .map(serde_json::Value::take)
-        .unwrap_or_default();
     let state: RunState =
-        serde_json::from_value(state).map_err(|e| bad(format!("field state: {e}")))?;
+        serde_json::from_str(state_text).map_err(|e| bad(format!("field state: {e}")))?;
     state.validate().map_err(|e| bad(config_message(&e)))?;
     Ok(state)
 }
@@ -496,14 +557,21 @@ fn config_message(e: &dgp_traits::Error) -> String {
 impl FitObserver for SplitControl<'_> {
     fn on_step(&mut self, step: usize, total: usize, objective: f64) {
         self.inner.on_step(step, total, objective);
+        let first = *self.first_objective.get_or_insert(objective);
+        let exploded =
+            !objective.is_finite() || objective.abs() > DIVERGENCE_FACTOR * first.abs().max(1.0);
+        if exploded && self.diverged.is_none() {
+            self.diverged = Some((step, objective, first));
+        }
     }
 
     fn on_phase(&mut self, phase: &str) {
+        self.first_objective = None;
         self.inner.on_phase(phase);
     }
 
     fn should_stop(&self) -> bool {
-        stop_requested()
+        stop_requested() || self.diverged.is_some()
     }
 
     fn checkpoint_every(&self) -> usize {
@@ -530,5 +598,64 @@ impl FitObserver for SplitControl<'_> {
 
     fn take_run_state(&mut self) -> Option<RunState> {
         self.resume.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A state of `n` parameters (and Adam moments of the same size).
+    fn state(n: usize) -> RunState {
+        let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+        RunState {
+            version: dgp_traits::train::RUN_STATE_VERSION,
+            steps_done: 5,
+            steps: 10,
+            seed: 0,
+            batch_size: 10,
+            n: 100,
+            params: v.clone(),
+            noise: dgp_traits::rng::seeded(1),
+            stepper: serde_json::json!({"state": {"step": 5, "m": v, "v": v}}),
+            observers: vec![],
+            report: dgp_traits::model::FitReport {
+                steps: 5,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The checksum round-trips, catches a one-digit edit, and costs little next to the
+    /// serialisation a save does anyway (the times are printed).
+    #[test]
+    fn checksum_round_trips_catches_edits_and_costs_little() {
+        let fp = serde_json::json!({"backend": "svi", "split": 0});
+        let s = state(200_000);
+        let text = checkpoint_text(&fp, &s).unwrap();
+        let (f, sum, st) = split_file(&text).unwrap();
+        assert_eq!(checksum(f, st), sum);
+        let edited = text.replacen("0.3", "0.4", 1);
+        let (f, sum, st) = split_file(&edited).unwrap();
+        assert_ne!(checksum(f, st), sum);
+        let reps = 5;
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(serde_json::to_string(&s).unwrap());
+        }
+        let serialise = t.elapsed().as_secs_f64() / reps as f64;
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(checksum(f, st));
+        }
+        let sum_time = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "state of {} bytes: serialise {:.2} ms, checksum {:.3} ms",
+            st.len(),
+            serialise * 1e3,
+            sum_time * 1e3
+        );
+        assert!(sum_time < 0.2 * serialise, "{sum_time} vs {serialise}");
     }
 }

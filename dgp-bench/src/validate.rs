@@ -394,7 +394,13 @@ pub fn check_run(
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
     let mut min_train = usize::MAX;
     for &k in &splits {
-        min_train = min_train.min(check_split(data, k)?);
+        let (n, split_warnings) = check_split(data, k)?;
+        min_train = min_train.min(n);
+        for w in split_warnings {
+            if !warnings.0.iter().any(|(_, x)| *x == w) {
+                warnings.0.push((None, w));
+            }
+        }
     }
     for s in specs {
         let m = s.arch.num_inducing;
@@ -443,17 +449,59 @@ pub fn check_default(out: &Path) -> Result<()> {
     check_outputs(&[], &files)
 }
 
-/// Reads split `k` and runs the standardisation the experiment will run; returns N_train.
-fn check_split(data: &BenchData, k: usize) -> Result<usize> {
+/// Fewest training rows a run accepts: a GP cannot estimate a target scale (nor a
+/// standardisation) from fewer.
+pub const MIN_TRAIN_ROWS: usize = 2;
+
+/// Reads split `k` and runs the standardisation the experiment will run; refuses
+/// degenerate training data (fewer than [`MIN_TRAIN_ROWS`] rows, a constant target:
+/// nothing to learn, and the standardisation would record y_std = 1.0 as if the scale were
+/// known) and warns about constant features. Returns N_train and the warnings.
+fn check_split(data: &BenchData, k: usize) -> Result<(usize, Vec<String>)> {
     let (train, test) = data.split_data(k)?;
     let ctx = |e: dgp_traits::Error| {
         BenchError::Usage(format!("{} split {k}: {}", data.name, one_line(&e)))
     };
+    if train.n() < MIN_TRAIN_ROWS {
+        return Err(BenchError::Usage(format!(
+            "{} split {k}: {} training row(s); at least {MIN_TRAIN_ROWS} are needed to fit \
+             anything (give more data)",
+            data.name,
+            train.n()
+        )));
+    }
+    let y = train.y();
+    for j in 0..y.ncols() {
+        let first = y[(0, j)];
+        if (0..y.nrows()).all(|i| y[(i, j)] == first) {
+            return Err(BenchError::Usage(format!(
+                "{} split {k}: the target is constant on all {} training rows (every value \
+                 {first}): there is nothing to learn and no scale to standardise by \
+                 (refusing rather than recording y_std = 1.0)",
+                data.name,
+                train.n()
+            )));
+        }
+    }
+    let x = train.x();
+    let constant: Vec<String> = (0..x.ncols())
+        .filter(|&j| (0..x.nrows()).all(|i| x[(i, j)] == x[(0, j)]))
+        .map(|j| j.to_string())
+        .collect();
+    let mut warnings = Vec::new();
+    if !constant.is_empty() {
+        warnings.push(format!(
+            "{} split {k}: feature column(s) {} (0-based) are constant on the training rows; \
+             they carry no information (standardised with scale 1)",
+            data.name,
+            constant.join(", ")
+        ));
+    }
     let s = Standardizer::fit_with(&train, data.standardize_options()).map_err(ctx)?;
     s.transform(&train).map_err(ctx)?;
     s.transform_x(test.x()).map_err(ctx)?;
     s.check_target_variance_representable().map_err(ctx)?;
-    Ok(train.n())
+    Ok((train.n(), warnings))
 }
 
 fn one_line(e: &dgp_traits::Error) -> String {

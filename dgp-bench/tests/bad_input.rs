@@ -547,14 +547,19 @@ fn ck_variant(
     let text = std::fs::read_to_string(s.path("ck").join(file)).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     edit(&mut v["state"]);
-    if rehash {
-        v["checksum"] = serde_json::Value::String(dgp_bench::checkpointing::checksum(
-            &v["fingerprint"].to_string(),
-            &v["state"].to_string(),
-        ));
-    }
+    let (fp, state) = (v["fingerprint"].to_string(), v["state"].to_string());
+    let sum = if rehash {
+        dgp_bench::checkpointing::checksum(&fp, &state)
+    } else {
+        v["checksum"].as_str().unwrap().to_string()
+    };
+    // The layout the program writes (version, fingerprint, checksum, state).
+    let text = format!(
+        "{{\"version\":{},\"fingerprint\":{fp},\"checksum\":\"{sum}\",\"state\":{state}}}",
+        dgp_bench::checkpointing::FILE_VERSION
+    );
     std::fs::create_dir_all(s.path(name)).unwrap();
-    std::fs::write(s.path(name).join(file), v.to_string()).unwrap();
+    std::fs::write(s.path(name).join(file), text).unwrap();
     s.s(name)
 }
 
@@ -599,6 +604,20 @@ fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
             serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
         v.as_object_mut().unwrap().remove("checksum");
         std::fs::write(&p, v.to_string()).unwrap();
+    }
+    let steps_done = ck_variant(s, "ck_done", true, |st| {
+        st["steps_done"] = serde_json::json!(25);
+        st["report"]["steps"] = serde_json::json!(25);
+    });
+    let inf_m = ck_variant(s, "ck_infm", true, |st| {
+        st["stepper"]["state"]["m"][0] = serde_json::json!(1e308);
+        st["stepper"]["state"]["v"][0] = serde_json::json!("inf");
+    });
+    let truncated = ck_variant(s, "ck_trunc", false, |_| {});
+    {
+        let p = s.path("ck_trunc/svi-L2-split0.json");
+        let t = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, &t[..t.len() / 2]).unwrap();
     }
     std::fs::create_dir_all(s.path("ck_empty")).unwrap();
     let empty = s.s("ck_empty");
@@ -666,6 +685,150 @@ fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
             &["svi-L2-split0.json", "checksum"],
         ),
     ];
+    // Degenerate data.
+    let constant_y: String = (0..40)
+        .map(|i| format!("{} {} 5\n", i % 8, i / 8))
+        .collect();
+    let constant_y = uci_with(s, "u_consty", "data.txt", &constant_y);
+    let identical: String = (0..40).map(|_| "1 2 3\n".to_string()).collect();
+    let identical = uci_with(s, "u_ident", "data.txt", &identical);
+    let one_row = uci_with(s, "u_onerow", "splits/index_train_0.txt", "0\n");
+    // Settings.
+    let dup = file(s, "dup.json", "{\"beta\": 0.1, \"beta\": 0.2}\n");
+    let dup_nested = file(
+        s,
+        "dupnest.json",
+        "{\"natgrad\": {\"gamma\": 1, \"gamma\": 0.5}}\n",
+    );
+    let absent = file(s, "absent.json", "{\"dspp\": {\"beta\": 0.1}}\n");
+    let adir = s.s("adir");
+    cases.extend([
+        case(
+            "--resume a checkpoint with steps_done beyond the run",
+            &ck_run(u, &["--resume", &steps_done]),
+            &["svi-L2-split0.json", "steps_done"],
+        ),
+        case(
+            "--resume a checkpoint with an infinite Adam moment",
+            &ck_run(u, &["--resume", &inf_m]),
+            &["svi-L2-split0.json", "stepper.state"],
+        ),
+        case(
+            "--resume a truncated checkpoint",
+            &ck_run(u, &["--resume", &truncated]),
+            &["svi-L2-split0.json", "not a checkpoint"],
+        ),
+        case(
+            "--data /dev/zero (no header line)",
+            &["run", "--data", "/dev/zero"],
+            &["/dev/zero", "header line is longer"],
+        ),
+        case(
+            "--inducing 10000 on 40 rows (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--inducing",
+                "10000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--inducing 10000", "memory", "budget"],
+        ),
+        case(
+            "--samples 1000000 (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--steps",
+                "2",
+                "--samples",
+                "1000000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--samples 1000000", "memory"],
+        ),
+        case(
+            "--train-samples 100000 (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--steps",
+                "2",
+                "--inducing",
+                "50",
+                "--train-samples",
+                "100000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--train-samples 100000", "memory", "--memory-budget 4G"],
+        ),
+        case(
+            "--train-samples 10000000 (over the default memory budget)",
+            &ck_run(u, &["--train-samples", "10000000"]),
+            &["--train-samples 10000000", "memory", "MemAvailable"],
+        ),
+        case(
+            "--memory-budget not a size",
+            &ck_run(u, &["--memory-budget", "lots"]),
+            &["--memory-budget", "not a size"],
+        ),
+        case(
+            "constant target",
+            &["run", "--data", &constant_y],
+            &["target is constant", "nothing to learn"],
+        ),
+        case(
+            "identical rows",
+            &["run", "--data", &identical],
+            &["target is constant"],
+        ),
+        case(
+            "a single training row",
+            &["run", "--data", &one_row],
+            &["split 0", "1 training row"],
+        ),
+        case(
+            "--lr 1e6 diverges",
+            &ck_run(u, &["--lr", "1e6"]),
+            &["diverged", "--lr 1000000", "too large"],
+        ),
+        case(
+            "--set for a backend not in the run",
+            &["run", "--data", u, "--set", "dspp:rule=qr9"],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "time --set for a backend not in the run",
+            &["time", "--data", u, "--set", "dspp:rule=qr9"],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "--config object for a backend not in the run",
+            &["run", "--data", u, "--config", &absent],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "--config with a duplicate key",
+            &["run", "--data", u, "--backend", "dspp", "--config", &dup],
+            &["'beta'", "twice"],
+        ),
+        case(
+            "--config with a duplicate nested key",
+            &["run", "--data", u, "--config", &dup_nested],
+            &["'gamma' (in natgrad)", "twice"],
+        ),
+        case(
+            "--config unreadable says I/O",
+            &["run", "--data", u, "--config", &adir],
+            &["--config", "I/O error"],
+        ),
+    ]);
     if Path::new("/proc/self").is_dir() {
         // Unwritable even for root.
         cases.push(case(
@@ -757,6 +920,60 @@ fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// The memory estimate is an upper bound of the measured peak RSS (VmHWM) on two shapes:
+/// the estimate is read from the refusal under a 1 KiB budget, the peak from the record.
+#[test]
+fn memory_estimate_bounds_measured_peak_rss() {
+    let s = Scratch::new("memory");
+    write_uci(&s.path("uci"));
+    let u = s.s("uci");
+    for (backend, extra) in [("svi", ["--samples", "2000"]), ("fc", ["--inducing", "20"])] {
+        let mut args: Vec<String> = [
+            "run",
+            "--quiet",
+            "--data",
+            &u,
+            "--steps",
+            "20",
+            "--splits",
+            "0",
+            "--backend",
+            backend,
+        ]
+        .iter()
+        .chain(extra.iter())
+        .map(|x| x.to_string())
+        .collect();
+        let mut refused = args.clone();
+        refused.extend(["--memory-budget".to_string(), "1K".to_string()]);
+        let err = stderr(&bench(
+            &refused.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        let about = err.split("about ").nth(1).expect(&err);
+        let mut words = about.split_whitespace();
+        let value: f64 = words.next().unwrap().parse().unwrap();
+        let unit = words.next().unwrap();
+        let mib = value
+            * match unit {
+                "KiB" => 1.0 / 1024.0,
+                "MiB" => 1.0,
+                "GiB" => 1024.0,
+                "TiB" => 1024.0 * 1024.0,
+                other => panic!("unit {other}"),
+            };
+        let json = s.path(&format!("{backend}.jsonl"));
+        args.extend(["--json".to_string(), json.to_str().unwrap().to_string()]);
+        let o = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let peak = json_lines(&json)[0]["peak_rss_mib"].as_f64().unwrap();
+        println!("{backend} {extra:?}: estimate {mib:.1} MiB, measured peak RSS {peak:.1} MiB");
+        assert!(
+            mib >= peak,
+            "{backend}: estimate {mib} MiB < measured {peak} MiB"
+        );
+    }
 }
 
 /// Tiny settings: flag and value, each added unless `args` already has the flag.
