@@ -18,6 +18,24 @@
 //!   the saved state: a finished split replays no step, an interrupted one continues
 //!   where it stopped, a split without a state starts fresh. The records are those of a
 //!   run that was never interrupted, bit for bit (timing fields aside).
+//! * **A saved state is never overwritten by a fresh start** (issue 37). `--checkpoint
+//!   DIR` on a directory that holds a saved state of this run's backends, layers and
+//!   splits is refused, naming `--resume DIR` (refusing rather than resuming: the user
+//!   asked for a fresh start, and guessing would either lose the state or silently mix
+//!   two runs); `--resume DIR` with nothing of this run in DIR is an error, never a
+//!   silent fresh start. Both directories are probed for writing before training.
+//! * **Integrity** (issue 37). A checkpoint file (layout [`FILE_VERSION`]) carries a
+//!   [`checksum`] of its fingerprint and state as written; `--resume` verifies it, then
+//!   checks the state for impossible values ([`RunState::validate`]: non-finite
+//!   parameters or moments, negative Adam second moments, step counters that disagree,
+//!   an all-zero xoshiro state, on which the normal sampler would spin forever), for
+//!   every split before any trains, with an error naming the file and the field. A
+//!   numerical failure or divergence of a resumed split names the checkpoint as the
+//!   likely cause. The checksum costs about 0.4 ms per MB of state (about a tenth of
+//!   the serialisation a save does anyway; a boston-sized svi state is well under 1 ms).
+//! * **Divergence** (issue 37). A split whose objective turns non-finite or grows by
+//!   [`DIVERGENCE_FACTOR`] over its first value stops at that step with an error naming
+//!   `--lr` (an error, not a warning: the numbers of a diverged fit are not a result).
 //! * **Scope.** Backends whose whole fit is one executor run with an Adam-type stepper
 //!   ([`RESUMABLE`]: svi, nested with Adam, star, fc, mf) resume; any other backend is refused
 //!   before training ([`check_backend`]), and a fit that never reached the executor's

@@ -15,6 +15,15 @@
 //!   checked (split files exist and are non-empty, target scale representable in
 //!   original units), the number of inducing points is at most [`MAX_INDUCING`], and
 //!   M ≥ N_train gives a warning.
+//! * Degenerate data (issue 37): fewer than [`MIN_TRAIN_ROWS`] training rows or a constant
+//!   target (identical rows included) is REFUSED: there is nothing to learn, and the
+//!   standardisation would record y_std = 1.0 as if it were a measured scale, so every
+//!   number of the run would look meaningful and be meaningless. A constant feature only
+//!   WARNS (recorded): the model can still learn from the other features.
+//! * Memory (issue 37): [`crate::memory`] refuses a run whose estimated peak exceeds the
+//!   budget; CSV headers are read with a bound.
+//! * Standard output redirected into an input of `table`, `compare`, `vs-paper`, `run` or
+//!   `time` is refused ([`check_stdout`]); `results --out` may not be a file of `--dir`.
 
 use std::collections::HashSet;
 use std::fs;

@@ -10,6 +10,11 @@
 //! `linear_mean` and `natgrad`, passed to the backends that have them. Precedence: the
 //! file, then the sugar flags, then `--set` (later wins). Every backend checks its
 //! settings before any training; an unknown key is an error naming it and the allowed ones.
+//! Settings aimed at a backend that is not in the run (`--set dspp:rule=qr3` with
+//! `--backend svi`, a `--config` object under an absent backend's name) are an error, not
+//! ignored: they would silently do nothing. A key that appears twice in one object of the
+//! `--config` JSON is an error (serde_json would keep the last one silently); a UTF-8
+//! byte-order mark at the start of the file is ignored (RFC 8259 §8.1 allows it).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
