@@ -463,8 +463,40 @@ impl BenchData {
     }
 }
 
+/// Longest header line a CSV file may have (1 MiB: far beyond any real header; reading
+/// `/dev/zero` or a binary file as a CSV stops here instead of exhausting memory).
+pub const MAX_HEADER_BYTES: u64 = 1 << 20;
+
 /// The column names of a CSV file's header (at least two).
 fn csv_header(path: &Path) -> Result<Vec<String>> {
+    {
+        use std::io::{BufRead, Read};
+        let parse = |message: String| {
+            BenchError::Data(dgp_traits::Error::Parse {
+                path: path.to_path_buf(),
+                line: 1,
+                column: 0,
+                message,
+            })
+        };
+        let f = std::fs::File::open(path).map_err(|e| parse(format!("I/O error: {e}")))?;
+        let mut line = Vec::new();
+        std::io::BufReader::new(f)
+            .take(MAX_HEADER_BYTES + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| parse(format!("I/O error: {e}")))?;
+        if line.len() as u64 > MAX_HEADER_BYTES {
+            return Err(parse(format!(
+                "the header line is longer than {} MiB: not a CSV file with a header",
+                MAX_HEADER_BYTES >> 20
+            )));
+        }
+        if line.contains(&0) {
+            return Err(parse(
+                "the header line holds NUL bytes: a binary file, not a CSV file".into(),
+            ));
+        }
+    }
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)

@@ -229,9 +229,8 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
     let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std, &control)?;
-    let fit = model
-        .fit(&train_std, &fit_cfg, &mut control)
-        .map_err(|e| BenchError::run(ctx("training"), e))?;
+    let fit = model.fit(&train_std, &fit_cfg, &mut control);
+    let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
     control.finish(&label)?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();

@@ -55,6 +55,7 @@ pub mod default_run;
 pub mod diagnostics;
 pub mod error;
 pub mod experiment;
+pub mod memory;
 pub mod plots;
 pub mod progress;
 pub mod protocol;

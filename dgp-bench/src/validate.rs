@@ -15,6 +15,15 @@
 //!   checked (split files exist and are non-empty, target scale representable in
 //!   original units), the number of inducing points is at most [`MAX_INDUCING`], and
 //!   M ≥ N_train gives a warning.
+//! * Degenerate data (issue 37): fewer than [`MIN_TRAIN_ROWS`] training rows or a constant
+//!   target (identical rows included) is REFUSED: there is nothing to learn, and the
+//!   standardisation would record y_std = 1.0 as if it were a measured scale, so every
+//!   number of the run would look meaningful and be meaningless. A constant feature only
+//!   WARNS (recorded): the model can still learn from the other features.
+//! * Memory (issue 37): [`crate::memory`] refuses a run whose estimated peak exceeds the
+//!   budget; CSV headers are read with a bound.
+//! * Standard output redirected into an input of `table`, `compare`, `vs-paper`, `run` or
+//!   `time` is refused ([`check_stdout`]); `results --out` may not be a file of `--dir`.
 
 use std::collections::HashSet;
 use std::fs;
@@ -227,16 +236,70 @@ fn check_writable(o: &OutputFile, probed: &mut HashSet<PathBuf>) -> Result<()> {
         })?;
     }
     if resolved.exists() {
-        fs::OpenOptions::new()
+        let mut f = fs::OpenOptions::new()
             .write(true)
             .open(&resolved)
             .map_err(|e| err(format!("cannot write {}: {e}", o.path.display())))?;
+        if device {
+            // A device accepts an open but may refuse every byte (/dev/full): one newline
+            // (blank lines are skipped by every reader of these files) finds out now
+            // rather than after training.
+            use std::io::Write;
+            f.write_all(b"\n")
+                .and_then(|()| f.flush())
+                .map_err(|e| err(format!("I/O error writing to {}: {e}", o.path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every regular file under `dir` (recursively), for the inputs of a command that reads a
+/// whole directory.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Refuses a standard output redirected into (or appended to) one of `inputs`: the
+/// command would write over what it reads. (A shell's `>` has truncated the file before
+/// the command starts; this still stops `>>` from mixing output into an input and names
+/// the file.)
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the input.
+pub fn check_stdout(inputs: &[PathBuf]) -> Result<()> {
+    let stdout = Path::new("/dev/stdout");
+    if !fs::metadata(stdout).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let out = identity(stdout);
+    if let Some(p) = inputs.iter().find(|p| identity(p).same(&out)) {
+        return Err(BenchError::Usage(format!(
+            "standard output is redirected to {}, an input of this command; refusing to \
+             write over it (redirect to another file)",
+            p.display()
+        )));
     }
     Ok(())
 }
 
 /// Creates and removes a probe file in `dir`.
-fn probe_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn probe_dir(dir: &Path) -> std::io::Result<()> {
     let pid = std::process::id();
     for k in 0..100u32 {
         let p = dir.join(format!(".dgp-bench-probe.{pid}.{k}"));
@@ -335,11 +398,18 @@ pub fn check_run(
         outputs.extend(run_out_files(d, &data.name));
     }
     check_outputs(&paths.inputs(), &outputs)?;
+    check_stdout(&paths.inputs())?;
     let mut warnings = Warnings(data.warnings().iter().map(|w| (None, w.clone())).collect());
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
     let mut min_train = usize::MAX;
     for &k in &splits {
-        min_train = min_train.min(check_split(data, k)?);
+        let (n, split_warnings) = check_split(data, k)?;
+        min_train = min_train.min(n);
+        for w in split_warnings {
+            if !warnings.0.iter().any(|(_, x)| *x == w) {
+                warnings.0.push((None, w));
+            }
+        }
     }
     for s in specs {
         let m = s.arch.num_inducing;
@@ -373,7 +443,8 @@ pub fn check_time(inducing: Option<usize>, paths: &IoPaths<'_>) -> Result<()> {
         .iter()
         .map(|p| OutputFile::new(format!("--json {}", p.display()), p))
         .collect();
-    check_outputs(&paths.inputs(), &outputs)
+    check_outputs(&paths.inputs(), &outputs)?;
+    check_stdout(&paths.inputs())
 }
 
 /// What the default job checks before training: its `--out` directory can be written
@@ -387,17 +458,59 @@ pub fn check_default(out: &Path) -> Result<()> {
     check_outputs(&[], &files)
 }
 
-/// Reads split `k` and runs the standardisation the experiment will run; returns N_train.
-fn check_split(data: &BenchData, k: usize) -> Result<usize> {
+/// Fewest training rows a run accepts: a GP cannot estimate a target scale (nor a
+/// standardisation) from fewer.
+pub const MIN_TRAIN_ROWS: usize = 2;
+
+/// Reads split `k` and runs the standardisation the experiment will run; refuses
+/// degenerate training data (fewer than [`MIN_TRAIN_ROWS`] rows, a constant target:
+/// nothing to learn, and the standardisation would record y_std = 1.0 as if the scale were
+/// known) and warns about constant features. Returns N_train and the warnings.
+fn check_split(data: &BenchData, k: usize) -> Result<(usize, Vec<String>)> {
     let (train, test) = data.split_data(k)?;
     let ctx = |e: dgp_traits::Error| {
         BenchError::Usage(format!("{} split {k}: {}", data.name, one_line(&e)))
     };
+    if train.n() < MIN_TRAIN_ROWS {
+        return Err(BenchError::Usage(format!(
+            "{} split {k}: {} training row(s); at least {MIN_TRAIN_ROWS} are needed to fit \
+             anything (give more data)",
+            data.name,
+            train.n()
+        )));
+    }
+    let y = train.y();
+    for j in 0..y.ncols() {
+        let first = y[(0, j)];
+        if (0..y.nrows()).all(|i| y[(i, j)] == first) {
+            return Err(BenchError::Usage(format!(
+                "{} split {k}: the target is constant on all {} training rows (every value \
+                 {first}): there is nothing to learn and no scale to standardise by \
+                 (refusing rather than recording y_std = 1.0)",
+                data.name,
+                train.n()
+            )));
+        }
+    }
+    let x = train.x();
+    let constant: Vec<String> = (0..x.ncols())
+        .filter(|&j| (0..x.nrows()).all(|i| x[(i, j)] == x[(0, j)]))
+        .map(|j| j.to_string())
+        .collect();
+    let mut warnings = Vec::new();
+    if !constant.is_empty() {
+        warnings.push(format!(
+            "{} split {k}: feature column(s) {} (0-based) are constant on the training rows; \
+             they carry no information (standardised with scale 1)",
+            data.name,
+            constant.join(", ")
+        ));
+    }
     let s = Standardizer::fit_with(&train, data.standardize_options()).map_err(ctx)?;
     s.transform(&train).map_err(ctx)?;
     s.transform_x(test.x()).map_err(ctx)?;
     s.check_target_variance_representable().map_err(ctx)?;
-    Ok(train.n())
+    Ok((train.n(), warnings))
 }
 
 fn one_line(e: &dgp_traits::Error) -> String {

@@ -499,11 +499,349 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
             &["junk.jsonl:1", "not a split record"],
         ),
     ];
+    cases.extend(reliability_cases(s, &u));
     if cfg!(unix) {
         cases.push(case(
             "--json a dangling symlink",
             &r(&["--data", &u, "--json", &dangling]),
             &["--json", "does not resolve"],
+        ));
+    }
+    cases
+}
+
+/// The tiny checkpointed run of the issue-37 cases (its flags must match for a resume).
+fn ck_run(u: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "run",
+        "--quiet",
+        "--data",
+        u,
+        "--steps",
+        "20",
+        "--splits",
+        "0",
+        "--inducing",
+        "5",
+        "--batch",
+        "16",
+        "--samples",
+        "3",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    v.extend(extra.iter().map(|x| x.to_string()));
+    v
+}
+
+/// A copy of the checkpoint directory `ck` as `name`, its state file edited by `edit`;
+/// with `rehash` the checksum is recomputed, so only the semantic checks can catch it.
+fn ck_variant(
+    s: &Scratch,
+    name: &str,
+    rehash: bool,
+    edit: impl Fn(&mut serde_json::Value),
+) -> String {
+    let file = "svi-L2-split0.json";
+    let text = std::fs::read_to_string(s.path("ck").join(file)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut v["state"]);
+    let (fp, state) = (v["fingerprint"].to_string(), v["state"].to_string());
+    let sum = if rehash {
+        dgp_bench::checkpointing::checksum(&fp, &state)
+    } else {
+        v["checksum"].as_str().unwrap().to_string()
+    };
+    // The layout the program writes (version, fingerprint, checksum, state).
+    let text = format!(
+        "{{\"version\":{},\"fingerprint\":{fp},\"checksum\":\"{sum}\",\"state\":{state}}}",
+        dgp_bench::checkpointing::FILE_VERSION
+    );
+    std::fs::create_dir_all(s.path(name)).unwrap();
+    std::fs::write(s.path(name).join(file), text).unwrap();
+    s.s(name)
+}
+
+/// The cases of issue 37 (reliability, second pass): outputs that are inputs of the
+/// other subcommands, checkpoints that a fresh start would overwrite or that were edited,
+/// outputs that fail only when written.
+fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
+    // Records and notes of `results`.
+    std::fs::create_dir_all(s.path("recs")).unwrap();
+    std::fs::write(s.path("recs/a.jsonl"), "{\"backend\": \"svi\"}\n").unwrap();
+    std::fs::write(s.path("recs/note.md"), "a note\n").unwrap();
+    let recs = s.s("recs");
+    // A finished checkpointed run: its state is an input of every case below.
+    let ck = s.s("ck");
+    let o = bench(
+        &ck_run(u, &["--checkpoint", &ck])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let edited = ck_variant(s, "ck_edited", false, |st| {
+        let p = st["params"][0].as_f64().unwrap();
+        st["params"][0] = serde_json::json!(p + 0.5);
+    });
+    let negative_v = ck_variant(s, "ck_negv", true, |st| {
+        st["stepper"]["state"]["v"][3] = serde_json::json!(-1e-3);
+    });
+    let step_counter = ck_variant(s, "ck_step", true, |st| {
+        st["stepper"]["state"]["step"] = serde_json::json!(7);
+    });
+    let zero_rng = ck_variant(s, "ck_rng", true, |st| {
+        st["noise"]["s"] = serde_json::json!([0, 0, 0, 0]);
+    });
+    let nan_param = ck_variant(s, "ck_nan", true, |st| {
+        st["params"][2] = serde_json::json!("NaN");
+    });
+    let no_checksum = ck_variant(s, "ck_nosum", false, |_| {});
+    {
+        let p = s.path("ck_nosum/svi-L2-split0.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("checksum");
+        std::fs::write(&p, v.to_string()).unwrap();
+    }
+    let steps_done = ck_variant(s, "ck_done", true, |st| {
+        st["steps_done"] = serde_json::json!(25);
+        st["report"]["steps"] = serde_json::json!(25);
+    });
+    let inf_m = ck_variant(s, "ck_infm", true, |st| {
+        st["stepper"]["state"]["m"][0] = serde_json::json!(1e308);
+        st["stepper"]["state"]["v"][0] = serde_json::json!("inf");
+    });
+    let truncated = ck_variant(s, "ck_trunc", false, |_| {});
+    {
+        let p = s.path("ck_trunc/svi-L2-split0.json");
+        let t = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, &t[..t.len() / 2]).unwrap();
+    }
+    std::fs::create_dir_all(s.path("ck_empty")).unwrap();
+    let empty = s.s("ck_empty");
+    let mut cases = vec![
+        case(
+            "results --out is a record of --dir",
+            &[
+                "results",
+                "--dir",
+                &recs,
+                "--out",
+                &format!("{recs}/a.jsonl"),
+            ],
+            &["--out", "is an input", "a.jsonl"],
+        ),
+        case(
+            "results --out is a note of --dir",
+            &[
+                "results",
+                "--dir",
+                &recs,
+                "--out",
+                &format!("{recs}/note.md"),
+            ],
+            &["--out", "is an input", "note.md"],
+        ),
+        case(
+            "--checkpoint on a directory holding a saved state",
+            &ck_run(u, &["--checkpoint", &ck]),
+            &["--checkpoint", "saved training state", "--resume"],
+        ),
+        case(
+            "--resume on a directory with nothing to resume",
+            &ck_run(u, &["--resume", &empty]),
+            &["--resume", "nothing to resume"],
+        ),
+        case(
+            "--resume a checkpoint with an edited parameter",
+            &ck_run(u, &["--resume", &edited]),
+            &["svi-L2-split0.json", "checksum", "changed or damaged"],
+        ),
+        case(
+            "--resume a checkpoint with a negative Adam second moment",
+            &ck_run(u, &["--resume", &negative_v]),
+            &["svi-L2-split0.json", "stepper.state.v[3]", "negative"],
+        ),
+        case(
+            "--resume a checkpoint whose Adam step disagrees with steps_done",
+            &ck_run(u, &["--resume", &step_counter]),
+            &["svi-L2-split0.json", "stepper.state.step", "steps_done"],
+        ),
+        case(
+            "--resume a checkpoint with an all-zero generator state",
+            &ck_run(u, &["--resume", &zero_rng]),
+            &["svi-L2-split0.json", "noise.s", "all zeros"],
+        ),
+        case(
+            "--resume a checkpoint with a NaN parameter",
+            &ck_run(u, &["--resume", &nan_param]),
+            &["svi-L2-split0.json", "NaN"],
+        ),
+        case(
+            "--resume a checkpoint without a checksum",
+            &ck_run(u, &["--resume", &no_checksum]),
+            &["svi-L2-split0.json", "checksum"],
+        ),
+    ];
+    // Degenerate data.
+    let constant_y: String = (0..40)
+        .map(|i| format!("{} {} 5\n", i % 8, i / 8))
+        .collect();
+    let constant_y = uci_with(s, "u_consty", "data.txt", &constant_y);
+    let identical: String = (0..40).map(|_| "1 2 3\n".to_string()).collect();
+    let identical = uci_with(s, "u_ident", "data.txt", &identical);
+    let one_row = uci_with(s, "u_onerow", "splits/index_train_0.txt", "0\n");
+    // Settings.
+    let dup = file(s, "dup.json", "{\"beta\": 0.1, \"beta\": 0.2}\n");
+    let dup_nested = file(
+        s,
+        "dupnest.json",
+        "{\"natgrad\": {\"gamma\": 1, \"gamma\": 0.5}}\n",
+    );
+    let absent = file(s, "absent.json", "{\"dspp\": {\"beta\": 0.1}}\n");
+    let adir = s.s("adir");
+    cases.extend([
+        case(
+            "--resume a checkpoint with steps_done beyond the run",
+            &ck_run(u, &["--resume", &steps_done]),
+            &["svi-L2-split0.json", "steps_done"],
+        ),
+        case(
+            "--resume a checkpoint with an infinite Adam moment",
+            &ck_run(u, &["--resume", &inf_m]),
+            &["svi-L2-split0.json", "stepper.state"],
+        ),
+        case(
+            "--resume a truncated checkpoint",
+            &ck_run(u, &["--resume", &truncated]),
+            &["svi-L2-split0.json", "not a checkpoint"],
+        ),
+        case(
+            "--data /dev/zero (no header line)",
+            &["run", "--data", "/dev/zero"],
+            &["/dev/zero", "header line is longer"],
+        ),
+        case(
+            "--inducing 10000 on 40 rows (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--inducing",
+                "10000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--inducing 10000", "memory", "budget"],
+        ),
+        case(
+            "--samples 1000000 (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--steps",
+                "2",
+                "--samples",
+                "1000000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--samples 1000000", "memory"],
+        ),
+        case(
+            "--train-samples 100000 (over the memory budget)",
+            &[
+                "run",
+                "--data",
+                u,
+                "--steps",
+                "2",
+                "--inducing",
+                "50",
+                "--train-samples",
+                "100000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--train-samples 100000", "memory", "--memory-budget 4G"],
+        ),
+        case(
+            "--train-samples 10000000 (over the default memory budget)",
+            &ck_run(u, &["--train-samples", "10000000"]),
+            &["--train-samples 10000000", "memory", "MemAvailable"],
+        ),
+        case(
+            "--memory-budget not a size",
+            &ck_run(u, &["--memory-budget", "lots"]),
+            &["--memory-budget", "not a size"],
+        ),
+        case(
+            "constant target",
+            &["run", "--data", &constant_y],
+            &["target is constant", "nothing to learn"],
+        ),
+        case(
+            "identical rows",
+            &["run", "--data", &identical],
+            &["target is constant"],
+        ),
+        case(
+            "a single training row",
+            &["run", "--data", &one_row],
+            &["split 0", "1 training row"],
+        ),
+        case(
+            "--lr 1e6 diverges",
+            &ck_run(u, &["--lr", "1e6"]),
+            &["diverged", "--lr 1000000", "too large"],
+        ),
+        case(
+            "--set for a backend not in the run",
+            &["run", "--data", u, "--set", "dspp:rule=qr9"],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "time --set for a backend not in the run",
+            &["time", "--data", u, "--set", "dspp:rule=qr9"],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "--config object for a backend not in the run",
+            &["run", "--data", u, "--config", &absent],
+            &["dspp", "not in this run"],
+        ),
+        case(
+            "--config with a duplicate key",
+            &["run", "--data", u, "--backend", "dspp", "--config", &dup],
+            &["'beta'", "twice"],
+        ),
+        case(
+            "--config with a duplicate nested key",
+            &["run", "--data", u, "--config", &dup_nested],
+            &["'gamma' (in natgrad)", "twice"],
+        ),
+        case(
+            "--config unreadable says I/O",
+            &["run", "--data", u, "--config", &adir],
+            &["--config", "I/O error"],
+        ),
+    ]);
+    if Path::new("/proc/self").is_dir() {
+        // Unwritable even for root.
+        cases.push(case(
+            "--checkpoint into an unwritable directory",
+            &ck_run(u, &["--checkpoint", "/proc/self"]),
+            &["--checkpoint /proc/self", "cannot write a checkpoint"],
+        ));
+    }
+    if Path::new("/dev/full").exists() {
+        cases.push(case(
+            "--json /dev/full",
+            &ck_run(u, &["--json", "/dev/full"]),
+            &["--json /dev/full", "I/O error", "No space left"],
         ));
     }
     cases
@@ -582,6 +920,60 @@ fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// The memory estimate is an upper bound of the measured peak RSS (VmHWM) on two shapes:
+/// the estimate is read from the refusal under a 1 KiB budget, the peak from the record.
+#[test]
+fn memory_estimate_bounds_measured_peak_rss() {
+    let s = Scratch::new("memory");
+    write_uci(&s.path("uci"));
+    let u = s.s("uci");
+    for (backend, extra) in [("svi", ["--samples", "2000"]), ("fc", ["--inducing", "20"])] {
+        let mut args: Vec<String> = [
+            "run",
+            "--quiet",
+            "--data",
+            &u,
+            "--steps",
+            "20",
+            "--splits",
+            "0",
+            "--backend",
+            backend,
+        ]
+        .iter()
+        .chain(extra.iter())
+        .map(|x| x.to_string())
+        .collect();
+        let mut refused = args.clone();
+        refused.extend(["--memory-budget".to_string(), "1K".to_string()]);
+        let err = stderr(&bench(
+            &refused.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        let about = err.split("about ").nth(1).expect(&err);
+        let mut words = about.split_whitespace();
+        let value: f64 = words.next().unwrap().parse().unwrap();
+        let unit = words.next().unwrap();
+        let mib = value
+            * match unit {
+                "KiB" => 1.0 / 1024.0,
+                "MiB" => 1.0,
+                "GiB" => 1024.0,
+                "TiB" => 1024.0 * 1024.0,
+                other => panic!("unit {other}"),
+            };
+        let json = s.path(&format!("{backend}.jsonl"));
+        args.extend(["--json".to_string(), json.to_str().unwrap().to_string()]);
+        let o = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let peak = json_lines(&json)[0]["peak_rss_mib"].as_f64().unwrap();
+        println!("{backend} {extra:?}: estimate {mib:.1} MiB, measured peak RSS {peak:.1} MiB");
+        assert!(
+            mib >= peak,
+            "{backend}: estimate {mib} MiB < measured {peak} MiB"
+        );
+    }
 }
 
 /// Tiny settings: flag and value, each added unless `args` already has the flag.

@@ -26,6 +26,7 @@ pub struct CompareArgs {
 pub(super) fn cmd_compare(args: &CompareArgs) -> Result<()> {
     let a = Selector::parse(&args.a, "--a")?;
     let b = Selector::parse(&args.b, "--b")?;
+    crate::validate::check_stdout(&args.files)?;
     let mut records = Vec::new();
     for f in &args.files {
         records.extend(read_json_lines(f)?);

@@ -10,6 +10,11 @@
 //! `linear_mean` and `natgrad`, passed to the backends that have them. Precedence: the
 //! file, then the sugar flags, then `--set` (later wins). Every backend checks its
 //! settings before any training; an unknown key is an error naming it and the allowed ones.
+//! Settings aimed at a backend that is not in the run (`--set dspp:rule=qr3` with
+//! `--backend svi`, a `--config` object under an absent backend's name) are an error, not
+//! ignored: they would silently do nothing. A key that appears twice in one object of the
+//! `--config` JSON is an error (serde_json would keep the last one silently); a UTF-8
+//! byte-order mark at the start of the file is ignored (RFC 8259 §8.1 allows it).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -70,6 +75,8 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// One value per process: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train and evaluate one backend on the splits of a data set (the full protocol).
@@ -295,9 +302,20 @@ struct SettingsInput {
 
 impl SettingsInput {
     fn read_file(&mut self, path: &Path) -> Result<()> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| BenchError::Usage(format!("--config {}: {e}", path.display())))?;
-        let all = settings_from_json(&text, path)
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            BenchError::Usage(format!("--config {}: I/O error: {e}", path.display()))
+        })?;
+        // A UTF-8 byte-order mark (editors on Windows write one) is allowed by RFC 8259 §8.1
+        // to be ignored; it is not part of the settings.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        if let Some(key) = duplicate_key(text) {
+            return Err(BenchError::Usage(format!(
+                "--config {}: the key {key} appears twice in one object; JSON keys must be \
+                 distinct (which value was meant?)",
+                path.display()
+            )));
+        }
+        let all = settings_from_json(text, path)
             .map_err(|e| BenchError::Usage(format!("--config {}", config_text(e))))?;
         for (k, v) in all {
             match (find_backend(&k), v) {
@@ -305,6 +323,30 @@ impl SettingsInput {
                 (_, v) => {
                     self.file.insert(k, v);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses settings aimed at a backend that is not in the run (`--set B:K=V`, an
+    /// object under a backend's name in `--config`): they would silently do nothing.
+    fn check_targets(&self, run: &[&str]) -> Result<()> {
+        let targets = self
+            .set
+            .iter()
+            .filter_map(|(b, k, _)| b.map(|b| (b, format!("--set {b}:{k}=..."))))
+            .chain(
+                self.file_per_backend
+                    .iter()
+                    .map(|(b, _)| (*b, format!("--config object \"{b}\""))),
+            );
+        for (b, what) in targets {
+            if !run.contains(&b) {
+                return Err(BenchError::Usage(format!(
+                    "{what}: backend {b} is not in this run (--backend {}); remove the setting \
+                     or add the backend",
+                    run.join(",")
+                )));
             }
         }
         Ok(())
@@ -337,6 +379,92 @@ impl SettingsInput {
         }
         Ok(s)
     }
+}
+
+/// The first key that appears twice in one object of the JSON `text`, as `'key'` with
+/// where it is (`'beta' (at top level)`, `'gamma' (in natgrad)`); `None` for valid JSON
+/// without duplicates and for text that is not JSON (its parser reports that).
+fn duplicate_key(text: &str) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+    struct Walk<'a> {
+        path: String,
+        found: &'a RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> std::result::Result<(), A::Error> {
+            let mut i = 0;
+            while a
+                .next_element_seed(Walk {
+                    path: format!("{}[{i}]", self.path),
+                    found: self.found,
+                })?
+                .is_some()
+            {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> std::result::Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = a.next_key::<String>()? {
+                if !seen.insert(k.clone()) && self.found.borrow().is_none() {
+                    let at = if self.path.is_empty() {
+                        "at top level".to_string()
+                    } else {
+                        format!("in {}", self.path)
+                    };
+                    *self.found.borrow_mut() = Some(format!("'{k}' ({at})"));
+                }
+                let path = if self.path.is_empty() {
+                    k
+                } else {
+                    format!("{}.{k}", self.path)
+                };
+                a.next_value_seed(Walk {
+                    path,
+                    found: self.found,
+                })?;
+            }
+            Ok(())
+        }
+    }
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let _ = Walk {
+        path: String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de);
+    found.into_inner()
 }
 
 /// What the command line says about one model.

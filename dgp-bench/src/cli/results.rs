@@ -29,6 +29,11 @@ pub(super) fn cmd_results(a: &ResultsArgs) -> Result<()> {
             a.dir.display()
         )));
     }
+    if !a.check {
+        // The records (and notes) are inputs: --out may not be one of them.
+        let out = crate::validate::OutputFile::new(format!("--out {}", a.out.display()), &a.out);
+        crate::validate::check_outputs(&crate::validate::files_under(&a.dir), &[out])?;
+    }
     let doc = render(&a.dir)?;
     if a.check {
         let current = std::fs::read_to_string(&a.out).unwrap_or_default();

@@ -102,6 +102,11 @@ pub struct RunArgs {
     /// `dgp-bench compare`).
     #[arg(long)]
     pub per_point: bool,
+    /// Memory budget: a run whose estimated peak memory exceeds it is refused before any
+    /// allocation (bytes, or a number with K, M, G, T: `4G`) [default: 90 % of the
+    /// available memory, MemAvailable of /proc/meminfo].
+    #[arg(long, value_name = "SIZE")]
+    pub memory_budget: Option<String>,
     /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N` (issue 16).
     #[command(flatten)]
     pub ckpt: crate::checkpointing::CheckpointFlags,
@@ -263,6 +268,7 @@ fn build_specs<'d>(
         None => data.data().n(),
     };
     let settings: SettingsInput = flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
+    settings.check_targets(&backends_wanted.iter().map(|b| b.name()).collect::<Vec<_>>())?;
     let mut specs = Vec::new();
     for &b in &backends_wanted {
         let d = b.defaults;
@@ -498,6 +504,7 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let specs = build_specs(a, &data, &splits)?;
+    check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     let warnings = crate::validate::check_run(&a.io_paths(), &data, &specs)?;
     crate::checkpointing::start_session(&a.ckpt, &specs)?;
     crate::checkpointing::install_interrupt_handler();
@@ -578,6 +585,50 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
     print!("\n{}", markdown_table(&summary));
     for note in standardised_notes(a, &acc.records, &summary) {
         print!("\n{note}\n");
+    }
+    Ok(())
+}
+
+/// Refuses an experiment whose estimated peak memory exceeds the budget
+/// ([`crate::memory`]), naming the flag that dominates the estimate.
+fn check_memory(
+    budget: Option<&str>,
+    data: &BenchData,
+    specs: &[ExperimentSpec<'_>],
+) -> Result<()> {
+    let budget = crate::memory::budget(budget)?;
+    let (mut n_train, mut n_test) = (0, 0);
+    for &k in specs.first().map_or(&[][..], |s| s.splits.as_slice()) {
+        let (tr, te) = data.split(k)?;
+        n_train = n_train.max(tr.len());
+        n_test = n_test.max(te.len());
+    }
+    for spec in specs {
+        let a = &spec.arch;
+        let batch = spec.batch_size.min(n_train.max(1));
+        let shape = crate::memory::Shape {
+            backend: spec.backend.name(),
+            layers: a.layers,
+            m: a.num_inducing,
+            d: data.data().input_dim(),
+            hidden: a.hidden_width,
+            n_train,
+            n_test,
+            batch,
+            train_samples: a.train_samples,
+            predict_samples: a.predict_samples,
+            samples_are_components: spec.backend.capabilities().samples_are_components,
+        };
+        let label = format!("{} {}", spec.backend.name(), model_label(a.layers));
+        crate::memory::check(&label, &shape, budget.as_ref(), |flag| {
+            match flag {
+                "--inducing" => a.num_inducing,
+                "--batch" => batch,
+                "--train-samples" => a.train_samples,
+                _ => a.predict_samples,
+            }
+            .to_string()
+        })?;
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub struct TableArgs {
 }
 
 pub(super) fn cmd_table(a: &TableArgs) -> Result<()> {
+    crate::validate::check_stdout(&a.files)?;
     let mut records = Vec::new();
     for f in &a.files {
         records.extend(read_json_lines(f)?);

@@ -78,6 +78,13 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
         .iter()
         .map(|(k, v)| ((*k).to_string(), v.clone()))
         .collect();
+    let names: Vec<&str> = a
+        .backend
+        .split(',')
+        .map(str::trim)
+        .filter_map(|n| find_backend(n).ok().map(|b| b.name()))
+        .collect();
+    settings.check_targets(&names)?;
     let mut out: Vec<TimedBackend> = Vec::new();
     for name in a.backend.split(',').map(str::trim) {
         let b = find_backend(name)?;

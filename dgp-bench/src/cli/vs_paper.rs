@@ -18,6 +18,7 @@ pub struct VsPaperArgs {
 }
 
 pub(super) fn cmd_vs_paper(args: &VsPaperArgs) -> Result<()> {
+    crate::validate::check_stdout(&args.files)?;
     let mut records = Vec::new();
     for f in &args.files {
         records.extend(read_json_lines(f)?);

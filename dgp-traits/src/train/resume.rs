@@ -25,6 +25,94 @@ use crate::optim::Adam;
 use serde::Deserialize;
 use serde_json::Value;
 
+/// The semantic checks of a saved state: they know the Adam stepper's layout, so they live
+/// with the executor, not with the plain-data [`RunState`].
+impl RunState {
+    /// Checks that this state is one a run can be in, whatever run it belongs to: finite
+    /// parameters, a noise generator that is not stuck (xoshiro's all-zero state only ever
+    /// yields zeros, on which a normal sampler never returns), step counters that agree
+    /// (`steps_done` ≤ `steps`, the report's and an Adam stepper's step count equal to
+    /// `steps_done`) and Adam moments that can occur (finite; second moments ≥ 0).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the field (`params[3]`, `noise.s`, `stepper.state.v[7]`,
+    /// `stepper.state.step`, ...) and what is wrong with it.
+    pub fn validate(&self) -> Result<()> {
+        let bad =
+            |field: String, what: String| Err(Error::Config(format!("field {field}: {what}")));
+        if self.steps_done > self.steps {
+            return bad(
+                "steps_done".into(),
+                format!("{} steps done of a run of {}", self.steps_done, self.steps),
+            );
+        }
+        if self.report.steps != self.steps_done {
+            return bad(
+                "report.steps".into(),
+                format!(
+                    "{}, but steps_done is {}",
+                    self.report.steps, self.steps_done
+                ),
+            );
+        }
+        if let Some(i) = self.params.iter().position(|v| !v.is_finite()) {
+            return bad(
+                format!("params[{i}]"),
+                format!("{} is not finite", self.params[i]),
+            );
+        }
+        let noise = serde_json::to_value(&self.noise).map_err(|e| Error::Serde(e.to_string()))?;
+        let words: Vec<u64> = noise
+            .get("s")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        if !words.is_empty() && words.iter().all(|&w| w == 0) {
+            return bad(
+                "noise.s".into(),
+                "the generator state is all zeros, which xoshiro never leaves (it would draw \
+                 zeros forever)"
+                    .into(),
+            );
+        }
+        if let Some(state) = self.stepper.get("state") {
+            if let Some(step) = state.get("step")
+                && step.as_u64() != Some(self.steps_done as u64)
+            {
+                return bad(
+                    "stepper.state.step".into(),
+                    format!(
+                        "{step} Adam updates, but steps_done is {} (one update per step)",
+                        self.steps_done
+                    ),
+                );
+            }
+            for key in ["m", "v"] {
+                let Some(values) = state.get(key).and_then(Value::as_array) else {
+                    continue;
+                };
+                for (i, x) in values.iter().enumerate() {
+                    let Some(x) = x.as_f64().filter(|x| x.is_finite()) else {
+                        return bad(
+                            format!("stepper.state.{key}[{i}]"),
+                            format!("{x} is not a finite number"),
+                        );
+                    };
+                    if key == "v" && x < 0.0 {
+                        return bad(
+                            format!("stepper.state.v[{i}]"),
+                            format!(
+                                "{x}: an Adam second moment (a mean of squared gradients) cannot be negative"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The error of a stepper or observer (`type_name`) that cannot save its state.
 pub fn not_resumable(type_name: &str) -> Error {
     Error::Config(format!(
