@@ -253,7 +253,7 @@ const DSPP_DEFAULTS: BackendDefaults = BackendDefaults {
 /// selection) 95 % coverage 0.897 and NLL 3.214 with batch 256 and lr 0.03, against 0.931
 /// and 3.097 with these settings (DSPP3 0.902 → 0.917, PPGPR 0.927 → 0.945). The step
 /// function needs 1500 steps at lr 0.01 (DSPP2 NLL −1.21 after 600, −2.94 after 1500).
-/// Records and table: `results/dspp-small-data.md` §5.
+/// Records and table: `results/dspp-small-data/README.md` §5.
 const DSPP_QUICK: QuickSettings = QuickSettings {
     steps: 600,
     steps_1d: 1_500,

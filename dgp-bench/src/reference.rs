@@ -304,14 +304,7 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
         .zip(labels)
         .map(|((key, group), variant)| {
             let (dataset, backend, layers) = (key.dataset, key.backend, key.layers);
-            let rows = table
-                .iter()
-                .filter_map(|row| {
-                    let own: Vec<&SplitRecord> =
-                        group.iter().copied().filter(|r| matches(row, r)).collect();
-                    (!own.is_empty()).then(|| compare_row(row, &own))
-                })
-                .collect();
+            let rows = compare_cells(&group, table);
             RecordGroup {
                 protocols: group
                     .iter()
@@ -332,6 +325,24 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
                 variant,
                 rows,
             }
+        })
+        .collect()
+}
+
+/// The comparison of `records` (one model and run configuration) with every cell of
+/// `table` that describes their model ([`matches`](fn@matches)); each cell is compared with
+/// the records it matches. The per-group step of [`vs_paper`], also used by the headline
+/// table of `RESULTS.md` ([`crate::results`]).
+pub fn compare_cells(records: &[&SplitRecord], table: &[ReferenceRow]) -> Vec<VsPaperRow> {
+    table
+        .iter()
+        .filter_map(|row| {
+            let own: Vec<&SplitRecord> = records
+                .iter()
+                .copied()
+                .filter(|r| matches(row, r))
+                .collect();
+            (!own.is_empty()).then(|| compare_row(row, &own))
         })
         .collect()
 }
@@ -372,7 +383,7 @@ fn compare_row(row: &ReferenceRow, own: &[&SplitRecord]) -> VsPaperRow {
     }
 }
 
-fn fmt_opt_se(mean: f64, se: Option<f64>) -> String {
+pub(crate) fn fmt_opt_se(mean: f64, se: Option<f64>) -> String {
     match se {
         Some(s) => format!("{mean:.3} ± {s:.3}"),
         None => format!("{mean:.3} (no s.e.)"),

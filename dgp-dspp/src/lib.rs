@@ -29,7 +29,7 @@
 //! rows the inducing inputs stay at their initial values
 //! ([`DsppConfig::train_inducing_min_ratio`]), and with full batches the model is trained
 //! again on every training row for the steps the held-out rule kept
-//! ([`DsppConfig::refit_all_rows`]); `results/dspp-small-data.md` has the
+//! ([`DsppConfig::refit_all_rows`]); `results/dspp-small-data/README.md` has the
 //! measurements of the tuned default on energy and boston against dgp-svi's DGP2.
 //!
 //! ```

@@ -139,8 +139,8 @@
 //!
 //! The extrapolation study of the paper's §4.2 is `dgp-bench run --backend star,mf
 //! --layers 3 --protocol lindinger --split-kind extrapolate --per-point` followed by
-//! `dgp-bench compare FILE --a star:3 --b mf:3` (sections `energy-extrapolate` and
-//! `boston-extrapolate` of `RESULTS.md`); `mf` is this crate's own mean-field family with
+//! `dgp-bench compare FILE --a star:3 --b mf:3` (sections `extrapolation/energy` and
+//! `extrapolation/boston` of `RESULTS.md`); `mf` is this crate's own mean-field family with
 //! star's settings, the paper's baseline. For reference, the paper's Table 2 (fraction
 //! of test points where STAR's log density beats MF's, mean (s.e.) over 10 seeds, L = 3):
 //!

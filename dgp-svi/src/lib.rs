@@ -50,7 +50,7 @@
 //! [`GRAD_CHUNK_ROWS`] points are recorded in chunks on separate tapes in parallel (one
 //! parallel region a step; results independent of the number of threads). Step times, and
 //! the run on protein with the peers' settings next to GPyTorch, are in `RESULTS.md`
-//! (sections "protein-peers-idle" and "protein-peers").
+//! (sections "step-times/protein-idle" and "step-times/protein-loaded").
 //!
 //! # Natural gradients
 //!

@@ -10,7 +10,7 @@
 //! * [`SghmcDgp::fit_observed`], `fit` with such an extra observer.
 //!
 //! The example `examples/sghmc_diagnostics.rs` puts these together on a UCI split and
-//! writes SVG plots; the results for energy are under `results/sghmc-diagnostics/`.
+//! writes SVG plots; the results for energy are under `results/sghmc-vs-svi/diagnostics/`.
 
 use crate::sghmc::SghmcDgp;
 use dgp_traits::data::Dataset;
