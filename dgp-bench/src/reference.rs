@@ -1,5 +1,5 @@
-//! The seed papers' published numbers (`shared/specs/protocol.md` §4) as data, and their
-//! comparison with a run's records (`dgp-bench vs-paper`, issue 17).
+//! The seed papers' published numbers (Lindinger et al. 2020, Table 1; Salimbeni & Deisenroth 2017; Jankowiak et al. 2020, Table 9; Vafa 2016, Fig. 5.9) as data, and their
+//! comparison with a run's records (`dgp-bench vs-paper`).
 //!
 //! The table is `data/reference.csv`, embedded with `include_str!`: one row per published
 //! cell, naming its source (paper), table, protocol and units, the metric, the data set,
@@ -12,7 +12,7 @@
 //!   (`--protocol lindinger`, `--protocol dspp`) is set next to that paper's cells only;
 //!   a run of the default protocol (published splits) next to every cell of its model,
 //!   and the report states the protocol it ran.
-//! * Units are never mixed (protocol.md §2). Records hold original units; rows in
+//! * Units are never mixed (the `units` module of dgp-bench). Records hold original units; rows in
 //!   original units are compared directly, with `tll = −nll` per split (exact: the record's
 //!   `nll` is the mean negative log density). Rows in standardised units (DSPP) are
 //!   compared in standardised units, each record converted exactly with its own split's
@@ -36,7 +36,7 @@ use crate::summary::MeanSe;
 /// The embedded table (see the module docs).
 pub const REFERENCE_CSV: &str = include_str!("../data/reference.csv");
 
-/// Units of a published number (protocol.md §2).
+/// Units of a published number (the `units` module of dgp-bench).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Units {
     /// The data set's own units (DSVI, Structured, SGHMC, DGPS).
@@ -403,7 +403,7 @@ pub fn render(groups: &[RecordGroup]) -> String {
          ✗ = ours worse by more than 1 combined s.e. Rows in standardised units (DSPP) are compared \
          in standardised units, each split converted with its own training-target std s_y \
          (NLL_std = NLL − log s_y, RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y); records without \
-         s_y show \"units differ\" (protocol.md §2).\n",
+         s_y show \"units differ\" (the `units` module of dgp-bench).\n",
     );
     for g in groups {
         s.push_str(&format!(

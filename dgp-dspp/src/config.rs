@@ -1,5 +1,5 @@
 //! Configuration of a deep sigma point process, with the defaults of the paper and of its
-//! GPyTorch reference (`shared/specs/dspp.md` §6).
+//! GPyTorch reference (its DSPP example).
 
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
@@ -186,7 +186,7 @@ pub struct DsppConfig {
     /// and the paper always train them (ratio 0). Default 16 (2048 rows at M = 128:
     /// protein, kin8nm and power train them; boston, energy, concrete and wine-red do not).
     /// Why: eq. (21) is not a bound, so trained Z add capacity to the parametric model and
-    /// let it interpolate small data sets; measured in [`crate::train`] (issue 18). The
+    /// let it interpolate small data sets; measured in [`crate::train`]. The
     /// row count is a proxy for "small and nearly noise-free": on concrete (small but
     /// noisy) fixed Z is worse under the β/width selection, so set 0 there
     /// (`results/dspp-small-data/README.md` §7).
@@ -262,7 +262,7 @@ impl Default for DsppConfig {
 }
 
 impl DsppConfig {
-    /// The initialisation of the GPyTorch DSPP example (`shared/specs/dspp.md` §6): hidden
+    /// The initialisation of GPyTorch's DSPP example: hidden
     /// linear means with N(0, 1) weights and bias, later-layer inducing inputs drawn from
     /// N(0, 1), all inducing inputs trained; everything else as [`Default`].
     pub fn gpytorch_reference() -> Self {

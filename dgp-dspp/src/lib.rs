@@ -15,7 +15,7 @@
 //! coregionalisation of App. A.3 via [`DsppConfig::lmc_latent`]) and Bernoulli-probit
 //! classification (a finite mixture of probit probabilities) are supported.
 //! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
-//! split. Algorithm notes: `shared/specs/dspp.md`.
+//! split. Algorithm notes: Jankowiak et al. 2020 and GPyTorch's DSPP implementation.
 //!
 //! ## What to expect on real data
 //! Measured test NLL of the two-layer DSPP on six UCI sets, next to dgp-svi's DGP2 on the

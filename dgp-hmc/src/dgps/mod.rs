@@ -1,6 +1,6 @@
 //! # DGPS: the Deep Gaussian Process Sampling point estimate (Vafa 2016)
 //!
-//! Algorithm notes: `shared/specs/sghmc.md` §8; thesis §4.3 and §5.1.
+//! Algorithm notes: Vafa 2016, §4.3 and §5.1.
 //!
 //! **Model.** An L-layer deep GP whose every unit d of layer l is its own FITC GP
 //! ([`GpUnit`]) with pseudo inputs X̄_d⁽ˡ⁾ (M×D⁽ˡ⁻¹⁾), pseudo outputs ȳ_d⁽ˡ⁾ (M) and an RBF
@@ -37,7 +37,7 @@
 //! **Prediction** (§4.3.7): an equal-weight mixture over 100 fresh sample paths (one
 //! `Predictive` component per path, independent per test point). The thesis averages log
 //! probabilities over samples with full test covariances; the per-point mixture is what the
-//! shared `Predictive` holds (spec §8).
+//! shared `Predictive` holds (Vafa 2016).
 //!
 //! **Ours versus the thesis.** Positivity by softplus (+10⁻⁶) rather than logs; the jitter
 //! grows tenfold on a failed factorisation (the workspace rule) instead of failing; initial

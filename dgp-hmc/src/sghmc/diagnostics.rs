@@ -1,5 +1,5 @@
-//! Convergence diagnostics of an SGHMC run (issue 15: "if a bar is missed, show why —
-//! trace plots of the potential, acceptance of the window, sample autocorrelation"):
+//! Convergence diagnostics of an SGHMC run (trace plots of the potential, acceptance of
+//! the window, sample autocorrelation):
 //!
 //! * [`autocorrelation`] and [`effective_sample_size`] of a scalar series (Geyer's initial
 //!   monotone sequence estimator, Geyer 1992 §3.3; the form used by Stan and ArviZ for one
