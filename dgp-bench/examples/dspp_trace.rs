@@ -4,7 +4,7 @@
 //! (`dgp_traits::calibration`), the test NLL with the held-out scale and with the test's
 //! own best scale; the noise variance and the largest quadrature weight. It trains on the
 //! rows the default early stopping would keep (15/17), without early stopping, so the
-//! whole path is visible. Used for issue 18 (`results/dspp-small-data.md`).
+//! whole path is visible. Used for issue 18 (`results/dspp-small-data/README.md`).
 //!
 //! ```text
 //! cargo run --release -p dgp-bench --example dspp_trace -- \

@@ -103,7 +103,7 @@ pub struct BackendDefaults {
 }
 
 impl BackendDefaults {
-    /// The DSVI reference settings (`shared/specs/dsvi.md` §5–6, `run_regression.py`):
+    /// The DSVI reference settings (Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP `demos/run_regression.py`):
     /// M = 100, Adam lr 0.01, batch min(N, 10 000), 10 000 steps, one training sample,
     /// 100 test samples.
     pub const PAPER: BackendDefaults = BackendDefaults {
@@ -253,7 +253,7 @@ const DSPP_DEFAULTS: BackendDefaults = BackendDefaults {
 /// selection) 95 % coverage 0.897 and NLL 3.214 with batch 256 and lr 0.03, against 0.931
 /// and 3.097 with these settings (DSPP3 0.902 → 0.917, PPGPR 0.927 → 0.945). The step
 /// function needs 1500 steps at lr 0.01 (DSPP2 NLL −1.21 after 600, −2.94 after 1500).
-/// Records and table: `results/dspp-small-data.md` §5.
+/// Records and table: `results/dspp-small-data/README.md` §5.
 const DSPP_QUICK: QuickSettings = QuickSettings {
     steps: 600,
     steps_1d: 1_500,
@@ -262,7 +262,7 @@ const DSPP_QUICK: QuickSettings = QuickSettings {
     ..QuickSettings::DEFAULT
 };
 
-/// Structured DGP settings of `dgp-bench run` (`shared/specs/structured.md` §7, reference
+/// Structured DGP settings of `dgp-bench run` (Lindinger et al. 2020, §4, and their reference code, Structured_DGP, reference
 /// `extrapolation_study.py`): M = 128, Adam lr 0.005, batch 512, 20 000 steps, S = 5
 /// training samples, 100 test samples.
 const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
@@ -384,7 +384,7 @@ pub static BACKENDS: &[BackendEntry] = &[
     },
 ];
 
-/// SGHMC settings of `dgp-bench run` (`shared/specs/sghmc.md` §4, the reference's
+/// SGHMC settings of `dgp-bench run` (the schedule of cambridge-mlg/sghmc_dgp, `models.py`, the reference's
 /// `RegressionModel`): M = 100, full batch up to 10 000 rows, and a budget of 15 000 steps
 /// = the reference schedule (10 000 burn-in steps with MCEM, then 100 samples at thinning
 /// 50). `--steps` is the budget of the whole run: a smaller one shrinks burn-in and

@@ -1,4 +1,4 @@
-//! Interruption, checkpoints and exact resume of `dgp-bench run` (issue 16).
+//! Interruption, checkpoints and exact resume of `dgp-bench run`.
 //!
 //! * **Interruption.** [`install_interrupt_handler`] (SIGINT, SIGTERM, SIGHUP through the
 //!   `ctrlc` crate, version pinned to 3.5.1 in `Cargo.toml`) sets a flag; every training

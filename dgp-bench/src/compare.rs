@@ -2,7 +2,7 @@
 //! backends (`dgp-bench compare`): per split, the fraction of test points where model A's
 //! log predictive density is strictly larger than model B's; per data set, the mean over
 //! splits ± its standard error `sd/√n` with `sd` of ddof 0, as the reference's
-//! `direct_comparison` (NumPy's default; protocol.md §4.2).
+//! `direct_comparison` (NumPy's default; Lindinger et al. 2020, Table 2).
 //!
 //! Records need the per-point densities (`dgp-bench run --per-point`, field
 //! [`SplitRecord::log_density`]); A and B are paired by data set, protocol, seed and split,

@@ -1,4 +1,4 @@
-//! Training and evaluating one backend on the splits of one data set (protocol.md §2–3).
+//! Training and evaluating one backend on the splits of one data set (the `protocol` and `units` modules of dgp-bench).
 //!
 //! Per split: standardise inputs and targets with the training split's mean and population
 //! std ([`Standardizer`]), build the model from the [`crate::backends`] registry, train it

@@ -1,7 +1,7 @@
 //! # dgp-bench
 //!
 //! Runs the deep-GP inference backends of the workspace against each other on the same
-//! data, splits and metrics (`shared/specs/protocol.md`), and times their hot paths.
+//! data, splits and metrics (the `protocol` module of dgp-bench), and times their hot paths.
 //!
 //! * [`backends`] — the registry: every backend is one [`backends::BackendEntry`] around
 //!   the backend crate's [`dgp_traits::backend::Backend`]; all subcommands and the default
@@ -17,7 +17,7 @@
 //!   ([`datasets::SplitKind`]; the extrapolation split of protocol §1, which always trains
 //!   with Lindinger's held-out early stopping).
 //! * [`units`] — metrics in standardised units, derived exactly from a record and its
-//!   training split's target mean and std (protocol.md §2).
+//!   training split's target mean and std (the `units` module of dgp-bench).
 //! * [`compare`] — the per-point direct comparison of any two backends (Lindinger et al.
 //!   §4.2) from records with per-test-point log densities (`run --per-point`).
 //! * [`summary`] — mean ± standard error over splits (ddof = 1).
@@ -27,7 +27,7 @@
 //! * [`timing`] — `time`: milliseconds per REAL training step (each backend's own `fit`),
 //!   several backends interleaved in one run with per-round ratios, and per prediction.
 //! * [`resources`] — wall seconds and peak RSS per split in the records.
-//! * [`reference`](mod@reference) — the seed papers' published numbers (protocol.md §4) and `vs-paper`.
+//! * [`reference`](mod@reference) — the seed papers' published numbers (the papers' tables in `data/reference.csv`) and `vs-paper`.
 //! * [`default_run`] — the quick job run without arguments.
 //! * [`validate`] — checks of inputs and outputs before any work (outputs never inputs,
 //!   writable, splits readable, M limits) and the warnings recorded in the records.

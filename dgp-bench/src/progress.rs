@@ -1,5 +1,5 @@
 //! Progress bars for training runs (indicatif), fed through [`FitObserver`]: position,
-//! steps per second, the running objective, elapsed time and ETA (issue 17).
+//! steps per second, the running objective, elapsed time and ETA.
 
 use std::time::Duration;
 

@@ -1,10 +1,10 @@
-//! Evaluation protocols of `dgp-bench run --protocol` (`shared/specs/protocol.md` §1).
+//! Evaluation protocols of `dgp-bench run --protocol` (the `protocol` module of dgp-bench).
 //!
 //! * [`Protocol::Published`] (the default): the data set's own splits (the published
 //!   Hernández-Lobato & Adams splits of a UCI folder) and each backend's defaults.
 //! * [`Protocol::Lindinger`]: Lindinger et al. (2020) Table 1 — 10 random 90:10
 //!   permutations seeded 0..9 ([`SplitKind::Random`]), the early-stopping rule of
-//!   `shared/specs/structured.md` §7 on a 10 % holdout drawn with replacement from the
+//!   Lindinger et al. 2020, §4, and their reference code, Structured_DGP on a 10 % holdout drawn with replacement from the
 //!   training rows ([`HeldOutRule::Lindinger`]), and the reference's settings
 //!   ([`LINDINGER`]): at most 20 000 iterations, batch 512, 5 training samples, Adam 0.005
 //!   with staircase decay ×0.98 every 1000 steps, 100 test samples, M = 128, hidden width
@@ -20,7 +20,7 @@
 //!   validation part: 85 % · 2/17 = 10 %, 85 % · 15/17 = 75 % ([`DsppPartition`]).
 //!   Backends without such a selection train on all 85 %. No training settings are
 //!   imposed (each backend's defaults). The run's table shows the metrics in standardised
-//!   units (protocol.md §2, [`crate::units`]) beside the original ones.
+//!   units (the `units` module of dgp-bench, [`crate::units`]) beside the original ones.
 //!
 //! The extrapolation split ([`SplitKind::Extrapolate`]) always trains with the same
 //! held-out rule (protocol §1 step 4), under either protocol.
@@ -82,7 +82,7 @@ pub struct ProtocolSettings {
     pub hidden_width: usize,
 }
 
-/// Lindinger et al.'s settings (`shared/specs/structured.md` §7).
+/// Lindinger et al.'s settings (Lindinger et al. 2020, §4, and their reference code, Structured_DGP).
 pub const LINDINGER: ProtocolSettings = ProtocolSettings {
     steps: 20_000,
     batch: 512,
@@ -151,7 +151,7 @@ impl Protocol {
         }
     }
 
-    /// Whether the run's tables show standardised units (protocol.md §2) beside the
+    /// Whether the run's tables show standardised units (the `units` module of dgp-bench) beside the
     /// original ones: the DSPP paper reports standardised units.
     pub fn standardised_units(self) -> bool {
         self == Protocol::Dspp

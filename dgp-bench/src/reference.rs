@@ -1,5 +1,5 @@
-//! The seed papers' published numbers (`shared/specs/protocol.md` §4) as data, and their
-//! comparison with a run's records (`dgp-bench vs-paper`, issue 17).
+//! The seed papers' published numbers (Lindinger et al. 2020, Table 1; Salimbeni & Deisenroth 2017; Jankowiak et al. 2020, Table 9; Vafa 2016, Fig. 5.9) as data, and their
+//! comparison with a run's records (`dgp-bench vs-paper`).
 //!
 //! The table is `data/reference.csv`, embedded with `include_str!`: one row per published
 //! cell, naming its source (paper), table, protocol and units, the metric, the data set,
@@ -12,7 +12,7 @@
 //!   (`--protocol lindinger`, `--protocol dspp`) is set next to that paper's cells only;
 //!   a run of the default protocol (published splits) next to every cell of its model,
 //!   and the report states the protocol it ran.
-//! * Units are never mixed (protocol.md §2). Records hold original units; rows in
+//! * Units are never mixed (the `units` module of dgp-bench). Records hold original units; rows in
 //!   original units are compared directly, with `tll = −nll` per split (exact: the record's
 //!   `nll` is the mean negative log density). Rows in standardised units (DSPP) are
 //!   compared in standardised units, each record converted exactly with its own split's
@@ -36,7 +36,7 @@ use crate::summary::MeanSe;
 /// The embedded table (see the module docs).
 pub const REFERENCE_CSV: &str = include_str!("../data/reference.csv");
 
-/// Units of a published number (protocol.md §2).
+/// Units of a published number (the `units` module of dgp-bench).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Units {
     /// The data set's own units (DSVI, Structured, SGHMC, DGPS).
@@ -304,14 +304,7 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
         .zip(labels)
         .map(|((key, group), variant)| {
             let (dataset, backend, layers) = (key.dataset, key.backend, key.layers);
-            let rows = table
-                .iter()
-                .filter_map(|row| {
-                    let own: Vec<&SplitRecord> =
-                        group.iter().copied().filter(|r| matches(row, r)).collect();
-                    (!own.is_empty()).then(|| compare_row(row, &own))
-                })
-                .collect();
+            let rows = compare_cells(&group, table);
             RecordGroup {
                 protocols: group
                     .iter()
@@ -332,6 +325,24 @@ pub fn vs_paper(records: &[SplitRecord], table: &[ReferenceRow]) -> Vec<RecordGr
                 variant,
                 rows,
             }
+        })
+        .collect()
+}
+
+/// The comparison of `records` (one model and run configuration) with every cell of
+/// `table` that describes their model ([`matches`](fn@matches)); each cell is compared with
+/// the records it matches. The per-group step of [`vs_paper`], also used by the headline
+/// table of `RESULTS.md` ([`crate::results`]).
+pub fn compare_cells(records: &[&SplitRecord], table: &[ReferenceRow]) -> Vec<VsPaperRow> {
+    table
+        .iter()
+        .filter_map(|row| {
+            let own: Vec<&SplitRecord> = records
+                .iter()
+                .copied()
+                .filter(|r| matches(row, r))
+                .collect();
+            (!own.is_empty()).then(|| compare_row(row, &own))
         })
         .collect()
 }
@@ -372,7 +383,7 @@ fn compare_row(row: &ReferenceRow, own: &[&SplitRecord]) -> VsPaperRow {
     }
 }
 
-fn fmt_opt_se(mean: f64, se: Option<f64>) -> String {
+pub(crate) fn fmt_opt_se(mean: f64, se: Option<f64>) -> String {
     match se {
         Some(s) => format!("{mean:.3} ± {s:.3}"),
         None => format!("{mean:.3} (no s.e.)"),
@@ -392,7 +403,7 @@ pub fn render(groups: &[RecordGroup]) -> String {
          ✗ = ours worse by more than 1 combined s.e. Rows in standardised units (DSPP) are compared \
          in standardised units, each split converted with its own training-target std s_y \
          (NLL_std = NLL − log s_y, RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y); records without \
-         s_y show \"units differ\" (protocol.md §2).\n",
+         s_y show \"units differ\" (the `units` module of dgp-bench).\n",
     );
     for g in groups {
         s.push_str(&format!(

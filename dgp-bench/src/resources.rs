@@ -1,4 +1,4 @@
-//! Resources of a run (issue 17): wall seconds and peak resident memory per split.
+//! Resources of a run: wall seconds and peak resident memory per split.
 //!
 //! Peak RSS is the kernel's high-water mark `VmHWM` of `/proc/self/status` (Linux), read
 //! once at the end of each split. Before each split the mark is reset by writing `5` to

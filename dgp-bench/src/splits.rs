@@ -1,6 +1,6 @@
 //! How a data set is split into train and test rows: the split kinds of
 //! `dgp-bench run --split-kind` and the DSPP protocol's 15:3:2 partition
-//! (`shared/specs/protocol.md` §1). A leaf module: the data sources
+//! (the `protocol` module of dgp-bench). A leaf module: the data sources
 //! ([`crate::datasets`]) and the protocols ([`crate::protocol`]) both build on it.
 
 use crate::error::{BenchError, Result};

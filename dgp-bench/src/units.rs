@@ -1,5 +1,5 @@
 //! Metrics in standardised units, derived exactly from a record in original units and
-//! its training split's target statistics (`shared/specs/protocol.md` §2).
+//! its training split's target statistics (the `units` module of dgp-bench).
 //!
 //! A run standardises the targets with the training split's mean `m_y` and population
 //! std `s_y` and reports metrics in original units ([`SplitRecord`]). Since
@@ -136,7 +136,7 @@ pub fn markdown_table_standardised(rows: &[StdSummaryRow]) -> String {
 /// The sentence under the standardised table.
 pub const STD_TABLE_NOTE: &str = "(std) = standardised units as the DSPP paper reports them: targets \
 standardised with each split's training mean and population std s_y; NLL_std = NLL − log s_y, \
-RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y (protocol.md §2). (orig) = the data's original units. \
+RMSE_std = RMSE/s_y, CRPS_std = CRPS/s_y (the `units` module of dgp-bench). (orig) = the data's original units. \
 Mean ± s.e. over splits, s.e. = sd/√n with ddof = 1.";
 
 /// The notes a run prints under its table: under a protocol that reports standardised

@@ -1,4 +1,4 @@
-//! Checks of a command line's inputs and outputs BEFORE any work (issue 16): every failure
+//! Checks of a command line's inputs and outputs BEFORE any work: every failure
 //! a user can cause is a usage error (exit code 2) naming the flag or file and what is
 //! allowed, reported before the first split trains; suspicious but legal inputs give
 //! warnings, printed on stderr and recorded in the JSON records

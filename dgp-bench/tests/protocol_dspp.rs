@@ -1,4 +1,4 @@
-//! `run --protocol dspp` (issue 17 items 1–2, `shared/specs/protocol.md` §1–2): the 15:3:2
+//! `run --protocol dspp` (the `protocol` and `units` modules of dgp-bench): the 15:3:2
 //! split generator, the exact conversion of a record to standardised units, the CLI run
 //! and its usage errors.
 

@@ -1,6 +1,6 @@
 //! Issue 14 test 1, second half (cross-crate): the structured backend's mean-field family,
 //! whitened, has the same ELBO as dgp-svi's DSVI for the same parameters and the same
-//! noise stream (`shared/specs/structured.md` §9: "the mean-field equivalence needs S_M
+//! noise stream ("the mean-field equivalence needs S_M
 //! block-diagonal per GP and the same whitening on both sides").
 
 use dgp_structured::{Family, StructuredConfig, StructuredDgp};

@@ -1,6 +1,6 @@
 //! The GP blocks of a DSPP layer: a group of GPs sharing kernel, inducing inputs and mean
 //! function, with its whitened q(v), and how a layer's blocks are initialised
-//! (`shared/specs/dspp.md` §6).
+//! (GPyTorch's DSPP example).
 
 use crate::config::{DsppConfig, QCov};
 use dgp_traits::error::Result;

@@ -1,5 +1,5 @@
 //! Configuration of a deep sigma point process, with the defaults of the paper and of its
-//! GPyTorch reference (`shared/specs/dspp.md` §6).
+//! GPyTorch reference (its DSPP example).
 
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
@@ -186,10 +186,10 @@ pub struct DsppConfig {
     /// and the paper always train them (ratio 0). Default 16 (2048 rows at M = 128:
     /// protein, kin8nm and power train them; boston, energy, concrete and wine-red do not).
     /// Why: eq. (21) is not a bound, so trained Z add capacity to the parametric model and
-    /// let it interpolate small data sets; measured in [`crate::train`] (issue 18). The
+    /// let it interpolate small data sets; measured in [`crate::train`]. The
     /// row count is a proxy for "small and nearly noise-free": on concrete (small but
     /// noisy) fixed Z is worse under the β/width selection, so set 0 there
-    /// (`results/dspp-small-data.md` §7).
+    /// (`results/dspp-small-data/README.md` §7).
     pub train_inducing_min_ratio: f64,
     /// After training with held-out early stopping, scale every component variance of
     /// the predictive by the factor that maximises the held-out rows' log density
@@ -202,7 +202,7 @@ pub struct DsppConfig {
     /// included), for k steps with the same learning-rate schedule, and keep that model.
     /// The held-out rows (2/17 of the data by default) then inform the fit too. Default
     /// on: on small sets it lowered test NLL under every setting measured (energy,
-    /// boston, concrete; `results/dspp-small-data.md` §8); costs k more steps. Done
+    /// boston, concrete; `results/dspp-small-data/README.md` §8); costs k more steps. Done
     /// only with full-batch training (batch ≥ training rows; with minibatches, k steps
     /// on more rows are fewer passes over them, and on kin8nm it was worse), and not when
     /// `calibrate_variance` is on (it needs the held-out rows unseen) or without
@@ -219,7 +219,7 @@ pub struct DsppConfig {
     /// steps (keeping its best held-out parameters when early stopping is on), and the one
     /// with the best held-out NLL (the training NLL without held-out rows) is trained to
     /// completion. Default 1: on boston three restarts were no better than one start
-    /// (`results/dspp-small-data.md` §6).
+    /// (`results/dspp-small-data/README.md` §6).
     pub restarts: usize,
     /// Fraction of the steps spent on each restart candidate.
     pub restart_fraction: f64,
@@ -262,7 +262,7 @@ impl Default for DsppConfig {
 }
 
 impl DsppConfig {
-    /// The initialisation of the GPyTorch DSPP example (`shared/specs/dspp.md` §6): hidden
+    /// The initialisation of GPyTorch's DSPP example: hidden
     /// linear means with N(0, 1) weights and bias, later-layer inducing inputs drawn from
     /// N(0, 1), all inducing inputs trained; everything else as [`Default`].
     pub fn gpytorch_reference() -> Self {

@@ -38,7 +38,7 @@
 //! coregionalisation of App. A.3 via [`DsppConfig::lmc_latent`]) and Bernoulli-probit
 //! classification (a finite mixture of probit probabilities) are supported.
 //! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
-//! split. Algorithm notes: `shared/specs/dspp.md`.
+//! split. Algorithm notes: Jankowiak et al. 2020 and GPyTorch's DSPP implementation.
 //!
 //! ## What to expect on real data
 //! Measured test NLL of the two-layer DSPP on six UCI sets, next to dgp-svi's DGP2 on the
@@ -52,7 +52,7 @@
 //! rows the inducing inputs stay at their initial values
 //! ([`DsppConfig::train_inducing_min_ratio`]), and with full batches the model is trained
 //! again on every training row for the steps the held-out rule kept
-//! ([`DsppConfig::refit_all_rows`]); `results/dspp-small-data.md` has the
+//! ([`DsppConfig::refit_all_rows`]); `results/dspp-small-data/README.md` has the
 //! measurements of the tuned default on energy and boston against dgp-svi's DGP2.
 //!
 //! ```

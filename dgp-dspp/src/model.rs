@@ -1,5 +1,5 @@
 //! The deep sigma point process: construction, the lined-up propagation of sigma points
-//! (`shared/specs/dspp.md` §3), the objective of eq. (21) and the finite-mixture
+//! (Jankowiak et al. 2020, §3, propagated as GPyTorch's `DSPPLayer` does), the objective of eq. (21) and the finite-mixture
 //! predictive.
 
 use crate::blocks::{DsppLayer, ZStart, new_blocks};
@@ -128,7 +128,7 @@ fn output_params(
 
 impl Dspp {
     /// Builds a model for training data `data` (inputs N×D, targets N×P, model units),
-    /// initialised as `shared/specs/dspp.md` §6 describes: first-layer Z by k-means (plus
+    /// initialised as GPyTorch's DSPP example describes: first-layer Z by k-means (plus
     /// 0.01·N(0, 1) per independent GP), later Z per [`DsppConfig::later_z_init`], learned
     /// linear means (hidden, started per [`DsppConfig::hidden_mean_init`]) and constant
     /// means (last), q(v) = N(N(0, 1e-6) draws, I), sites and weights per

@@ -1,4 +1,4 @@
-//! The DSPP objective of eq. (21) (`shared/specs/dspp.md` §4), with minibatches split into
+//! The DSPP objective (Jankowiak et al. 2020, eq. 21), with minibatches split into
 //! chunks whose gradients are computed on separate tapes in parallel (the core's
 //! `chunked_value_and_grad`).
 
@@ -15,7 +15,7 @@ impl Objective for Dspp {
         &self.params
     }
 
-    /// The per-datum objective of eq. (21) on a minibatch (`shared/specs/dspp.md` §4):
+    /// The per-datum objective of Jankowiak et al. 2020, eq. 21, on a minibatch:
     /// `(1/|B|) Σ_{i∈B} log Σ_k ω_k p(y_i | component k) − β Σ_GPs KL(q(v) ‖ p(v)) / N`.
     /// Deterministic: `rng` is not used ("singly stochastic").
     fn record(

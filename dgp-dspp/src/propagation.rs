@@ -1,5 +1,5 @@
 //! The DSPP's propagation and objective pieces: the marginals of each layer's GP blocks, the
-//! lined-up propagation of sigma points (`shared/specs/dspp.md` §3), the per-point log
+//! lined-up propagation of sigma points (Jankowiak et al. 2020, §3, propagated as GPyTorch's `DSPPLayer` does), the per-point log
 //! mixture density of eq. (21), its share of a minibatch, and prediction chunks.
 
 use crate::lmc::LmcTape;
@@ -49,7 +49,7 @@ impl Dspp {
         }
     }
 
-    /// The lined-up propagation of `shared/specs/dspp.md` §3: layer 1 at the B inputs,
+    /// The lined-up propagation of Jankowiak et al. 2020, §3, propagated as GPyTorch's `DSPPLayer` does: layer 1 at the B inputs,
     /// then for every layer l ≥ 2 the inputs `μ + Ξ^{(l)}_k ⊙ σ` of each component k
     /// (eqs. 22–23), σ the previous layer's latent standard deviation (no noise between
     /// layers). Layer 1 is evaluated once on B rows and its marginals are tiled K times.

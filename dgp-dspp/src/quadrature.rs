@@ -10,7 +10,7 @@
 //!
 //! Every layer l ≥ 2 owns an S×W site matrix Ξ^{(l)} (QR2: its free upper half); component
 //! k of layer l uses the entries of Ξ^{(l)} selected by k's multi-index, so components are
-//! "lined up" across layers (`shared/specs/dspp.md` §3) and the predictive is a mixture of
+//! "lined up" across layers (Jankowiak et al. 2020, §3, propagated as GPyTorch's `DSPPLayer` does) and the predictive is a mixture of
 //! exactly K Gaussians whatever the depth. The K weights are `softmax` of K free logits,
 //! shared by all layers.
 

@@ -25,7 +25,7 @@
 //! instead of 0.05 collapses the same way, so the KL term cannot stop it. With Z fixed
 //! the held-out optimum comes later and generalises better: on energy and boston splits
 //! 0–9 (β 0.05, W 5, no selection) test NLL fell by 0.22 and 0.14 nats (tables and records
-//! in `results/dspp-small-data.md`). The collapse itself still happens later in training
+//! in `results/dspp-small-data/README.md`). The collapse itself still happens later in training
 //! (the held-out early stopping above still guards against it). On protein (34 298
 //! training rows, 15:3:2 split 0) fixing Z cost 0.22 nats (standardised NLL 0.149 → 0.37),
 //! hence the size rule: large sets keep training them.
@@ -38,7 +38,7 @@
 //! on more rows are fewer passes, and on kin8nm (batch 1000 of 7373 rows) the refit was
 //! worse by 0.013 and 0.034 nats on splits 0 and 1. The held-out rows choose *when* to
 //! stop and then also inform the fit. Measured (paired test-NLL differences on published
-//! splits, `results/dspp-small-data.md` §8): −0.030 on boston and −0.056 on energy
+//! splits, `results/dspp-small-data/README.md` §8): −0.030 on boston and −0.056 on energy
 //! (β 0.05, W 5, splits 0–9), −0.025 on boston 0–19 under the β/width selection, and
 //! −0.027 / −0.035 / −0.010 for the default job's DSPP2 / DSPP3 / PPGPR on concrete 0–9.
 //!
@@ -76,7 +76,7 @@ fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
 /// so it keeps (and is scored by) its best held-out parameters: on small data the
 /// held-out optimum comes before `pre` steps, and a candidate scored after `pre` steps
 /// handed the main loop parameters already past it (measured on boston:
-/// `results/dspp-restarts-before-fix.md`). Returns the
+/// RESULTS.md, the DSPP small-data ablations). Returns the
 /// seconds spent. The candidates poll `stop`'s stop request ([`StopOnly`]); when it turns
 /// true the phase ends with [`Error::Interrupted`] (no candidate finished its steps).
 fn restart(

@@ -1,4 +1,4 @@
-//! Noisy step function (protocol.md §4.5, the DGPS thesis' synthetic benchmark):
+//! Noisy step function (Vafa 2016, Fig. 5.9, the DGPS thesis' synthetic benchmark):
 //! y = sign(x) + ε, ε ~ N(0, 0.01²), x ~ U(−2, 2), N = 200, one seeded 80/20 split;
 //! inputs and targets standardised with the training split. Trains 1-, 2- and 3-layer
 //! nested models and prints their test NLL (original units), RMSE and final bound.

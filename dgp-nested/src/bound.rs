@@ -1,4 +1,4 @@
-//! The nested bound (eq. 19 as corrected in `shared/specs/nested.md` §4): every term
+//! The nested bound (Hensman & Lawrence 2014, eq. 19, corrected): every term
 //! recorded on the tape, the objective, and the terms as numbers.
 
 use crate::layer::{LayerInput, Need};
@@ -11,7 +11,7 @@ use dgp_traits::skeleton::check_batch;
 use dgp_traits::tape::{Tape, Var};
 use serde::{Deserialize, Serialize};
 
-/// The bound split into its terms (spec §4), all scaled to the full data set (sums over
+/// The bound split into its terms (Hensman & Lawrence 2014, eq. 19), all scaled to the full data set (sums over
 /// the batch multiplied by N/|B|). `total = data_fit − Σ tcv − Σ propagation − Σ kl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BoundTerms {
@@ -38,7 +38,7 @@ struct TermVars {
 }
 
 impl NestedDgp {
-    /// Records every term of the bound (spec §4) for `batch`.
+    /// Records every term of the bound (Hensman & Lawrence 2014, eq. 19) for `batch`.
     fn record_terms(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>) -> Result<TermVars> {
         check_batch("nested", batch, self.input_dim, self.output_dim)?;
         let scale = batch.num_data as f64 / batch.len() as f64;
@@ -114,7 +114,7 @@ impl Objective for NestedDgp {
         &self.params
     }
 
-    /// The nested bound (eq. 19 as corrected in `shared/specs/nested.md` §4) on a
+    /// The nested bound (Hensman & Lawrence 2014, eq. 19, corrected) on a
     /// minibatch: every sum over points scaled by N/|B|, the KLs not. Deterministic (no
     /// Monte Carlo, `rng` is unused; the Matérn fallback uses fixed nodes).
     fn record(

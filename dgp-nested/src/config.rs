@@ -1,6 +1,6 @@
 //! Configuration of a nested-compression deep GP ([`crate::NestedDgp`]).
 //!
-//! The paper gives no initial values (`shared/specs/nested.md` §7); every default below
+//! The paper gives no initial values; every default below
 //! that is ours rather than the paper's is marked **(ours)**.
 
 use crate::psi::ExpectationRule;
@@ -29,12 +29,12 @@ pub enum Optimiser {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PredictMode {
-    /// One Gaussian: the last layer's propagated q(h_ℓ) of the bound (spec §3),
+    /// One Gaussian: the last layer's propagated q(h_ℓ) of the bound (Hensman & Lawrence 2014, §4.2, eq. 16),
     /// mean `ψ1 K⁻¹ m`, variance `σ_ℓ² + ψ1 K⁻¹ S K⁻¹ ψ1ᵀ` (hidden layers propagated the
     /// same way).
     Propagated,
     /// One Gaussian with the exact variance of the last layer's output under the
-    /// approximate posterior (spec §3, `Var_exact`): the propagated variance plus the two
+    /// approximate posterior (Hensman & Lawrence 2014, §4.2, eq. 16, `Var_exact`): the propagated variance plus the two
     /// gaps the bound pays for, `ψ0 − tr(K⁻¹Φ_n)` and `tr(K⁻¹(Φ_n − ψ1ᵀψ1)K⁻¹(mmᵀ + S))`.
     /// For one layer this is exactly the SVGP predictive. **(ours)**, the default.
     MomentMatched,
@@ -59,23 +59,23 @@ pub struct NestedConfig {
     pub layers: usize,
     /// Width of every hidden layer; `None` gives `min(30, D)` (as dgp-svi) **(ours)**.
     pub hidden_width: Option<usize>,
-    /// Inducing points per layer, M (spec §7: 50) **(ours)**.
+    /// Inducing points per layer, M (our defaults; the paper gives none: 50) **(ours)**.
     pub num_inducing: usize,
     /// Kernel of every layer (RBF by default). RBF and linear kernels have closed-form
     /// psi-statistics; Matérn kernels use [`NestedConfig::fallback`] beyond layer 1.
     pub kernel: KernelKind,
     /// One lengthscale (linear: weight) per input dimension.
     pub ard: bool,
-    /// Initial lengthscales (linear kernel: weights) and kernel variance (spec §7: 1, 1)
+    /// Initial lengthscales (linear kernel: weights) and kernel variance (our defaults; the paper gives none: 1, 1)
     /// **(ours)**.
     pub init_lengthscale: f64,
     /// Initial kernel variance α.
     pub init_variance: f64,
-    /// Initial noise variance σ_i² of every hidden layer (spec §7: 0.01) **(ours)**.
+    /// Initial noise variance σ_i² of every hidden layer (our defaults; the paper gives none: 0.01) **(ours)**.
     pub hidden_noise: f64,
-    /// Initial likelihood variance σ_ℓ² (spec §7: 0.01) **(ours)**.
+    /// Initial likelihood variance σ_ℓ² (our defaults; the paper gives none: 0.01) **(ours)**.
     pub likelihood_noise: f64,
-    /// Hidden layers start with S = scale²·K_i (spec §7: S = 10⁻¹⁰·K, scale 10⁻⁵) **(ours)**.
+    /// Hidden layers start with S = scale²·K_i (our defaults; the paper gives none: S = 10⁻¹⁰·K, scale 10⁻⁵) **(ours)**.
     pub hidden_q_scale: f64,
     /// Whitened q(u) (u = L v, prior N(0, I)) instead of the paper's q(u) = N(m, S) against
     /// N(0, K) **(ours)**. Same model and bound; the whitened geometry optimises far
@@ -92,7 +92,7 @@ pub struct NestedConfig {
     /// crate docs).
     pub train_hidden_noise: bool,
     /// Hidden layers get the fixed linear mean function `m(h) = h W` of
-    /// `shared/specs/nested.md` §5 (not in the paper; W the identity when the widths match,
+    /// the linear mean of Salimbeni & Deisenroth 2017 (not in the paper; W the identity when the widths match,
     /// the PCA projection of the layer's initial inputs otherwise, as in dgp-svi), and
     /// their q(u) starts at m = 0, so each hidden layer starts as exactly that linear map
     /// plus a GP residual. The last layer keeps a zero mean. `false` (the default) is the

@@ -1,4 +1,4 @@
-//! Initialisation of a nested layer (`shared/specs/nested.md` §7; the paper gives no values,
+//! Initialisation of a nested layer (the paper gives no values,
 //! all ours): Z by k-means on the layer's (propagated) input means, kernel hyperparameters
 //! from the config, q(u) started at a linear map (hidden layers) or at the prior (last),
 //! and the layer's noise variance.

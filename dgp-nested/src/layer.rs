@@ -1,6 +1,6 @@
 //! One layer of the nested model: a sparse GP with D_out outputs sharing a kernel and M
 //! inducing inputs Z, a non-whitened q(u_d) = N(m_d, S_d) per output (S_d = L_d L_dᵀ), and
-//! Gaussian noise σ² (`shared/specs/nested.md` §1), plus the per-layer terms of the bound.
+//! Gaussian noise σ² (Hensman & Lawrence 2014, §3), plus the per-layer terms of the bound.
 
 use crate::config::NestedConfig;
 use crate::psi::{self, ExpectationRule};
@@ -50,7 +50,7 @@ pub struct NestedLayer {
     /// `likelihood.variance` for the last.
     pub noise: ParamId,
     /// The fixed weights W (D_{i−1}×D_i, not trained) of the linear mean function
-    /// `m(h) = h W` of `shared/specs/nested.md` §5 (hidden layers with
+    /// `m(h) = h W` of Salimbeni & Deisenroth 2017 (not in the nested paper) (hidden layers with
     /// [`crate::NestedConfig::linear_mean`]); `None` for the paper's zero mean.
     #[serde(default)]
     pub mean_weights: Option<ParamId>,
@@ -86,7 +86,7 @@ pub struct LayerStats {
     pub chol: Var,
     /// `A = L⁻¹Ψ1ᵀ` (M×B).
     pub a: Var,
-    /// Propagated means `ψ1 K⁻¹ m_d` (B×D_out), plus `μ W` with a linear mean (spec §5).
+    /// Propagated means `ψ1 K⁻¹ m_d` (B×D_out), plus `μ W` with a linear mean (not in the paper).
     pub mean: Var,
     /// `ψ1 K⁻¹ S_d K⁻¹ ψ1ᵀ` (B×D_out), the propagated variance without σ².
     pub fvar: Var,
@@ -96,7 +96,7 @@ pub struct LayerStats {
     pub tcv: Option<Var>,
     /// Σ_n Σ_d tr(K⁻¹(Φ_n − ψ1_nᵀψ1_n)K⁻¹(m_d m_dᵀ + S_d)) (1×1) — the propagation term before
     /// 1/(2σ²); `None` for point inputs (where it is exactly 0). With a linear mean
-    /// (spec §5) it also holds Σ_n Σ_d [W_dᵀ diag(v_n) W_d + 2 Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹m_d].
+    /// (not in the paper) it also holds Σ_n Σ_d [W_dᵀ diag(v_n) W_d + 2 Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹m_d].
     pub prop: Option<Var>,
     /// Σ_d KL(q(u_d) ‖ N(0, K)) (1×1).
     pub kl: Option<Var>,
@@ -163,7 +163,7 @@ impl NestedLayer {
             .collect()
     }
 
-    /// Records the layer's quantities for `input` (`shared/specs/nested.md` §3–4):
+    /// Records the layer's quantities for `input` (Hensman & Lawrence 2014, §4.2, eqs. 16 and 19):
     /// psi-statistics, `A = L⁻¹Ψ1ᵀ`, the propagated moments, and — when `need` is
     /// [`Need::Bound`] — the TCV sum, the propagation sum (Gaussian inputs only) and the KL.
     ///
@@ -269,7 +269,7 @@ impl NestedLayer {
         })
     }
 
-    /// The bound's quantities for Gaussian inputs N(mean, diag var) (spec §3–4) from the
+    /// The bound's quantities for Gaussian inputs N(mean, diag var) (Hensman & Lawrence 2014, §4.2, eqs. 16 and 19) from the
     /// psi-statistics: `A = L⁻¹Ψ1ᵀ`, ψ0, the TCV sum Σ_n [ψ0_n − tr(K⁻¹Φ_n)], the
     /// propagation sum Σ_n Σ_d tr(K⁻¹(Φ_n − ψ1_nᵀψ1_n)K⁻¹(m_d m_dᵀ + S_d)) and Ψ1.
     fn gaussian_bound(
@@ -319,7 +319,7 @@ impl NestedLayer {
     }
 
     /// The propagation penalty a linear mean `m(h) = h W` adds for Gaussian inputs
-    /// N(μ, diag v) (spec §5), summed over points and outputs:
+    /// N(μ, diag v) (not in the paper), summed over points and outputs:
     /// `Σ_n Σ_d W_dᵀ diag(v_n) W_d + 2 Σ_n Σ_d Σ_q W_qd Cov(h_nq, k(h_n, Z)) K⁻¹ m_d`, i.e.
     /// `Σ_q (Σ_n v_nq)(Σ_d W_qd²)` plus twice [`psi::input_cov_contract`] with
     /// `P = K⁻¹ M Wᵀ` (M×Q). Since h and u are independent under q, S does not enter.

@@ -1,5 +1,5 @@
-//! The nested-compression deep GP: construction (spec §7), the bound (corrected eq. 19,
-//! spec §4), training (Adam or L-BFGS) and prediction.
+//! The nested-compression deep GP: construction (our defaults; the paper gives none), the bound (corrected eq. 19,
+//! Hensman & Lawrence 2014, eq. 19), training (Adam or L-BFGS) and prediction.
 
 use crate::config::{NestedConfig, Optimiser, PredictMode};
 use crate::init::init_layer;
@@ -38,7 +38,7 @@ pub struct NestedDgp {
 
 impl NestedDgp {
     /// Builds a model for `data` (already in model units: standardise first), initialised
-    /// as `shared/specs/nested.md` §7 suggests (the paper gives no values; all ours):
+    /// as follows (the paper gives no values; all ours):
     /// Z_1 by k-means on X, Z_i (i > 1) by k-means on the propagated means of q(h_{i−1});
     /// kernel lengthscales and variance from the config (1, 1); hidden layers with
     /// m_i = Z_i W_i (W the identity / PCA projection of the layer's inputs, so each hidden

@@ -1,5 +1,5 @@
 //! Propagated moments and prediction chunks of the nested model: the moments of q(h_i)
-//! layer by layer (spec §3), the variance the bound does not propagate, and the
+//! layer by layer (Hensman & Lawrence 2014, §4.2, eq. 16), the variance the bound does not propagate, and the
 //! single-Gaussian and sampled predictive of a chunk of test points.
 
 use crate::config::PredictMode;
@@ -14,7 +14,7 @@ use dgp_traits::tape::Tape;
 use faer::{Mat, MatRef, Par};
 
 impl NestedDgp {
-    /// The propagated q(h_i) of every layer at inputs `x` (spec §3): per layer, the means
+    /// The propagated q(h_i) of every layer at inputs `x` (Hensman & Lawrence 2014, §4.2, eq. 16): per layer, the means
     /// `ψ1 K⁻¹ m` and variances `σ_i² + ψ1 K⁻¹ S K⁻¹ ψ1ᵀ` (each N×D_i).
     ///
     /// # Errors
@@ -80,7 +80,7 @@ impl NestedDgp {
         unreachable!("the loop returns at the last layer")
     }
 
-    /// The per-point, per-output variance the bound does not propagate (spec §3):
+    /// The per-point, per-output variance the bound does not propagate (Hensman & Lawrence 2014, §4.2, eq. 16):
     /// `[ψ0 − tr(K⁻¹Φ_n)] + tr(K⁻¹(Φ_n − ψ1_nᵀψ1_n)K⁻¹(m_d m_dᵀ + S_d))`, each bracket
     /// clamped at 0 (both are non-negative in exact arithmetic).
     pub(crate) fn variance_gaps(

@@ -1,5 +1,5 @@
 //! Configuration of a structured deep GP with the defaults of the reference code
-//! (`shared/specs/structured.md` §7).
+//! (Lindinger et al. 2020, §4, and their reference code, Structured_DGP).
 
 use dgp_traits::backend::Validate;
 use dgp_traits::error::{Error, Result};
@@ -7,16 +7,16 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::optim::NatGradConfig;
 use serde::{Deserialize, Serialize};
 
-/// The variational family of the joint q(f_M) = N(μ_M, LLᵀ) (spec §4–5).
+/// The variational family of the joint q(f_M) = N(μ_M, LLᵀ) (Lindinger et al. 2020, §3.1–3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
     /// Block-diagonal L (one block per GP): mean-field DSVI, non-whitened by default.
     MeanField,
-    /// Stripes-and-arrow L (paper §3.2, spec §4): diagonal blocks, stripes between the same
+    /// Stripes-and-arrow L (Lindinger et al. 2020, §3.2): diagonal blocks, stripes between the same
     /// GP of different hidden layers, an arrow from the output GP to every hidden GP.
     Star,
-    /// Dense lower-triangular L over all layers (paper §3.1, spec §5).
+    /// Dense lower-triangular L over all layers (Lindinger et al. 2020, §3.1; the reference's `Fully_Coupled_Layers`).
     FullyCoupled,
 }
 
@@ -43,7 +43,7 @@ pub struct StructuredConfig {
     pub hidden_widths: Option<Vec<usize>>,
     /// Inducing points M per layer (reference 128).
     pub num_inducing: usize,
-    /// Whitened prior (K_l replaced by I, spec §1); `false` is the published default.
+    /// Whitened prior (K_l replaced by I, Lindinger et al. 2020, §2); `false` is the published default.
     pub whitened: bool,
     /// Monte Carlo samples S per point in the training ELBO (eq. 8; reference 5).
     pub train_samples: usize,
@@ -51,7 +51,7 @@ pub struct StructuredConfig {
     pub stripes: bool,
     /// STAR: the arrow blocks (need L ≥ 2 to exist).
     pub arrow: bool,
-    /// Natural-gradient steps of size γ on (μ_M, S_M) jointly (spec §6); fully-coupled
+    /// Natural-gradient steps of size γ on (μ_M, S_M) jointly (Lindinger et al. 2020, §3.1); fully-coupled
     /// family only (STAR's map to a full Gaussian is not invertible, paper §3.2).
     #[serde(default)]
     pub natgrad: Option<NatGradConfig>,

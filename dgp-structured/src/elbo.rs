@@ -1,4 +1,4 @@
-//! The ELBO of eq. (8) (spec §2) on a minibatch.
+//! The ELBO of eq. (8) of Lindinger et al. 2020 on a minibatch.
 
 use crate::model::{NOISE_FLOOR, StructuredDgp};
 use crate::q::QTape;

@@ -1,9 +1,9 @@
-//! Theorem 1's sequential conditionals (spec §3 steps 5–7) on "fields": every entry of the
+//! Theorem 1's sequential conditionals (Lindinger et al. 2020) on "fields": every entry of the
 //! small per-point matrices (S̃, B, W, Σ̂, C) is a 1×R row on the tape holding that entry
 //! for all R = points × samples rows at once, so each row's factorisation and solves use
 //! that row's own values (pitfall 1) and the tape differentiates them with its elementwise
 //! rules. A structurally zero entry is `None` and costs nothing: for STAR the hidden-layer
-//! recursion therefore splits into τ independent chains by itself (spec §4).
+//! recursion therefore splits into τ independent chains by itself (Lindinger et al. 2020, §3.2).
 
 use dgp_traits::tape::{Tape, Var};
 
@@ -60,7 +60,7 @@ pub struct Conditional {
     pub w: Vec<Vec<Field>>,
 }
 
-/// Steps 5 of spec §3 for one layer: with `c` the lower factor of S̃^{<l,<l} (P×P fields,
+/// Lindinger et al. 2020, Theorem 1, for one layer: with `c` the lower factor of S̃^{<l,<l} (P×P fields,
 /// rows of length i+1), `r` = C⁻¹(f^{<l} − mũ^{<l}) (which is exactly the stacked
 /// standard-normal draws of the earlier layers, since each f^{l'} was drawn as
 /// mû + chol(Σ̂)ε), `b` = S̃^{<l,l} (P×T_l), `s` = S̃^{ll} (lower triangle) and `mt` = mũ^l:
@@ -105,7 +105,7 @@ pub fn condition(
     Conditional { mean, cov, w }
 }
 
-/// Lower Cholesky factor of `cov + jitter·I` per row (spec §3 step 6), each pivot
+/// Lower Cholesky factor of `cov + jitter·I` per row (Lindinger et al. 2020, Theorem 1), each pivot
 /// floored at [`PIVOT_FLOOR`] (a row whose Σ̂ lost positive definiteness to rounding gets
 /// a tiny variance instead of a NaN).
 pub fn cholesky(t: &mut Tape, cov: &[Vec<Field>], jitter: f64) -> Vec<Vec<Field>> {

@@ -32,7 +32,7 @@ impl Objective for StructuredDgp {
     }
 
     /// The ELBO of eq. (8) on a minibatch: `N/(|B|·S) Σ_{n,s} E[log p(y_n | f^L_ns)] −
-    /// KL(q(f_M) ‖ p(f_M))`, f^L_ns from Theorem 1's sequential conditionals (spec §2–3).
+    /// KL(q(f_M) ‖ p(f_M))`, f^L_ns from Theorem 1's sequential conditionals (Lindinger et al. 2020, eq. 8 and Theorem 1).
     fn record(
         &self,
         tape: &mut Tape,
@@ -125,7 +125,7 @@ impl NaturalGradientModel for StructuredDgp {
         }
     }
 
-    /// One natural-gradient step (spec §6, Salimbeni et al. 2018) on (μ_M, S_M) jointly,
+    /// One natural-gradient step (Lindinger et al. 2020, §3.1, Salimbeni et al. 2018) on (μ_M, S_M) jointly,
     /// all MT dimensions of the fully-coupled q, by the core's
     /// [`natural_gradient_step`] (γ halved and retried when the new S is not positive
     /// definite). A failed step leaves q as it was.
@@ -235,7 +235,7 @@ impl Model for StructuredDgp {
         checkpoint::to_json(self)
     }
 
-    /// Coherent function draws (spec §9's exact propagation given one f_M ~ q per
+    /// Coherent function draws (the tests of the reference code, Structured_DGP's exact propagation given one f_M ~ q per
     /// function, one hidden-layer noise draw per function shared by every point; see
     /// [`StructuredDgp::function_draws`]).
     fn function_samples(

@@ -1,5 +1,5 @@
 //! Fused per-row quadratic and bilinear forms for the block-sparse route of Theorem 1
-//! (spec §3 steps 3–4, spec §4's "diag(AᵀSA) as column sums of A ⊙ (SA)").
+//! (Lindinger et al. 2020, Theorem 1 and §3.2's "diag(AᵀSA) as column sums of A ⊙ (SA)").
 //!
 //! [`stacked_forms`] takes the M×M blocks S_p of S_M that one layer's `a_l` meets,
 //! stacked into one (P·M)×M matrix G, and returns for every block the row

@@ -1,5 +1,5 @@
-//! The structured deep GP: construction (spec §7), the propagation of Theorem 1 (spec §3)
-//! and the ELBO of eq. (8) (spec §2).
+//! The structured deep GP: construction (the defaults of the reference code, Structured_DGP), the propagation of Theorem 1 (Lindinger et al. 2020)
+//! and the ELBO of eq. (8) (Lindinger et al. 2020, eq. 8).
 
 use crate::config::{Family, StructuredConfig};
 use crate::q::{QParams, block_pattern};
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 /// Lower bound of the Gaussian noise variance (softplus + floor).
 pub const NOISE_FLOOR: f64 = 1e-6;
-/// Jitter added to Σ̂^l before each hidden layer's per-point Cholesky factor (spec §3
+/// Jitter added to Σ̂^l before each hidden layer's per-point Cholesky factor (Lindinger et al. 2020, Theorem 1
 /// step 6–7, the reference's GPflow jitter).
 pub const SAMPLE_JITTER: f64 = 1e-6;
 
@@ -30,7 +30,7 @@ pub const SAMPLE_JITTER: f64 = 1e-6;
 pub struct StructuredDgp {
     pub(crate) config: StructuredConfig,
     pub(crate) layers: Vec<SparseLayer>,
-    /// Trainable white-noise variance of each hidden layer (spec §7); `None` for the last.
+    /// Trainable white-noise variance of each hidden layer (the defaults of the reference code, Structured_DGP); `None` for the last.
     pub(crate) white: Vec<Option<ParamId>>,
     pub(crate) layout: JointQ,
     pub(crate) q: QParams,
@@ -41,7 +41,7 @@ pub struct StructuredDgp {
 
 /// One layer's projection of its inputs (R columns).
 pub(crate) struct Proj {
-    /// `a_l` of spec §3 (K⁻¹k, or L_K⁻¹k in whitened coordinates), M×R.
+    /// `a_l` of Lindinger et al. 2020, Theorem 1 (K⁻¹k, or L_K⁻¹k in whitened coordinates), M×R.
     pub(crate) a: Var,
     /// `k(f,f) − aᵀK a` (1×R), the white noise included.
     pub(crate) base: Var,
@@ -51,7 +51,7 @@ pub(crate) struct Proj {
 
 impl StructuredDgp {
     /// Builds a model for training data `data` (targets with one column: T_L = 1),
-    /// initialised as the reference (spec §7): Z by k-means++ (30 Lloyd iterations) pushed
+    /// initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
     /// through fixed identity/PCA means, RBF-ARD kernels (lengthscales 1, variance 1, the
     /// hidden layers' variance frozen), White(1e-3) trainable on hidden layers, μ_M = 0,
     /// hidden diagonal blocks `inner_q_scale`·chol(K_l) (whitened: ·I), the last block

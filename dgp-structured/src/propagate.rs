@@ -1,4 +1,4 @@
-//! Theorem 1 (spec §3) as a layer loop: per layer the entries mũ^l, S̃^{ll} and
+//! Theorem 1 (Lindinger et al. 2020) as a layer loop: per layer the entries mũ^l, S̃^{ll} and
 //! B = S̃^{<l,l} on 1×R rows, then the conditional of eqs. 10–11 and the sample of step 6.
 //! The entries come from the S-block route of [`crate::sparse`] (every family).
 
@@ -27,7 +27,7 @@ pub(crate) struct Prop {
     pub q: QTape,
 }
 
-/// What the layer loop carries between layers (spec §3 "state").
+/// What the layer loop carries between layers (Lindinger et al. 2020, Theorem 1 "state").
 #[derive(Default)]
 struct State {
     /// The earlier layers' a's and layer 1's products.
@@ -39,7 +39,7 @@ struct State {
 }
 
 impl StructuredDgp {
-    /// Theorem 1 (spec §3) for a batch `x` (B×D) with `samples` draws of the hidden
+    /// Theorem 1 (Lindinger et al. 2020) for a batch `x` (B×D) with `samples` draws of the hidden
     /// layers: returns the last layer's mû^L and Σ̂^L per (sample, point). Layer 1's inputs
     /// are the same in every sample, so it is evaluated on B columns and tiled.
     pub(crate) fn propagate(

@@ -1,6 +1,6 @@
-//! The joint q(f_M) = N(μ_M, LLᵀ) over the inducing outputs of all layers (spec §1, §4,
+//! The joint q(f_M) = N(μ_M, LLᵀ) over the inducing outputs of all layers (Lindinger et al. 2020, §2 and §3.2,
 //! §5): its parameter blocks, the blocks S_M^{(i),(j)} of LLᵀ it implies, and its KL
-//! against the block-diagonal prior (spec §2).
+//! against the block-diagonal prior (Lindinger et al. 2020, eq. 8).
 //!
 //! Blocks are indexed by the global GP index g = Σ_{l'<l} T_{l'} + t of the core's
 //! [`JointQ`] layout. The fully-coupled family stores one dense n×n factor (n = MT) and
@@ -54,7 +54,7 @@ pub enum QParams {
     },
 }
 
-/// The (row, col) blocks of L that exist for `family` (spec §4): every diagonal block;
+/// The (row, col) blocks of L that exist for `family` (Lindinger et al. 2020, §3.2): every diagonal block;
 /// for STAR with `stripes` the blocks (l, t)–(l', t) between hidden layers l' < l; with
 /// `arrow` the blocks from the output GP to every hidden GP. Fully coupled: all.
 pub fn block_pattern(
@@ -279,7 +279,7 @@ impl QTape {
     /// μ_g ← L_{K,l}⁻¹ μ_g and L_ik ← L_{K,l}⁻¹ L_ik with l the layer of row block i. The
     /// block sparsity is kept (row blocks are scaled) and diagonal blocks stay lower
     /// triangular. Then `a_iᵀ S_ij a_j = (L_K⁻¹k_i)ᵀ S^w_ij (L_K⁻¹k_j)` and mũ = m + (L_K⁻¹k)ᵀμ^w
-    /// (spec §1: the whitened variant), and KL(q ‖ N(0, K)) = KL(q^w ‖ N(0, I)) because both
+    /// (Lindinger et al. 2020, §2: the whitened variant), and KL(q ‖ N(0, K)) = KL(q^w ‖ N(0, I)) because both
     /// Gaussians map through the same L_K⁻¹: the ELBO is unchanged, each layer needs one
     /// solve with the data instead of two, and the KL's solves are these. Call before any
     /// [`Self::s_block`]; returns `false` (nothing done) for the dense factor.
@@ -312,8 +312,8 @@ impl QTape {
         tape.slice_rows(self.mean, g * self.m, self.m)
     }
 
-    /// S_M^{(i),(j)} = Σ_k L_{ik} L_{jk}ᵀ for i ≤ j (spec §4's sums for STAR, stripe×stripe
-    /// terms included; spec §5's row-block products for FC); `None` when it is
+    /// S_M^{(i),(j)} = Σ_k L_{ik} L_{jk}ᵀ for i ≤ j (Lindinger et al. 2020, §3.2's sums for STAR, stripe×stripe
+    /// terms included; the reference's `Fully_Coupled_Layers`'s row-block products for FC); `None` when it is
     /// structurally zero. Formed once per tape.
     pub fn s_block(&mut self, tape: &mut Tape, i: usize, j: usize) -> Option<Var> {
         debug_assert!(i <= j);
@@ -342,7 +342,7 @@ impl QTape {
         s
     }
 
-    /// KL(q ‖ p) against the block-diagonal prior (spec §2): the core's
+    /// KL(q ‖ p) against the block-diagonal prior (Lindinger et al. 2020, eq. 8): the core's
     /// [`JointQ::kl`] for the dense factor; for block factors the same formula summed over
     /// the stored blocks (`tr = Σ_{(i,j)} ‖P_i⁻¹ L_ij‖²_F`, `log|S| = Σ_i log|L_ii|²`).
     ///

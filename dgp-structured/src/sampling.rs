@@ -1,4 +1,4 @@
-//! Exact propagation given a sampled f_M (spec §9 last bullet, the reference's
+//! Exact propagation given a sampled f_M (the tests of the reference code, Structured_DGP last bullet, the reference's
 //! `Full_DGP_Sampled`): draw f_M ~ q(f_M) = N(μ_M, LLᵀ), then every layer is the
 //! sparse-GP conditional given its inducing outputs,
 //! `f^l = m_l(f^{l−1}) + a_lᵀ f_M^l + √(k − aᵀKa) ε`. Used to test Theorem 1

@@ -1,6 +1,6 @@
-//! The S-block route of Theorem 1 (every family; spec §3 steps 2–4, §4, §5):
+//! The S-block route of Theorem 1 (every family; Lindinger et al. 2020, Theorem 1 and §3.1–3.2):
 //! S̃ and B entries from the blocks of S_M themselves, `a_iᵀ S_ij a_j` as column sums of
-//! `a_i ⊙ (S_ij a_j)`, with every block formed once per step by the sums of spec §4
+//! `a_i ⊙ (S_ij a_j)`, with every block formed once per step by the sums of Lindinger et al. 2020, §3.2
 //! ([`QTape::s_block`], an M³ cost with no data factor).
 //!
 //! Per layer l ≥ 2 (R = points × samples columns) all blocks that meet `a_l` — the
@@ -13,7 +13,7 @@
 //! (the mean-field case). Layer 1 itself works on the B points: its products
 //! `W_ik = L_ikᵀ a_1` give its entries and are kept for the later cross terms.
 //!
-//! The dense factor of the fully-coupled family (spec §5) takes the same route with
+//! The dense factor of the fully-coupled family (the reference's `Fully_Coupled_Layers`) takes the same route with
 //! every block present: `S_ij = L_{i,0..=i} L_{j,0..=i}ᵀ` (one product per block, no data
 //! factor), layer 1's entries as fused forms on the B points, and the layer-1 cross
 //! terms as `S_ijᵀ a_1` on the B points. Per step that is one M×M product per pair of
@@ -27,7 +27,7 @@ use crate::model::{Proj, StructuredDgp};
 use crate::q::QTape;
 use dgp_traits::tape::{Tape, Var};
 
-/// The per-layer entries of spec §3 steps 2–4: B (P×T_l), mũ^l, lower triangle of S̃^{ll}.
+/// The per-layer entries of Lindinger et al. 2020, Theorem 1: B (P×T_l), mũ^l, lower triangle of S̃^{ll}.
 type LayerTerms = (Vec<Vec<Field>>, Vec<Var>, Vec<Vec<Field>>);
 
 /// What the block-sparse route keeps from earlier layers.
@@ -181,7 +181,7 @@ impl StructuredDgp {
     }
 
     /// A layer l ≥ 2 on R columns: its own quadratic forms and the cross terms with every
-    /// earlier GP (spec §3 steps 3–4).
+    /// earlier GP (Lindinger et al. 2020, Theorem 1).
     fn later_layer_terms(
         &self,
         tape: &mut Tape,

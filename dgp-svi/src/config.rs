@@ -1,5 +1,5 @@
 //! Configuration of a DSVI deep GP, with the defaults of the paper and its reference code
-//! (`shared/specs/dsvi.md` §5–6).
+//! (Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP `demos/run_regression.py`).
 
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
@@ -56,7 +56,7 @@ pub struct SviConfig {
     /// Seed of the initialisation (k-means++).
     pub init_seed: u64,
     /// Natural-gradient steps on the last layer's q(u) (the natural-gradient option of the
-    /// reference's HEAD notebook, `shared/specs/dsvi.md` §6): when set, [`Model::fit`]
+    /// reference's HEAD notebook, the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): when set, [`Model::fit`]
     /// alternates one natural step of size γ on (m, S) of the last layer with one Adam step
     /// on everything else ([`dgp_traits::train::NaturalAdamStepper`]). `None` (default):
     /// Adam on everything, as in the paper.

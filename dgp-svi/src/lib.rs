@@ -31,7 +31,7 @@
 //! layers are sampled by the reparameterisation of eq. (15) and the last layer is handled in
 //! closed form. Prediction (eq. 18) is an equal-weight mixture of S Gaussians per test
 //! point. Gaussian regression and Bernoulli-probit classification are supported. Algorithm
-//! notes, defaults and their provenance: `shared/specs/dsvi.md`.
+//! notes, defaults and their provenance: Salimbeni & Deisenroth 2017 and its reference code, Doubly-Stochastic-DGP.
 //!
 //! This crate re-exports [`dgp_traits`], so depending on `dgp-svi` alone is enough:
 //!
@@ -71,13 +71,13 @@
 //! [`GRAD_CHUNK_ROWS`] points are recorded in chunks on separate tapes in parallel (one
 //! parallel region a step; results independent of the number of threads). Step times, and
 //! the run on protein with the peers' settings next to GPyTorch, are in `RESULTS.md`
-//! (sections "protein-peers-idle" and "protein-peers").
+//! (sections "step-times/protein-idle" and "step-times/protein-loaded").
 //!
 //! # Natural gradients
 //!
 //! Setting [`SviConfig::natgrad`] trains the last layer's q(u) by natural-gradient steps
 //! (Salimbeni, Eleftheriadis & Hensman 2018; the natural-gradient option of the reference's
-//! HEAD notebook, `shared/specs/dsvi.md` §6) and everything else by Adam
+//! HEAD notebook, the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP) and everything else by Adam
 //! ([`dgp_traits::train::NaturalAdamStepper`]). With a Gaussian likelihood the ELBO is
 //! quadratic in q(u)'s expectation parameters, so γ = 1 on a full batch puts the last
 //! layer's q(u) at its optimum for the current hyper-parameters and noise draws in every

@@ -58,7 +58,7 @@ pub struct DeepGp {
 
 impl DeepGp {
     /// Builds a model for training data `data` (inputs N×D, targets N×P, already in model
-    /// units), initialised as the reference code does (`shared/specs/dsvi.md` §5): Z of the
+    /// units), initialised as the reference code does (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): Z of the
     /// first layer by k-means++ on X, later layers' Z and data pushed through fixed
     /// identity/PCA mean functions, q(u) with zero mean, inner factors at
     /// `inner_q_scale`× the prior, the last layer at the prior.

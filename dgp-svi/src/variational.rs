@@ -1,6 +1,6 @@
 //! The variational distribution of the DSVI deep GP: one q(u_d) = N(m_d, L_d L_dᵀ) per
 //! output of every layer (full Cholesky factors), its parameter blocks and its start
-//! (`shared/specs/dsvi.md` §5).
+//! (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP).
 
 use dgp_traits::error::Result;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer};

@@ -1,5 +1,5 @@
 //! Tests of the natural-gradient option of the DSVI backend (`SviConfig::natgrad`,
-//! `shared/specs/dsvi.md` §6): a unit step maximises the ELBO over the last layer's q(u)
+//! the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): a unit step maximises the ELBO over the last layer's q(u)
 //! exactly (Gaussian likelihood, fixed noise draws), small steps ascend for the probit
 //! likelihood, training with it is reproducible across thread counts, and it reaches a
 //! better bound than Adam alone in the same number of steps.

@@ -9,7 +9,7 @@
 //! * **no q**: a given (sampled, or fixed) u of size M×D — the mean Ãᵀu and the base
 //!   variance only, as SGHMC (Havasi et al. 2018) needs for its sampled inducing outputs.
 //!
-//! Notation (`shared/specs/dsvi.md` §2): Kuu = k(Z, Z) + σ²_white·I + jitter·I,
+//! Notation (Salimbeni & Deisenroth 2017, eqs. 7–8): Kuu = k(Z, Z) + σ²_white·I + jitter·I,
 //! L = chol(Kuu), Kuf = k(Z, X), A = L⁻¹Kuf. Whitened (u = L v, q and the given u are over
 //! v): Ã = A. Non-whitened: Ã = L⁻ᵀA = Kuu⁻¹Kuf. Then, per output d, eqs. (7)–(8) read
 //!

@@ -16,7 +16,7 @@ use crate::linalg::Tri;
 use crate::tape::{Tape, Var};
 
 /// Σ_d KL(q(u_d) ‖ p(u_d)) for one layer (whitened: against N(0, I); non-whitened: against
-/// N(0, Kuu) with `chol` = chol(Kuu)); `shared/specs/dsvi.md` §2.
+/// N(0, Kuu) with `chol` = chol(Kuu)); Salimbeni & Deisenroth 2017, eqs. 7–8.
 pub fn kl_divergence(tape: &mut Tape, chol: Var, q: &QVars, whiten: bool) -> Var {
     let (m_rows, d_out) = tape.shape(q.mean);
     let m = m_rows as f64;

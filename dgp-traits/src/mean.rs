@@ -7,10 +7,10 @@
 //! [`MeanFunction::init_params`] and stored by the owning layer, which records them on the tape
 //! as leaves when [`MeanFunction::is_trainable`], as constants otherwise.
 //!
-//! The DSVI code (dsvi.md §2) adds the mean function to the conditional mean
-//! `μ(x) = m(x) + Aᵀ m_u` and uses, for inner layers, the fixed linear map of dsvi.md §5
+//! The DSVI code (Salimbeni & Deisenroth 2017, eqs. 7–8) adds the mean function to the conditional mean
+//! `μ(x) = m(x) + Aᵀ m_u` and uses, for inner layers, the fixed linear map of the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP
 //! (identity when `D_in = D_out`, the top right singular vectors of the running data when
-//! `D_in > D_out`, `[I, 0]` when `D_in < D_out`), zero for the last layer. DSPP (dspp.md §6)
+//! `D_in > D_out`, `[I, 0]` when `D_in < D_out`), zero for the last layer. DSPP (GPyTorch's DSPP example)
 //! uses learned linear means with bias on hidden layers and a learned constant on the last.
 //!
 //! The only tape operation here is the fused affine map [`Tape::mean_affine`]
@@ -171,7 +171,7 @@ impl MeanFunction {
         self
     }
 
-    /// The DSVI inner-layer mean (dsvi.md §5): fixed W from [`pca_projection`] of the layer's
+    /// The DSVI inner-layer mean (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): fixed W from [`pca_projection`] of the layer's
     /// running inputs (identity or `[I, 0]` when `D_in ≤ D_out`), no bias.
     pub fn dsvi_inner(input_dim: usize, output_dim: usize) -> Self {
         Self::linear(input_dim, output_dim, LinearInit::Pca)
@@ -233,7 +233,7 @@ impl MeanFunction {
     }
 
     /// Initial parameters. `x` is the layer's input data (for DSVI inner layers: the running
-    /// data `X W_1 ⋯ W_{l−1}`, dsvi.md §5), required by [`LinearInit::Pca`] only; `rng` is
+    /// data `X W_1 ⋯ W_{l−1}`, the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP), required by [`LinearInit::Pca`] only; `rng` is
     /// used by [`LinearInit::RandomNormal`] only.
     pub fn init_params(&self, x: Option<MatRef<'_, f64>>, rng: &mut Rng) -> Result<MeanParams> {
         self.validate()?;
@@ -330,7 +330,7 @@ pub fn identity_projection(d_in: usize, d_out: usize) -> Mat<f64> {
     Mat::from_fn(d_in, d_out, |i, j| if i == j { 1.0 } else { 0.0 })
 }
 
-/// The DSVI inner-layer projection (dsvi.md §5, `init_layers_linear`): for `x` (N×D_in),
+/// The DSVI inner-layer projection (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP, `init_layers_linear`): for `x` (N×D_in),
 /// returns W (D_in×D_out) whose columns are the top-`d_out` right singular vectors of the
 /// uncentred `x` when `D_in > D_out`, the identity when equal and `[I, 0]` when `D_in < D_out`.
 ///

@@ -98,7 +98,7 @@ pub enum Command {
     /// List the registered backends, what --samples means for each and their settings.
     Backends,
     /// Put the records of `run --json` next to the seed papers' published numbers
-    /// (protocol.md §4): ours ± s.e., the paper's ± s.e., the difference in combined s.e.
+    /// (the papers' tables in `data/reference.csv`): ours ± s.e., the paper's ± s.e., the difference in combined s.e.
     VsPaper(VsPaperArgs),
     /// Write the synthetic large-data regression problem (9 inputs, input-dependent noise,
     /// known Bayes-optimal NLL) as a binary row store, any size from 10³ to 10⁹ rows.
@@ -181,7 +181,7 @@ pub struct ModelFlags {
     /// (sugar for `--set rule=R`).
     #[arg(long)]
     pub rule: Option<String>,
-    /// Mean function of nested's hidden layers: zero (the paper) or linear (spec §5)
+    /// Mean function of nested's hidden layers: zero (the paper) or linear (not in the paper)
     /// [default: zero]; other backends ignore it (svi's inner layers are always linear)
     /// (sugar for `--set linear_mean=true|false`).
     #[arg(long)]

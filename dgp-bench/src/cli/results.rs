@@ -11,7 +11,8 @@ use crate::results::render;
 /// Arguments of `dgp-bench results`.
 #[derive(Debug, Args)]
 pub struct ResultsArgs {
-    /// Directory of the records (`*.jsonl`, notes `*.md`, `archived/*.md`).
+    /// Directory of the records: `INDEX.md` and one folder per question (`*.jsonl`, notes
+    /// `*.md`, an optional `README.md`).
     #[arg(long, default_value = "results")]
     pub dir: PathBuf,
     /// The document to write.

@@ -70,7 +70,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_tune: bool,
     /// svi only (sugar for `--set natgrad.gamma=GAMMA`): natural-gradient steps of size GAMMA in (0, 1] on the last layer's q(u),
-    /// alternated with Adam on the rest (shared/specs/dsvi.md §6) [default: off, Adam on
+    /// alternated with Adam on the rest (the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP) [default: off, Adam on
     /// everything as in the paper]; other backends ignore it.
     #[arg(long, value_name = "GAMMA", allow_negative_numbers = true)]
     pub natgrad: Option<f64>,
@@ -79,7 +79,7 @@ pub struct RunArgs {
     /// evaluation, half the cost) [default: alternate].
     #[arg(long, value_name = "SCHEME", requires = "natgrad")]
     pub natgrad_scheme: Option<String>,
-    /// Evaluation protocol (shared/specs/protocol.md §1): published (the data set's own
+    /// Evaluation protocol (the `protocol` module of dgp-bench): published (the data set's own
     /// splits, backend defaults) or lindinger (Lindinger et al. 2020 Table 1: 10 random
     /// 90:10 splits seeded 0..9, their held-out early stopping, at most 20000 steps, batch
     /// 512, 5 training samples, Adam 0.005 ×0.98 every 1000 steps, 100 test samples,
@@ -107,7 +107,7 @@ pub struct RunArgs {
     /// available memory, MemAvailable of /proc/meminfo].
     #[arg(long, value_name = "SIZE")]
     pub memory_budget: Option<String>,
-    /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N` (issue 16).
+    /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N`.
     #[command(flatten)]
     pub ckpt: crate::checkpointing::CheckpointFlags,
 }
@@ -215,7 +215,7 @@ fn training_note(spec: &ExperimentSpec<'_>) -> String {
     let mut out = String::new();
     if let Some(r) = &spec.early_stopping {
         out.push_str(&format!(
-            "; held-out early stopping: {} rule (shared/specs/structured.md §7), {} steps at most",
+            "; held-out early stopping: {} rule (Lindinger et al. 2020, §4, and their reference code, Structured_DGP), {} steps at most",
             r.name(),
             spec.steps
         ));
@@ -460,7 +460,7 @@ fn write_outputs(
     )];
     if let Ok((protocol, kind)) = protocol_of(a) {
         intro.push(format!(
-            "* protocol: {} (split kind {}; shared/specs/protocol.md §1), seed {} (split k uses seed {} + k for random and extrapolation splits)",
+            "* protocol: {} (split kind {}; the `protocol` module of dgp-bench), seed {} (split k uses seed {} + k for random and extrapolation splits)",
             protocol.name(),
             kind.name(),
             a.seed,

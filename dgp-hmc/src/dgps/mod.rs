@@ -1,6 +1,6 @@
 //! # DGPS: the Deep Gaussian Process Sampling point estimate (Vafa 2016)
 //!
-//! Algorithm notes: `shared/specs/sghmc.md` §8; thesis §4.3 and §5.1.
+//! Algorithm notes: Vafa 2016, §4.3 and §5.1.
 //!
 //! **Model.** An L-layer deep GP whose every unit d of layer l is its own FITC GP
 //! ([`GpUnit`]) with pseudo inputs X̄_d⁽ˡ⁾ (M×D⁽ˡ⁻¹⁾), pseudo outputs ȳ_d⁽ˡ⁾ (M) and an RBF
@@ -37,41 +37,17 @@
 //! **Prediction** (§4.3.7): an equal-weight mixture over 100 fresh sample paths (one
 //! `Predictive` component per path, independent per test point). The thesis averages log
 //! probabilities over samples with full test covariances; the per-point mixture is what the
-//! shared `Predictive` holds (spec §8).
+//! shared `Predictive` holds (Vafa 2016).
 //!
 //! **Ours versus the thesis.** Positivity by softplus (+10⁻⁶) rather than logs; the jitter
 //! grows tenfold on a failed factorisation (the workspace rule) instead of failing; initial
 //! s_f² = 1 and s_n² = 0.01 and layer 1's initial pseudo outputs (the thesis gives none;
 //! see [`init`]); restart r uses initialisation stream r and common random numbers stream r.
 //!
-//! ## Measured (dgp-bench, seed 0; 2 shared cores, heavily loaded while measuring)
+//! ## Measured
 //!
-//! **Noisy step function** (`builtin:step`: y = sign(x) + ε, ε ~ N(0, 0.01²), x ~ U(−2, 2),
-//! N = 200, random 80/20 splits 0–4, the bench's `step_function` generator), thesis §5.1.4
-//! settings (M = 10, K = 10, one unit per hidden layer, best of 10 restarts, ≤ 1000 L-BFGS
-//! iterations, 100 predictive paths). Test NLL per point in original units (lower is
-//! better; the thesis' Fig. 5.9 reports test log-likelihood, i.e. −NLL):
-//!
-//! | model | NLL (mean ± s.e., 5 splits) | RMSE | 95 % coverage | thesis LL at N = 200 |
-//! |---|---:|---:|---:|---:|
-//! | L = 1 | −1.25 ± 0.35 | 0.303 ± 0.031 | 0.880 | −0.11 |
-//! | L = 2 | **−2.92 ± 0.15** | 0.168 ± 0.030 | 0.920 | 0.71 |
-//! | L = 3 | −2.62 ± 0.15 | 0.197 ± 0.039 | 0.925 | 0.80 |
-//!
-//! L = 2 beats L = 1 on every one of the five splits (−3.32/−2.45/−3.12/−2.94/−2.75 against
-//! −2.07/−1.02/−0.41/−2.06/−0.70). Our log-likelihoods are higher than the thesis' (its
-//! noise level "ε = .01" may be a variance, and it scores with full test covariances);
-//! the ordering L1 < L2 matches, L3 ≈ L2 (the thesis: 0.80 vs 0.71 from one best trial).
-//! The predictive band of L = 2 (default job, `step_dgps_DGP2.svg`) is flat and tight on
-//! both steps (x ∈ [−1.5, −0.5]: band [−1.02, −0.98]; x ∈ [0.5, 1]: [0.98, 1.02]), jumps
-//! between x = −0.1 and 0.5 with a bimodal band [−1.08, 1.07] at x = 0, and outside the
-//! data covers both step values ([−1.1, 1.1] at |x| = 3), the behaviour §5.1.1 asks for;
-//! L = 1 has a gradual slope (mean −0.85 at x = −0.5) and extrapolates to [−2.6, 1.95].
-//!
-//! **Boston** (published splits 0–2, same settings): L = 1 NLL 2.445 ± 0.060, RMSE
-//! 2.64 ± 0.20, 12 s per split; L = 2 NLL 2.520 ± 0.033, RMSE 2.88 ± 0.19, 48 s per split
-//! (the thesis' one-unit hidden layer is a 13 → 1 bottleneck; its training J is lower than
-//! L = 1's, −112 against −56 on average).
+//! Test NLL on the noisy step function (thesis §5.1.4 settings) and on boston, against
+//! the thesis' Fig. 5.9: `RESULTS.md`, section "dgps: the noisy step function and boston".
 //!
 //! ## Example
 //!

@@ -63,7 +63,7 @@ impl ConfigBackend for SghmcBackend {
             streams: false,
             likelihoods: &[LikelihoodFamily::Gaussian],
             samples_in_prediction: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
-            samples_in_training: "ignored: one inner-layer sample per step (spec sghmc.md §2); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
+            samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
             samples_are_components: false,
         }
     }

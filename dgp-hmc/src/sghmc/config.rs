@@ -1,5 +1,5 @@
 //! Configuration of an SGHMC deep GP ([`crate::SghmcDgp`]), with the defaults of the
-//! reference code (`shared/specs/sghmc.md` §4, §6).
+//! reference code (cambridge-mlg/sghmc_dgp, `models.py`).
 
 use dgp_traits::error::{Error, Result};
 use dgp_traits::train::SghmcConfig;
@@ -41,7 +41,7 @@ pub struct SghmcDgpConfig {
     /// Test points per prediction chunk (each chunk runs all kept samples).
     pub predict_chunk: usize,
     /// The sampler: burn-in, thinning, kept samples, MCEM window, step size, friction,
-    /// hyper-step learning rate ([`SghmcConfig`], spec §3–4 defaults).
+    /// hyper-step learning rate ([`SghmcConfig`], cambridge-mlg/sghmc_dgp defaults).
     pub sampler: SghmcConfig,
 }
 

@@ -1,5 +1,5 @@
-//! Convergence diagnostics of an SGHMC run (issue 15: "if a bar is missed, show why —
-//! trace plots of the potential, acceptance of the window, sample autocorrelation"):
+//! Convergence diagnostics of an SGHMC run (trace plots of the potential, acceptance of
+//! the window, sample autocorrelation):
 //!
 //! * [`autocorrelation`] and [`effective_sample_size`] of a scalar series (Geyer's initial
 //!   monotone sequence estimator, Geyer 1992 §3.3; the form used by Stan and ArviZ for one
@@ -10,7 +10,7 @@
 //! * [`SghmcDgp::fit_observed`], `fit` with such an extra observer.
 //!
 //! The example `examples/sghmc_diagnostics.rs` puts these together on a UCI split and
-//! writes SVG plots; the results for energy are under `results/sghmc-diagnostics/`.
+//! writes SVG plots; the results for energy are under `results/sghmc-vs-svi/diagnostics/`.
 
 use crate::sghmc::SghmcDgp;
 use dgp_traits::data::Dataset;

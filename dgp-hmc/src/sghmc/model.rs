@@ -1,4 +1,4 @@
-//! The SGHMC deep GP (`shared/specs/sghmc.md` §1–2, §4–5): construction, the potential as
+//! The SGHMC deep GP (Havasi et al. 2018; reference code cambridge-mlg/sghmc_dgp, `sghmc_dgp.py` and `models.py`): construction, the potential as
 //! an [`Objective`], sampling through the core executor and the predictive mixture over
 //! kept samples.
 
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 /// Lower bound of the Gaussian noise variance (softplus + floor, as in dgp-svi).
 pub const NOISE_FLOOR: f64 = 1e-6;
 /// Inner-layer variances are clamped at this floor before the square root of the
-/// reparameterised sample (spec §6 note 2: the reference adds no jitter and its variance
+/// reparameterised sample (cambridge-mlg/sghmc_dgp: the reference adds no jitter and its variance
 /// can be slightly negative; a floor above 0 keeps √'s derivative finite).
 pub const VAR_FLOOR: f64 = 1e-12;
 
@@ -52,7 +52,7 @@ pub struct SghmcDgp {
 
 impl SghmcDgp {
     /// Builds a model for training data `data` (model units), initialised as the reference
-    /// (spec §4): U_l = 0 ([`Role::Sampled`]); Z_l by k-means on the data pushed through
+    /// (cambridge-mlg/sghmc_dgp, `models.py`): U_l = 0 ([`Role::Sampled`]); Z_l by k-means on the data pushed through
     /// the fixed inner means (identity / `[I, 0]` pad / PCA = right singular vectors of the
     /// running data), computed afresh per layer; RBF ARD with lengthscales √D_in and
     /// variance [`SghmcDgpConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
@@ -330,7 +330,7 @@ impl Objective for SghmcDgp {
         &self.params
     }
 
-    /// The log joint of spec §2 on a minibatch, `−U = (N/|B|) Σ_b log N(y_b | μ_L,b,
+    /// The log joint of the potential of cambridge-mlg/sghmc_dgp on a minibatch, `−U = (N/|B|) Σ_b log N(y_b | μ_L,b,
     /// σ²_L,b + s²) − ½ Σ_l ‖U_l‖²_F`, with one sample of the inner layers (noise from
     /// `rng`). This is the reference's `−N·nll`. Because the log density is taken of a
     /// single inner-layer sample, its expectation over the noise is a Jensen lower bound

@@ -1,5 +1,5 @@
 //! Closed-form psi-statistics of the linear ARD kernel `k(x, x') = Σ_q g_q x_q x'_q`
-//! under inputs `h ~ N(μ, diag v)` (`shared/specs/nested.md` §2; GPy's `linear_psi_comp`).
+//! under inputs `h ~ N(μ, diag v)` (Hensman & Lawrence 2014, §3–4; GPy's psi-statistics; GPy's `linear_psi_comp`).
 //! The weights g live in the kernel's "lengthscales" slot (1×Q, or 1×1 shared).
 //!
 //! * ψ0_n = Σ_q g_q (μ_nq² + v_nq);

@@ -2,7 +2,7 @@
 //!
 //! For a point whose input is uncertain, `h ~ N(μ, diag v)` (μ, v ∈ ℝ^Q), and inducing
 //! inputs Z (M×Q), the nested bound (Hensman & Lawrence 2014, §4.2, the quantities below
-//! eq. 17; `shared/specs/nested.md` §2) needs
+//! eq. 17; Hensman & Lawrence 2014, §3–4; GPy's psi-statistics) needs
 //!
 //! * ψ0 = E[k(h, h)]                       (one scalar per point, stacked B×1),
 //! * Ψ1 = E[k(h, Z)]                       (1×M per point, stacked B×M; the paper's Ψ),
@@ -19,7 +19,7 @@
 //! | RBF-ARD ([`rbf`]) | [`psi0_rbf`] | [`psi1_rbf`] | [`psi2_rbf`] |
 //! | linear ARD ([`linear`]) | [`psi0_linear`] | [`psi1_linear`] | [`psi2_linear`] |
 //!
-//! The linear mean function of `shared/specs/nested.md` §5 also needs the input–kernel
+//! The linear mean function of Salimbeni & Deisenroth 2017 (not in the nested paper) also needs the input–kernel
 //! covariance `C_nmq = Cov(h_nq, k(h_n, z_m)) = E[h_q k(h, z_m)] − μ_q ψ1_m`, only ever
 //! contracted with an M×Q matrix P: [`input_cov_contract`] records `Σ_nmq C_nmq P_mq`
 //! (closed forms for RBF and linear kernels, the same quadrature rule otherwise).

@@ -1,5 +1,5 @@
 //! Closed-form psi-statistics of the RBF-ARD kernel `k(x, x') = α exp(−½ Σ_q (x_q − x'_q)²/ℓ_q²)`
-//! under inputs `h ~ N(μ, diag v)` (`shared/specs/nested.md` §2; GPy's `rbf_psi_comp`).
+//! under inputs `h ~ N(μ, diag v)` (Hensman & Lawrence 2014, §3–4; GPy's psi-statistics; GPy's `rbf_psi_comp`).
 //!
 //! With `L_q = ℓ_q²`, `d_mq = μ_q − z_mq`:
 //!
@@ -800,7 +800,7 @@ pub fn psi2_rbf(
 /// Per-point contractions `out[n, k] = Σ_{m,m'} W_k(m, m') Φ_n(m, m')` (B×K) of the RBF Ψ2
 /// statistic of each point with the weight matrices `weights` (each M×M), without forming
 /// any Φ_n. Used for the per-point variance gaps of the moment-matched predictive
-/// (`shared/specs/nested.md` §3). Not differentiable (plain values).
+/// (Hensman & Lawrence 2014, §4.2, eq. 16). Not differentiable (plain values).
 ///
 /// # Panics
 /// On inconsistent shapes.

@@ -77,7 +77,7 @@ pub trait FitObserver {
     fn on_phase(&mut self, _phase: &str) {}
 
     /// Whether the caller asks the run to stop after the current step (e.g. on SIGINT);
-    /// polled by the executor after every step (issue 16). Default `false`.
+    /// polled by the executor after every step. Default `false`.
     fn should_stop(&self) -> bool {
         false
     }

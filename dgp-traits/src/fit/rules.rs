@@ -69,7 +69,7 @@ pub enum Restore {
     Best,
 }
 
-/// The early-stopping rule of Lindinger et al. (2020), `shared/specs/structured.md` §7
+/// The early-stopping rule of Lindinger et al. 2020, §4, and their reference code, Structured_DGP
 /// (Structured_DGP `optimise.py::run_adam` with `filtersize = 50`, holdout of
 /// `prepare_data.py`). Defaults are the reference's.
 ///

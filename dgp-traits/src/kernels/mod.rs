@@ -166,7 +166,7 @@ impl Kernel {
     }
 
     /// Default hyperparameters: lengthscales (linear: weights) 1 and variance 1 (GPflow's and
-    /// the DSVI paper's initialisation, dsvi.md §5).
+    /// the DSVI paper's initialisation, the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP).
     pub fn default_hyper(&self) -> KernelHyper {
         let (r, c) = self.lengthscale_shape();
         KernelHyper {

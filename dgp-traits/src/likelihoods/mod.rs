@@ -27,7 +27,7 @@
 //!
 //! ## Squashing
 //! As GPflow's `probit`, the link is `p(y = 1 | f) = (1 − 2ε)Φ(f) + ε` with ε = 10⁻³
-//! by default ([`DEFAULT_PROBIT_SQUASH`], see the DSVI spec §3), which bounds every log
+//! by default ([`DEFAULT_PROBIT_SQUASH`], as the DSVI reference code does), which bounds every log
 //! probability below by log ε and keeps the quadrature well behaved for badly
 //! misclassified points. ε = 0 gives the plain probit link (computed with a stable
 //! log Φ). The predictive probability `(1 − 2ε)Φ(μ/√(1 + v)) + ε` is exact for the

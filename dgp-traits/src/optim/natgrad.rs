@@ -1,6 +1,6 @@
 //! Natural-gradient steps on a Gaussian variational factor q = N(m, S), S = L Lᵀ
-//! (Salimbeni, Eleftheriadis & Hensman 2018; `shared/specs/structured.md` §6 and
-//! `shared/specs/dsvi.md` §6).
+//! (Salimbeni, Eleftheriadis & Hensman 2018; Lindinger et al. 2020, §3.1 and
+//! the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP).
 //!
 //! With natural parameters θ₁ = S⁻¹m, θ₂ = −½S⁻¹ and expectation parameters η₁ = m,
 //! η₂ = S + m mᵀ, the natural gradient of an objective 𝓛 with respect to θ is its ordinary

@@ -1,5 +1,5 @@
-//! The layer-stack initialisation shared by the backends (`shared/specs/dsvi.md` §5,
-//! `dspp.md` §6, `nested.md` §7): the widths and names of the layers, k-means++ inducing
+//! The layer-stack initialisation shared by the backends (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP,
+//! GPyTorch's DSPP example, the paper gives none): the widths and names of the layers, k-means++ inducing
 //! inputs on the data, hidden layers' mean functions (fixed identity/PCA maps or learned
 //! linear means) and the running data X and inducing inputs Z pushed through those maps, so
 //! that each later layer starts on the scale of its inputs.

@@ -36,7 +36,7 @@ pub trait NaturalGradientModel: Model {
 /// [`NaturalGradientModel::natural_blocks`] (marked [`Role::Natural`] at the start) and
 /// Adam on the [`Role::Optimised`] blocks, on the same minibatch. With
 /// [`NatGradScheme::Alternate`] (the scheme of Salimbeni et al. 2018,
-/// `shared/specs/dsvi.md` §6) the Adam gradient is evaluated after the natural step, with
+/// the training schedule of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP) the Adam gradient is evaluated after the natural step, with
 /// independent noise, and that evaluation's objective is reported; with
 /// [`NatGradScheme::Joint`] both steps use the one evaluation before it.
 #[derive(Clone, Debug)]

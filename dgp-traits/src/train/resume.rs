@@ -1,5 +1,5 @@
 //! Exact resume of an executor run: [`RunState`], the whole state of a run after some
-//! steps, and the pieces of the executor that save and restore it (issue 16).
+//! steps, and the pieces of the executor that save and restore it.
 //!
 //! A run continues bit for bit from a [`RunState`] because everything a step depends on is
 //! in it: the free parameters ([`crate::params::ParamStore::flat`]), the stepper's state

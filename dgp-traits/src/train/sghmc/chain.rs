@@ -1,10 +1,10 @@
-//! The per-entry chain state and the update of `shared/specs/sghmc.md` §3 ([`SghmcChain::update`]).
+//! The per-entry chain state and the adaptive SGHMC update of cambridge-mlg/sghmc_dgp, `sghmc_base.py` ([`SghmcChain::update`]).
 
 use crate::rng::Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-/// The per-entry state of the sampler's chain (spec §3): momenta `p` and the adapted
+/// The per-entry state of the sampler's chain (the update of cambridge-mlg/sghmc_dgp, `sghmc_base.py`): momenta `p` and the adapted
 /// `ξ`, `g`, `g²`, in the order of the sampled entries.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SghmcChain {
@@ -50,7 +50,7 @@ impl SghmcChain {
         self.p.is_empty()
     }
 
-    /// One update of spec §3 (see the module docs) of `theta` given `grad` = ∂nll/∂θ
+    /// One update of the update of cambridge-mlg/sghmc_dgp, `sghmc_base.py` (see the module docs) of `theta` given `grad` = ∂nll/∂θ
     /// (nll = U/N), adapting ξ, g, g² when `adapt` (burn-in); N(0, 1) noise from `rng`, one
     /// draw per entry in order. Simultaneous: every right-hand side reads the old values.
     ///

@@ -1,10 +1,10 @@
 //! The sampler's settings ([`SghmcConfig`]) and a run's phase lengths ([`SghmcSchedule`]),
-//! `shared/specs/sghmc.md` §3–4.
+//! the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-/// Settings of the sampler (defaults: `shared/specs/sghmc.md` §3–4, the reference's).
+/// Settings of the sampler (defaults: the reference's, cambridge-mlg/sghmc_dgp `sghmc_base.py` and `models.py`).
 ///
 /// ```
 /// use dgp_traits::train::SghmcConfig;

@@ -3,9 +3,9 @@
 //! 2016), as a [`Stepper`](crate::train::Stepper) of the training [`crate::train::Executor`]:
 //! [`SghmcStepper`] samples the [`Role::Sampled`](crate::params::Role::Sampled) blocks of a [`SampledModel`] and, during
 //! burn-in, takes one Adam step on the [`Role::Optimised`](crate::params::Role::Optimised) blocks per sampler step at a
-//! sample drawn from the moving window of recent samples (`shared/specs/sghmc.md` §3–4).
+//! sample drawn from the moving window of recent samples (the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`).
 //!
-//! # The update (spec §3, written out exactly)
+//! # The update (the update of cambridge-mlg/sghmc_dgp, `sghmc_base.py`, written out exactly)
 //!
 //! Elementwise, for every sampled entry θ, with `grad = ∂nll/∂θ`, `nll = U/N` (U the
 //! potential = minus the model's objective, N the training-set size), step size ε and
@@ -21,11 +21,11 @@
 //! ```
 //!
 //! where `g²_mean = g_old² / (g²_old + 1e-16)`. The gradient is of `nll = U/N` and the
-//! noise uses `(ε/√N)²`: the two N scalings belong together (spec §9 pitfall 1); in units
+//! noise uses `(ε/√N)²`: the two N scalings belong together (cambridge-mlg/sghmc_dgp pitfall 1); in units
 //! of U this is scale-adapted SGHMC `p ← (1−mdecay) p − ε² M̂⁻¹ ∂U + N(0, 2ε² mdecay M̂⁻¹)`.
 //! Adaptation (ξ, g, g²) happens only during burn-in and is frozen afterwards (pitfall 2).
 //!
-//! # Schedule and MCEM (spec §4)
+//! # Schedule and MCEM (cambridge-mlg/sghmc_dgp, `models.py`)
 //!
 //! A run is `burn_in` adapting steps, then `kept · thinning` frozen steps, keeping the
 //! sample after every `thinning`-th frozen step (the reference's `collect_samples`: 50
