@@ -1,7 +1,8 @@
 //! Data-parallel training over MPI (feature `mpi`): `mpirun -np 2 dgp-bench run ...` gives
 //! the records of one process bit for bit (timing fields and the command line aside); a
-//! SIGTERM seen by one rank stops both after the same step; ranks launched with different
-//! arguments refuse to run; a rank that is killed ends the launch instead of leaving the
+//! SIGTERM seen by one rank stops both after the same step, and two ranks resume the run to
+//! the records of one uninterrupted process; ranks launched with different arguments refuse
+//! to run; a rank that is killed ends the launch instead of leaving the
 //! other waiting.
 //!
 //! Needs Open MPI's `mpirun` on PATH (the tests fail, not skip, without it: building with
@@ -232,8 +233,8 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
-/// A long run of two ranks; returns the launch and its tag.
-fn long_launch(s: &Scratch, json: &Path, extra: &[&str]) -> (Child, String) {
+/// A run of two ranks of `steps` steps; returns the launch and its tag.
+fn launch_of(s: &Scratch, json: &Path, steps: &str, extra: &[&str]) -> (Child, String) {
     let tag = format!("{}-{}", std::process::id(), s.0.display());
     let mut c = mpirun();
     c.env("DGP_MPI_TEST_TAG", &tag)
@@ -241,7 +242,7 @@ fn long_launch(s: &Scratch, json: &Path, extra: &[&str]) -> (Child, String) {
         .args(run_args(
             "svi",
             json,
-            &[&["--steps", "200000"], extra].concat(),
+            &[&["--steps", steps], extra].concat(),
         ));
     (spawn(c), tag)
 }
@@ -257,17 +258,28 @@ fn wait_for(file: &Path, child: &mut Child) {
 }
 
 #[test]
-fn sigterm_to_one_rank_stops_both_after_the_same_step() {
+fn sigterm_to_one_rank_stops_both_and_the_run_resumes_exactly() {
     let s = Scratch::new("mpi-term");
+    let steps = "400";
+    // The uninterrupted reference, one process.
+    let reference = s.path("ref.jsonl");
+    let o = Command::new(BIN)
+        .args(run_args("svi", &reference, &["--steps", steps]))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
     let json = s.path("a.jsonl");
     let ck = s.path("ck");
     let ck_s = ck.display().to_string();
-    let (mut child, tag) = long_launch(
+    let every = ["--checkpoint-every", "5"];
+    let (mut child, tag) = launch_of(
         &s,
         &json,
-        &["--checkpoint", &ck_s, "--checkpoint-every", "5"],
+        steps,
+        &[&["--checkpoint", &ck_s], &every[..]].concat(),
     );
-    // Rank 0 writes the first checkpoint before training: training is under way.
+    // Rank 0 saves every 5 steps: training is under way.
     wait_for(&ck.join("svi-L2-split0.json"), &mut child);
     signal(rank_pid(&tag, 1), "-TERM");
     let o = wait(child);
@@ -280,7 +292,18 @@ fn sigterm_to_one_rank_stops_both_after_the_same_step() {
         serde_json::from_str(&std::fs::read_to_string(ck.join("svi-L2-split0.json")).unwrap())
             .unwrap();
     let done = state["state"]["steps_done"].as_u64().unwrap();
-    assert!(done > 0 && done < 200_000, "saved after step {done}");
+    assert!(done > 0 && done < 400, "saved after step {done}");
+
+    // Resumed by two ranks: the records of the uninterrupted single process.
+    let mut c = mpirun();
+    c.args(["-np", "2", BIN]).args(run_args(
+        "svi",
+        &json,
+        &[&["--steps", steps, "--resume", &ck_s], &every[..]].concat(),
+    ));
+    let o = wait(spawn(c));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(records(&reference), records(&json));
 }
 
 #[test]
@@ -289,9 +312,10 @@ fn a_killed_rank_ends_the_launch() {
     let json = s.path("a.jsonl");
     let ck = s.path("ck");
     let ck_s = ck.display().to_string();
-    let (mut child, tag) = long_launch(
+    let (mut child, tag) = launch_of(
         &s,
         &json,
+        "200000",
         &["--checkpoint", &ck_s, "--checkpoint-every", "5"],
     );
     wait_for(&ck.join("svi-L2-split0.json"), &mut child);
