@@ -43,8 +43,8 @@
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use clap::Args;
 use dgp_traits::model::FitObserver;
@@ -58,6 +58,14 @@ pub const DEFAULT_EVERY: usize = 500;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+/// Whether this process writes checkpoints and prints interruption notes (false on the
+/// MPI ranks other than 0).
+static WRITER: AtomicBool = AtomicBool::new(true);
+/// The collective stop decision of a distributed launch ([`set_stop_agreement`]).
+static AGREEMENT: OnceLock<fn(bool) -> bool> = OnceLock::new();
+/// Whether the processes of a distributed launch agreed to stop (latched: once agreed,
+/// later polls answer without asking again, on every process alike).
+static AGREED: AtomicBool = AtomicBool::new(false);
 
 /// The `run` flags of this module.
 #[derive(Clone, Debug, Default, Args)]
@@ -150,9 +158,51 @@ pub fn checkpoint_text(
     ))
 }
 
-/// Whether a stop was requested (SIGINT/SIGTERM).
+/// Whether a stop was requested (SIGINT/SIGTERM). In a distributed launch
+/// ([`set_stop_agreement`]) the answer is collective: every process calls this at the same
+/// points in the same order (after each training step, before and after each split), each
+/// contributes its own flag, and all get the same answer, true when any process saw a
+/// signal; once true it stays true without further exchanges.
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst)
+    let local = STOP.load(Ordering::SeqCst);
+    let Some(agree) = AGREEMENT.get() else {
+        return local;
+    };
+    if AGREED.load(Ordering::SeqCst) {
+        return true;
+    }
+    let all = agree(local);
+    if all {
+        AGREED.store(true, Ordering::SeqCst);
+    }
+    all
+}
+
+/// Whether the processes of a distributed launch agreed to stop ([`stop_requested`]
+/// returned true under a [`set_stop_agreement`]): then every process is ending its run
+/// at the same point.
+pub fn stop_agreed() -> bool {
+    AGREED.load(Ordering::SeqCst)
+}
+
+/// Makes [`stop_requested`] collective: `agree` receives this process's flag and returns
+/// whether any process of the launch has its flag set; it must be called by all processes
+/// together. Installed once, before any training; a second call is ignored.
+pub fn set_stop_agreement(agree: fn(bool) -> bool) {
+    let _ = AGREEMENT.set(agree);
+}
+
+/// Whether this process writes checkpoints (and prints interruption notes); a
+/// distributed launch sets it to false on every process but one. A process that does not
+/// write still reads `--resume` states (the directory must be visible to it) and answers
+/// the executor's checkpoint questions like the writer, so all processes run the same
+/// steps.
+pub fn set_writer(writes: bool) {
+    WRITER.store(writes, Ordering::SeqCst);
+}
+
+fn is_writer() -> bool {
+    WRITER.load(Ordering::SeqCst)
 }
 
 /// Installs the SIGINT/SIGTERM handler: the first signal asks training to stop after the
@@ -160,10 +210,14 @@ pub fn stop_requested() -> bool {
 pub fn install_interrupt_handler() {
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
-            eprintln!("\nsecond interrupt: exiting now");
+            if is_writer() {
+                eprintln!("\nsecond interrupt: exiting now");
+            }
             std::process::exit(130);
         }
-        eprintln!("\ninterrupt: finishing the current step, then saving (again to exit now)");
+        if is_writer() {
+            eprintln!("\ninterrupt: finishing the current step, then saving (again to exit now)");
+        }
     });
 }
 
@@ -237,15 +291,18 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
             }
         }
     }
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        BenchError::Usage(format!("{flag} {}: cannot create it: {e}", dir.display()))
-    })?;
-    crate::validate::probe_dir(&dir).map_err(|e| {
-        BenchError::Usage(format!(
-            "{flag} {}: cannot write a checkpoint into it: {e}",
-            dir.display()
-        ))
-    })?;
+    // Only the writing process (rank 0 of a distributed launch) creates and writes.
+    if is_writer() {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            BenchError::Usage(format!("{flag} {}: cannot create it: {e}", dir.display()))
+        })?;
+        crate::validate::probe_dir(&dir).map_err(|e| {
+            BenchError::Usage(format!(
+                "{flag} {}: cannot write a checkpoint into it: {e}",
+                dir.display()
+            ))
+        })?;
+    }
     let session = Session {
         dir,
         every: flags.checkpoint_every,
@@ -599,6 +656,9 @@ impl FitObserver for SplitControl<'_> {
         let Some(path) = &self.path else {
             return Ok(());
         };
+        if !is_writer() {
+            return Ok(());
+        }
         let text = checkpoint_text(&self.fingerprint, state)?;
         write_atomic(path, &text).map_err(|e| {
             let msg = e.one_line();

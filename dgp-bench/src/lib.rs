@@ -32,6 +32,9 @@
 //! * [`validate`] — checks of inputs and outputs before any work (outputs never inputs,
 //!   writable, splits readable, M limits) and the warnings recorded in the records.
 //! * [`cli`] — the command line on top of all this, one module per subcommand.
+//! * `distributed` (cargo feature `mpi`) — data-parallel training over MPI:
+//!   `mpirun -np P dgp-bench run ...` shares each minibatch's chunks between P ranks, with
+//!   results bit-identical to one process.
 //!
 //! ```no_run
 //! use dgp_bench::{backends::find_backend, datasets::BenchData, experiment::*, summary::summarise};
@@ -53,6 +56,8 @@ pub mod compare;
 pub mod datasets;
 pub mod default_run;
 pub mod diagnostics;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod error;
 pub mod experiment;
 pub mod memory;

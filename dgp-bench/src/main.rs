@@ -37,32 +37,164 @@ fn install_panic_hook() {
 
 fn main() -> ExitCode {
     install_panic_hook();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-                    let _ = e.print();
-                    ExitCode::SUCCESS
-                }
-                _ => {
-                    eprintln!("error: {}", clap_error_line(&e));
-                    ExitCode::from(2)
-                }
-            };
+    #[cfg(feature = "mpi")]
+    {
+        mpi_launch::main()
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        plain_main()
+    }
+}
+
+/// The command line parsed, or the exit code of a parse that ends the program (help,
+/// version: 0 after printing; a usage error: 2, printed when `print_errors`).
+fn parse(print_errors: bool) -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|e| match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
         }
-    };
+        _ => {
+            if print_errors {
+                eprintln!("error: {}", clap_error_line(&e));
+            }
+            ExitCode::from(2)
+        }
+    })
+}
+
+/// Runs the parsed command.
+fn run(cli: Cli) -> dgp_bench::Result<()> {
     // Run inside rayon's pool, so that the library's parallel regions start on one of its
     // workers instead of handing work over from an outside thread at every region.
-    let outcome = match rayon::ThreadPoolBuilder::new().build() {
+    match rayon::ThreadPoolBuilder::new().build() {
         Ok(pool) => pool.install(|| execute(cli)),
         Err(_) => execute(cli),
+    }
+}
+
+fn exit_code(e: &dgp_bench::BenchError) -> ExitCode {
+    ExitCode::from(e.exit_code() as u8)
+}
+
+/// The program as one process.
+fn plain_main() -> ExitCode {
+    let cli = match parse(true) {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
-    match outcome {
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", e.one_line());
-            ExitCode::from(e.exit_code() as u8)
+            exit_code(&e)
+        }
+    }
+}
+
+/// The program under an MPI launcher (feature `mpi`; see `dgp_bench::distributed`).
+#[cfg(feature = "mpi")]
+mod mpi_launch {
+    use std::io::Write;
+    use std::process::ExitCode;
+
+    use dgp_bench::checkpointing::stop_agreed;
+    use dgp_bench::cli::{Cli, Command};
+    use dgp_bench::distributed::Launch;
+    use dgp_bench::{BenchError, Result};
+
+    use super::{exit_code, parse, plain_main, run};
+
+    /// Only `run` and `time` train; every other subcommand (and the default job) is
+    /// refused under a launch of several ranks, before any work.
+    fn check_command(cli: &Cli) -> Result<()> {
+        match &cli.command {
+            Some(Command::Run(_)) | Some(Command::Time(_)) => Ok(()),
+            _ => Err(BenchError::Usage(
+                "under mpirun with several ranks, dgp-bench runs only `run` and `time` \
+                 (data-parallel training); run other commands as one process"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Clears the output flags of a rank that does not write (all but rank 0).
+    fn without_outputs(mut cli: Cli) -> Cli {
+        cli.quiet = true;
+        match &mut cli.command {
+            Some(Command::Run(a)) => {
+                a.json = None;
+                a.out = None;
+                a.quiet = true;
+            }
+            Some(Command::Time(a)) => a.json = None,
+            _ => {}
+        }
+        cli
+    }
+
+    /// Ends a launch on an error every rank shares (same arguments, same point): rank 0
+    /// prints it, all finalise MPI and exit with its code.
+    fn shared_error(launch: Launch, e: &BenchError) -> ExitCode {
+        if launch.is_writer() {
+            eprintln!("error: {}", e.one_line());
+        }
+        launch.finish();
+        exit_code(e)
+    }
+
+    pub(super) fn main() -> ExitCode {
+        let launch = match Launch::from_env() {
+            Ok(Some(launch)) => launch,
+            Ok(None) => return plain_main(),
+            Err(e) => {
+                eprintln!("error: {}", e.one_line());
+                return exit_code(&e);
+            }
+        };
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        if let Err(e) = launch.check_args(&args) {
+            return shared_error(launch, &e);
+        }
+        if let Err(e) = launch.install() {
+            eprintln!("error: rank {}: {}", launch.rank(), e.one_line());
+            launch.abort(e.exit_code());
+        }
+        // Same arguments on every rank: the parse ends every rank alike.
+        let cli = match parse(launch.is_writer()) {
+            Ok(cli) => cli,
+            Err(code) => {
+                launch.finish();
+                return code;
+            }
+        };
+        let several = launch.size() > 1;
+        if several && let Err(e) = check_command(&cli) {
+            return shared_error(launch, &e);
+        }
+        let cli = if launch.is_writer() {
+            cli
+        } else {
+            without_outputs(cli)
+        };
+        match run(cli) {
+            Ok(()) => {
+                launch.finish();
+                ExitCode::SUCCESS
+            }
+            // Every rank stopped after the same step: a shared end.
+            Err(e @ BenchError::Interrupted(_)) if stop_agreed() || !several => {
+                shared_error(launch, &e)
+            }
+            Err(e) if !several => shared_error(launch, &e),
+            Err(e) => {
+                // Possibly this rank's alone: the others may be waiting for it in a
+                // collective, so end the whole launch.
+                eprintln!("error: rank {}: {}", launch.rank(), e.one_line());
+                let _ = std::io::stdout().flush();
+                launch.abort(e.exit_code())
+            }
         }
     }
 }

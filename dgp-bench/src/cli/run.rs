@@ -544,6 +544,13 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
             ""
         }
     );
+    let runner = dgp_traits::distribute::runner();
+    if runner.processes() > 1 {
+        println!(
+            "data-parallel minibatch chunks ({}); results as one process",
+            runner.describe()
+        );
+    }
     let command = command_line();
     let mut acc = RunOutputs {
         warnings,
