@@ -19,7 +19,8 @@
 //! Training: [`params`] (blocks with roles), the [`train`]ing executor with its steppers and
 //! observers. Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
 //! [`transforms`], [`optim`]isers (Adam, L-BFGS, natural gradients), [`data`] loading / standardisation /
-//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
+//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), [`classification`] labels, class
+//! probabilities and metrics (error rate, log loss, Brier, ECE, AUC), seeded
 //! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness
 //! through [`backend::Backend`] (its own configuration, validated once, and a build function).
 //!
@@ -94,6 +95,7 @@
 
 pub mod backend;
 pub mod calibration;
+pub mod classification;
 pub mod conditional;
 pub mod data;
 pub mod error;
