@@ -799,27 +799,15 @@ impl Likelihood {
             }
             Likelihood::RobustMax(r) => {
                 let rule = probit::cached_rule(r.gh_points)?;
-                let mut out = Mat::zeros(n, k);
-                for i in 0..n {
-                    let p =
-                        multiclass::robust_max_probs(&row(mu, i), &row(var, i), r.epsilon, &rule);
-                    for (c, pc) in p.into_iter().enumerate() {
-                        out[(i, c)] = pc;
-                    }
-                }
-                out
+                rows_in_parallel(n, k, |i| {
+                    multiclass::robust_max_probs(&row(mu, i), &row(var, i), r.epsilon, &rule)
+                })
             }
             Likelihood::Softmax(s) => {
                 let draws = s.predict_draws();
-                let mut out = Mat::zeros(n, k);
-                for i in 0..n {
-                    let p =
-                        multiclass::softmax_probs(&row(mu, i), &row(var, i), draws.as_ref(), true);
-                    for (c, pc) in p.into_iter().enumerate() {
-                        out[(i, c)] = pc;
-                    }
-                }
-                out
+                rows_in_parallel(n, k, |i| {
+                    multiclass::softmax_probs(&row(mu, i), &row(var, i), draws.as_ref(), true)
+                })
             }
         })
     }
@@ -884,6 +872,14 @@ impl Likelihood {
         }
         Ok(t)
     }
+}
+
+/// The `n × k` matrix whose row i is `row_fn(i)`, rows computed in parallel (each row on
+/// its own, so the result does not depend on the number of threads).
+fn rows_in_parallel(n: usize, k: usize, row_fn: impl Fn(usize) -> Vec<f64> + Sync) -> Mat<f64> {
+    use rayon::prelude::*;
+    let rows: Vec<Vec<f64>> = (0..n).into_par_iter().map(&row_fn).collect();
+    Mat::from_fn(n, k, |i, c| rows[i][c])
 }
 
 #[inline]

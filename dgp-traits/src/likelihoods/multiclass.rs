@@ -96,7 +96,9 @@ fn prob_is_largest_parts(
             } else {
                 let z = (x - mu[j]) / sds[j];
                 cdf[j] = norm_cdf(z);
-                pdf[j] = norm_pdf(z);
+                if grads.is_some() {
+                    pdf[j] = norm_pdf(z);
+                }
             }
         }
         // prefix[j] = Π_{i<j} Φ_i; the product without j is prefix[j] · suffix_{>j}.
