@@ -21,6 +21,14 @@
 //! | log predictive | `log N(y | μ, v + σ²)`, [`Tape::gaussian_log_predictive`] | `log[(1−2ε)Φ(sμ/√(1+v)) + ε]`, [`Tape::probit_log_predictive`] |
 //! | plain values | [`scalar`] | [`scalar`] |
 //!
+//! Classification likelihoods beyond the probit (Bernoulli-logit, robust-max and softmax
+//! with K latent functions per point) are listed in the table on [`Likelihood`]; their
+//! fused operations are [`Tape::logit_expected_log_lik`],
+//! [`Tape::robust_max_expected_log_lik`] and [`Tape::softmax_expected_log_lik`] (with the
+//! matching `_log_predictive` operations), and [`Likelihood::class_probs`] turns latent
+//! marginals into class probabilities. Multiclass operations take an `R × 1` label column
+//! and `R × K` latent moments and return `R × 1`.
+//!
 //! ## Labels of the Bernoulli likelihood
 //! `y = 1` is the positive class; `y = 0` **or** `y = −1` the negative class (both
 //! conventions are accepted; [`Likelihood::check_targets`] rejects anything else).
