@@ -11,6 +11,9 @@
 //! * [`experiment`] — [`experiment::run_experiment`]: per split, standardise with training
 //!   statistics, build, fit, predict, un-standardise, and compute NLL/RMSE/CRPS/coverage in
 //!   original units ([`experiment::SplitRecord`]).
+//! * [`classification`] — [`classification::run_classification`]: a backend on the splits
+//!   of a classification folder (labels `0..K`), with error rate, log loss, Brier, ECE
+//!   and AUC of its class probabilities.
 //! * [`protocol`] — `run --protocol published | lindinger | dspp` (Lindinger et al.'s random
 //!   90:10 splits, held-out early stopping and settings; the DSPP paper's random 15:3:2
 //!   splits, 10 or 5 of them) next to `--split-kind published | random | extrapolate`
@@ -51,6 +54,7 @@
 
 pub mod backends;
 pub mod checkpointing;
+pub mod classification;
 pub mod cli;
 pub mod compare;
 pub mod datasets;

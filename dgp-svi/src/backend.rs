@@ -66,7 +66,11 @@ impl ConfigBackend for SviBackend {
             resumable: true,
             selects_on_validation: false,
             streams: true,
-            likelihoods: &[LikelihoodFamily::Gaussian, LikelihoodFamily::Bernoulli],
+            likelihoods: &[
+                LikelihoodFamily::Gaussian,
+                LikelihoodFamily::Bernoulli,
+                LikelihoodFamily::Multiclass,
+            ],
             samples_in_prediction: "Monte Carlo samples of the hidden layers = predictive mixture components (eq. 18; L = 1 gives one Gaussian)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (SviConfig::train_samples, eq. 17)",
             samples_are_components: false,

@@ -30,8 +30,12 @@
 //! minibatch expected log-likelihood, scaled by N/|B|, minus the KLs — where the hidden
 //! layers are sampled by the reparameterisation of eq. (15) and the last layer is handled in
 //! closed form. Prediction (eq. 18) is an equal-weight mixture of S Gaussians per test
-//! point. Gaussian regression and Bernoulli-probit classification are supported. Algorithm
-//! notes, defaults and their provenance: Salimbeni & Deisenroth 2017 and its reference code, Doubly-Stochastic-DGP.
+//! point. Gaussian regression and classification are supported: Bernoulli (probit, logit)
+//! and multiclass (robust-max, softmax) likelihoods, the latter with K latent GPs in the
+//! last layer; the predictive then carries the class probabilities averaged over the
+//! hidden-layer samples ([`dgp_traits::classification`] computes the metrics). Algorithm
+//! notes, defaults and their provenance: Salimbeni & Deisenroth 2017 and its reference code,
+//! Doubly-Stochastic-DGP.
 //!
 //! This crate re-exports [`dgp_traits`], so depending on `dgp-svi` alone is enough:
 //!

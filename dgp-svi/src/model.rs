@@ -67,8 +67,8 @@ impl DeepGp {
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
-        config.likelihood.check_targets(data.y())?;
-        let widths = config.widths(d_in, p);
+        config.likelihood.check_training_targets(data.y())?;
+        let widths = config.widths(d_in, config.likelihood.latent_dim(p));
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
         let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
@@ -146,6 +146,12 @@ impl DeepGp {
     /// The layers, first to last.
     pub fn layers(&self) -> &[SparseLayer] {
         &self.layers
+    }
+
+    /// Number of latent functions of the last layer: the number of target columns, or K
+    /// for a multiclass likelihood ([`dgp_traits::likelihoods::Likelihood::latent_dim`]).
+    pub fn latent_dim(&self) -> usize {
+        self.config.likelihood.latent_dim(self.output_dim)
     }
 
     /// The Gaussian noise variance σ², if the likelihood has one.
@@ -234,8 +240,10 @@ impl Objective for DeepGp {
     }
 
     /// The ELBO of eq. (17) on a minibatch: `N/(|B|·S) Σ_{n,s} E_{q(f_n^L | s)}[log p(y_n | f)]
-    /// − Σ_l KL(q(U^l) ‖ p(U^l))`, the last layer's expectation in closed form (Gaussian) or
-    /// by Gauss–Hermite (probit).
+    /// − Σ_l KL(q(U^l) ‖ p(U^l))`, the last layer's expectation in closed form (Gaussian),
+    /// by Gauss–Hermite (probit, logit, robust-max over the label's latent function) or by
+    /// Monte Carlo with antithetic draws from `rng` (softmax); multiclass likelihoods see
+    /// the last layer's K latent functions.
     fn record(
         &self,
         tape: &mut Tape,
@@ -315,10 +323,11 @@ impl DeepGp {
         let y_tiled = Mat::from_fn(b * prop.reps, self.output_dim, |r, c| batch.y[(r % b, c)]);
         let y = tape.constant(y_tiled);
         let noise = self.noise_var(tape, params);
+        // Only the softmax (a Monte Carlo estimate) draws from `rng` here.
         let ell = self
             .config
             .likelihood
-            .expected_log_lik(tape, y, prop.mean, prop.var, noise)?;
+            .expected_log_lik_with_rng(tape, y, prop.mean, prop.var, noise, rng)?;
         let data_term = tape.sum(ell);
         let data_term = tape.scale(
             data_term,
@@ -375,7 +384,7 @@ impl NaturalGradientModel for DeepGp {
         let mean = self.params.get(ids.mean).to_owned();
         let m = mean.nrows();
         let zeros = Mat::<f64>::zeros(m, m);
-        let zero_mean = Mat::<f64>::zeros(m, self.output_dim);
+        let zero_mean = Mat::<f64>::zeros(m, self.latent_dim());
         let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
         // All outputs' steps first, then the parameters: a failed step leaves q(u) as it was.
         let mut new_mean = mean.clone();
@@ -439,6 +448,10 @@ impl Model for DeepGp {
 
     /// Eq. (18): S draws of the hidden layers at each test point give an equal-weight
     /// mixture of S Gaussians `N(μ_s, σ²_s + σ²_noise)` (for L = 1 a single Gaussian).
+    /// For classification the components are the last layer's latent marginals (one output
+    /// per latent function: K for multiclass) and the predictive carries the class
+    /// probabilities `(1/S) Σ_s p(y = c | μ_s, σ²_s)` — the probabilities averaged over
+    /// the hidden-layer samples ([`dgp_traits::likelihoods::Likelihood::class_probs`]).
     /// Test points are processed in chunks in parallel; chunk k uses noise stream k of
     /// `cfg.seed`, so the result does not depend on the number of threads.
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
@@ -501,7 +514,7 @@ impl Model for DeepGp {
     }
 
     fn describe(&self) -> String {
-        let widths = self.config.widths(self.input_dim, self.output_dim);
+        let widths = self.config.widths(self.input_dim, self.latent_dim());
         let extra = format!(
             "{:?}{} S_train={}",
             self.config.kernel,
@@ -526,7 +539,12 @@ impl DeepGp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 DeepGp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &checkpoint::synthetic_data_for(
+                        &m.config.likelihood,
+                        m.input_dim,
+                        m.output_dim,
+                        n,
+                    )?,
                 )
             },
             &[],

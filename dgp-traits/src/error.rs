@@ -92,11 +92,67 @@ pub enum Error {
     /// given rows that are not in memory); names what and why.
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// Class labels that a classification likelihood or loader cannot use.
+    #[error("class labels: {0}")]
+    Label(#[from] LabelError),
     /// A run stopped because the caller asked it to ([`crate::model::FitObserver::should_stop`])
     /// at a point where it has no usable result to return (a hyper-parameter search between
     /// candidates, an L-BFGS run between evaluations); names what was stopped.
     #[error("interrupted: {0}")]
     Interrupted(String),
+}
+
+/// What is wrong with the class labels of a classification problem (labels are the
+/// integers `0, 1, …, K − 1` stored as floats in a one-column target matrix).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LabelError {
+    /// A NaN or infinite label.
+    #[error("label at row {row} is not finite ({value})")]
+    NonFinite {
+        /// 0-based row.
+        row: usize,
+        /// The value found.
+        value: f64,
+    },
+    /// A finite label that is not an integer.
+    #[error("label at row {row} is {value}, not an integer class index")]
+    NotAnInteger {
+        /// 0-based row.
+        row: usize,
+        /// The value found.
+        value: f64,
+    },
+    /// An integer label outside `0..num_classes`.
+    #[error("label at row {row} is {value}; classes are 0..{num_classes}")]
+    OutOfRange {
+        /// 0-based row.
+        row: usize,
+        /// The value found.
+        value: f64,
+        /// K.
+        num_classes: usize,
+    },
+    /// A class with no example in the training data.
+    #[error("class {class} of 0..{num_classes} has no training example")]
+    MissingClass {
+        /// The absent class.
+        class: usize,
+        /// K.
+        num_classes: usize,
+    },
+    /// Fewer than two classes (K = 0 or 1), configured or found in the data.
+    #[error("a classification problem needs at least 2 classes, got {num_classes}")]
+    TooFewClasses {
+        /// The number of classes given or found.
+        num_classes: usize,
+    },
+    /// Labels given as a matrix with more than one column.
+    #[error("labels must be one column, got {columns}")]
+    NotOneColumn {
+        /// Number of target columns.
+        columns: usize,
+    },
 }
 
 /// Shorthand used throughout the workspace.

@@ -27,7 +27,8 @@
 //! minibatch gradient this process computes (all of them, or its share of a data-parallel
 //! launch). Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
 //! [`transforms`], [`optim`]isers (Adam, L-BFGS, natural gradients), [`data`] loading / standardisation /
-//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), seeded
+//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), [`classification`] labels, class
+//! probabilities and metrics (error rate, log loss, Brier, ECE, AUC), seeded
 //! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness
 //! through [`backend::Backend`] (its own configuration, validated once, and a build function).
 //!
@@ -102,6 +103,7 @@
 
 pub mod backend;
 pub mod calibration;
+pub mod classification;
 pub mod conditional;
 pub mod data;
 pub mod distribute;

@@ -4,7 +4,9 @@
 //!   construction (shapes agree, non-empty, finite).
 //! * Loaders — the UCI benchmark folder format of `shared/data/uci` ([`load_uci`],
 //!   [`load_uci_from_str`] for data embedded with `include_str!`) and CSV files with a
-//!   header ([`load_csv`], [`parse_csv_str`]).
+//!   header ([`load_csv`], [`parse_csv_str`]); classification folders (the same format
+//!   with a label column `0..K`) through [`ClassDataset`], which validates the labels and
+//!   checks that every class occurs in each training split.
 //! * [`Standardizer`] — per-column mean and population standard deviation of the training
 //!   split; predictive mixtures are mapped back to original units by
 //!   [`crate::predictive::Predictive::unstandardize`].
@@ -21,6 +23,7 @@
 //!   any struct of the workspace that stores matrices (checkpoints, [`crate::predictive`]).
 
 mod batches;
+mod classes;
 mod csv_file;
 mod dataset;
 mod kmeans;
@@ -31,6 +34,7 @@ mod standardize;
 mod uci;
 
 pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
+pub use classes::{ClassDataset, ClassSplit};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};

@@ -131,7 +131,7 @@ fn check_shapes(t: &Tape, what: &str, y: Var, mu: Var, var: Var) {
 impl Tape {
     /// Records a probit operation from its per-entry `(value, ∂/∂μ, ∂/∂v)` = `parts(y, μ, v)`:
     /// the values form the output, the derivatives are cached for [`ProbitOp`].
-    fn record_probit(
+    pub(super) fn record_probit(
         &mut self,
         y: Var,
         mu: Var,

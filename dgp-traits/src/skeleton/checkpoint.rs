@@ -112,6 +112,31 @@ pub fn synthetic_data(d: usize, p: usize, n: usize) -> Result<Dataset> {
     Dataset::new(x, y)
 }
 
+/// [`synthetic_data`] with targets a model with `likelihood` accepts for training: the
+/// standard-normal draws for the Gaussian, alternating labels 0, 1 for Bernoulli
+/// likelihoods and the labels `i mod K` for K-class likelihoods (then `n ≥ 2K`).
+///
+/// # Errors
+/// As [`synthetic_data`].
+pub fn synthetic_data_for(
+    likelihood: &crate::likelihoods::Likelihood,
+    d: usize,
+    p: usize,
+    n: usize,
+) -> Result<Dataset> {
+    let classes = likelihood.num_classes();
+    let n = classes.map_or(n, |k| n.max(2 * k));
+    let data = synthetic_data(d, p, n)?;
+    match classes {
+        None => Ok(data),
+        Some(k) => {
+            let (x, y) = data.into_parts();
+            let labels = faer::Mat::from_fn(y.nrows(), y.ncols(), |i, _| (i % k) as f64);
+            Dataset::new(x, labels)
+        }
+    }
+}
+
 /// Checks a loaded state `loaded` against `fresh`, the state a fresh model of the same
 /// configuration has (see the module docs); object fields named in `skip` are not
 /// compared.

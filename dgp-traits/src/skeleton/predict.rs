@@ -94,7 +94,10 @@ where
 /// The predictive mixture with component `weights` from latent moments: for the Gaussian
 /// likelihood `noise` (one variance per output, or one for all) is added to every
 /// variance; for the probit likelihood the latent mixture gets the class probabilities
-/// `Σ_k w_k Φ(μ_k/√(1 + σ²_k))` (squashed).
+/// `Σ_k w_k Φ(μ_k/√(1 + σ²_k))` (squashed); for the other classification likelihoods
+/// (logit, robust-max, softmax; means and variances of the latent functions, one output
+/// per latent function) the class probabilities `Σ_k w_k p_k(y = c)` of
+/// [`Likelihood::class_probs_mixture`].
 ///
 /// # Errors
 /// [`Error::Config`] for a Gaussian likelihood without `noise`; the errors of
@@ -123,6 +126,10 @@ pub fn finish_predictive(
         }
         Likelihood::BernoulliProbit(p) => {
             Predictive::new(weights, means, vars)?.with_probit_class_probs(p.squash)
+        }
+        Likelihood::BernoulliLogit(_) | Likelihood::RobustMax(_) | Likelihood::Softmax(_) => {
+            let probs = likelihood.class_probs_mixture(&weights, &means, &vars)?;
+            Predictive::new(weights, means, vars)?.with_class_probs(probs)
         }
     }
 }

@@ -1,0 +1,451 @@
+//! Classification: validated class labels, per-point class probabilities and the
+//! classification metrics.
+//!
+//! Labels are the integers `0, 1, …, K − 1`, stored as floats in a one-column target
+//! matrix (the layout of the data loaders) and as `usize` once validated
+//! ([`class_labels`]). Predictions are [`ClassProbs`]: an `N × K` matrix whose rows lie on
+//! the probability simplex — one model's per-point probabilities, or the weighted average
+//! of several (Monte Carlo samples, mixture components) by [`ClassProbs::mixture`].
+//!
+//! Metrics (all means over the N points, labels `y_n`, probabilities `p_nc`):
+//!
+//! | metric | definition |
+//! |---|---|
+//! | [`error_rate`] | `(1/N) Σ_n 1[argmax_c p_nc ≠ y_n]` (ties to the lowest class index) |
+//! | [`log_loss`] | `−(1/N) Σ_n log p_{n,y_n}` (a probability of 0 is read as `f64::MIN_POSITIVE`) |
+//! | [`brier`] | `(1/N) Σ_n Σ_c (p_nc − 1[y_n = c])²` (Brier 1950, summed over classes: for K = 2 twice the binary `(p − y)²`) |
+//! | [`expected_calibration_error`] | `Σ_b (|B_b|/N) |acc(B_b) − conf(B_b)|` over [`ECE_BINS`] = 15 equal-width bins of the top-class confidence (Guo et al. 2017) |
+//! | [`auc`] | area under the ROC curve of `p_n1` for K = 2, by the rank (Mann–Whitney) statistic with tied scores given their average rank |
+
+use faer::{Mat, MatRef};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, LabelError, Result, check_finite};
+use crate::predictive::{Predictive, SIMPLEX_TOL};
+
+/// Number of equal-width confidence bins of [`expected_calibration_error`] in
+/// [`ClassMetrics`].
+pub const ECE_BINS: usize = 15;
+
+/// The class indices of a one-column label matrix for a problem with `num_classes`
+/// classes.
+///
+/// # Errors
+/// [`Error::Label`]: [`LabelError::TooFewClasses`] for K < 2,
+/// [`LabelError::NotOneColumn`], [`LabelError::NonFinite`] (NaN, ±∞),
+/// [`LabelError::NotAnInteger`], [`LabelError::OutOfRange`] (negative or ≥ K); the first
+/// offending row is reported. [`Error::Empty`] for no rows.
+pub fn class_labels(y: MatRef<'_, f64>, num_classes: usize) -> Result<Vec<usize>> {
+    if num_classes < 2 {
+        return Err(LabelError::TooFewClasses { num_classes }.into());
+    }
+    let labels = integer_labels(y)?;
+    if let Some((row, &c)) = labels.iter().enumerate().find(|(_, c)| **c >= num_classes) {
+        return Err(LabelError::OutOfRange {
+            row,
+            value: c as f64,
+            num_classes,
+        }
+        .into());
+    }
+    Ok(labels)
+}
+
+/// The non-negative integer labels of a one-column matrix (no upper bound).
+fn integer_labels(y: MatRef<'_, f64>) -> Result<Vec<usize>> {
+    if y.ncols() != 1 {
+        return Err(LabelError::NotOneColumn { columns: y.ncols() }.into());
+    }
+    if y.nrows() == 0 {
+        return Err(Error::Empty("no class labels".into()));
+    }
+    (0..y.nrows())
+        .map(|row| {
+            let value = y[(row, 0)];
+            if !value.is_finite() {
+                Err(LabelError::NonFinite { row, value }.into())
+            } else if value.fract() != 0.0 {
+                Err(LabelError::NotAnInteger { row, value }.into())
+            } else if value < 0.0 || value > u32::MAX as f64 {
+                Err(LabelError::OutOfRange {
+                    row,
+                    value,
+                    num_classes: 0,
+                }
+                .into())
+            } else {
+                Ok(value as usize)
+            }
+        })
+        .collect()
+}
+
+/// K inferred from labels: the largest label plus one.
+///
+/// # Errors
+/// The errors of [`class_labels`] (apart from the range) and
+/// [`LabelError::TooFewClasses`] when every label is 0.
+pub fn infer_num_classes(y: MatRef<'_, f64>) -> Result<usize> {
+    let labels = integer_labels(y)?;
+    let k = labels.iter().max().map_or(0, |m| m + 1);
+    if k < 2 {
+        return Err(LabelError::TooFewClasses { num_classes: k }.into());
+    }
+    Ok(k)
+}
+
+/// Checks that every class `0..num_classes` occurs in `labels` (a training split must
+/// contain every class).
+///
+/// # Errors
+/// [`LabelError::MissingClass`] naming the first absent class;
+/// [`LabelError::OutOfRange`] for a label ≥ K.
+pub fn check_all_classes_present(labels: &[usize], num_classes: usize) -> Result<()> {
+    let mut seen = vec![false; num_classes];
+    for (row, &c) in labels.iter().enumerate() {
+        if c >= num_classes {
+            return Err(LabelError::OutOfRange {
+                row,
+                value: c as f64,
+                num_classes,
+            }
+            .into());
+        }
+        seen[c] = true;
+    }
+    match seen.iter().position(|s| !s) {
+        Some(class) => Err(LabelError::MissingClass { class, num_classes }.into()),
+        None => Ok(()),
+    }
+}
+
+/// Per-point class probabilities: `N × K` (N ≥ 1, K ≥ 2), entries in [0, 1], rows summing
+/// to 1 within [`SIMPLEX_TOL`] (then renormalised exactly).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassProbs {
+    probs: Mat<f64>,
+}
+
+impl ClassProbs {
+    /// Validates and wraps `probs` (`N × K`).
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for N = 0; [`Error::Label`] ([`LabelError::TooFewClasses`]) for
+    /// K < 2; [`Error::NonFinite`]; [`Error::Numerical`] for an entry outside [0, 1] or a
+    /// row not summing to 1 within [`SIMPLEX_TOL`].
+    pub fn new(mut probs: Mat<f64>) -> Result<Self> {
+        if probs.nrows() == 0 {
+            return Err(Error::Empty("class probabilities for zero points".into()));
+        }
+        if probs.ncols() < 2 {
+            return Err(LabelError::TooFewClasses {
+                num_classes: probs.ncols(),
+            }
+            .into());
+        }
+        check_finite("class probabilities", probs.as_ref())?;
+        for i in 0..probs.nrows() {
+            let mut sum = 0.0;
+            for c in 0..probs.ncols() {
+                let v = probs[(i, c)];
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(Error::Numerical(format!(
+                        "class probability {v} outside [0, 1] at point {i}, class {c}"
+                    )));
+                }
+                sum += v;
+            }
+            if (sum - 1.0).abs() > SIMPLEX_TOL {
+                return Err(Error::Numerical(format!(
+                    "class probabilities of point {i} sum to {sum}, not 1"
+                )));
+            }
+            for c in 0..probs.ncols() {
+                probs[(i, c)] /= sum;
+            }
+        }
+        Ok(ClassProbs { probs })
+    }
+
+    /// The weighted average `p_nc = Σ_s w_s p^{(s)}_nc` of per-component probabilities
+    /// (Monte Carlo samples with `w_s = 1/S`, or mixture components with learned weights).
+    ///
+    /// # Errors
+    /// [`Error::Empty`] for no components; [`Error::Shape`] when the number of weights
+    /// differs or the components differ in shape; [`Error::Numerical`] for weights that
+    /// are negative or do not sum to 1 within [`SIMPLEX_TOL`]; the errors of
+    /// [`ClassProbs::new`] for the components and the result.
+    pub fn mixture(weights: &[f64], components: &[Mat<f64>]) -> Result<Self> {
+        let first = components
+            .first()
+            .ok_or_else(|| Error::Empty("class-probability mixture of no components".into()))?;
+        if weights.len() != components.len() {
+            return Err(Error::shape(
+                "ClassProbs::mixture (weights)",
+                components.len(),
+                weights.len(),
+            ));
+        }
+        if weights.iter().any(|w| !(w.is_finite() && *w >= 0.0))
+            || (weights.iter().sum::<f64>() - 1.0).abs() > SIMPLEX_TOL
+        {
+            return Err(Error::Numerical(format!(
+                "mixture weights {weights:?} are not on the simplex"
+            )));
+        }
+        let (n, k) = (first.nrows(), first.ncols());
+        let mut out = Mat::<f64>::zeros(n, k);
+        for (s, (comp, &w)) in components.iter().zip(weights).enumerate() {
+            if (comp.nrows(), comp.ncols()) != (n, k) {
+                return Err(Error::shape(
+                    format!("ClassProbs::mixture (component {s})"),
+                    format!("{n}×{k}"),
+                    format!("{}×{}", comp.nrows(), comp.ncols()),
+                ));
+            }
+            ClassProbs::new(comp.clone())?;
+            for j in 0..k {
+                for i in 0..n {
+                    out[(i, j)] += w * comp[(i, j)];
+                }
+            }
+        }
+        for j in 0..k {
+            for i in 0..n {
+                out[(i, j)] = out[(i, j)].clamp(0.0, 1.0);
+            }
+        }
+        ClassProbs::new(out)
+    }
+
+    /// The class probabilities a classification [`Predictive`] carries.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when it carries none (a regression predictive).
+    pub fn from_predictive(pred: &Predictive) -> Result<Self> {
+        let p = pred
+            .class_probs()
+            .ok_or_else(|| Error::Config("predictive has no class probabilities".into()))?;
+        ClassProbs::new(p.to_owned())
+    }
+
+    /// The `N × K` matrix.
+    pub fn probs(&self) -> MatRef<'_, f64> {
+        self.probs.as_ref()
+    }
+
+    /// Number of points N.
+    pub fn n_points(&self) -> usize {
+        self.probs.nrows()
+    }
+
+    /// Number of classes K.
+    pub fn n_classes(&self) -> usize {
+        self.probs.ncols()
+    }
+
+    /// The most probable class of every point (ties to the lowest index).
+    pub fn predicted(&self) -> Vec<usize> {
+        (0..self.n_points())
+            .map(|i| {
+                let mut best = 0;
+                for c in 1..self.n_classes() {
+                    if self.probs[(i, c)] > self.probs[(i, best)] {
+                        best = c;
+                    }
+                }
+                best
+            })
+            .collect()
+    }
+
+    fn check_labels(&self, labels: &[usize], what: &str) -> Result<()> {
+        if labels.len() != self.n_points() {
+            return Err(Error::shape(
+                format!("{what} (labels)"),
+                self.n_points(),
+                labels.len(),
+            ));
+        }
+        if let Some((row, &c)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, c)| **c >= self.n_classes())
+        {
+            return Err(LabelError::OutOfRange {
+                row,
+                value: c as f64,
+                num_classes: self.n_classes(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// Fraction of points whose most probable class is not the label (see the module table).
+///
+/// # Errors
+/// [`Error::Shape`] for `labels.len() ≠ N`; [`Error::Label`] for a label ≥ K.
+pub fn error_rate(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
+    p.check_labels(labels, "error_rate")?;
+    let wrong = p
+        .predicted()
+        .iter()
+        .zip(labels)
+        .filter(|(a, b)| a != b)
+        .count();
+    Ok(wrong as f64 / labels.len() as f64)
+}
+
+/// Mean negative log probability of the label, `−(1/N) Σ_n log p_{n,y_n}` (a zero
+/// probability counts as `f64::MIN_POSITIVE`, so the result is finite).
+///
+/// # Errors
+/// As [`error_rate`].
+pub fn log_loss(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
+    p.check_labels(labels, "log_loss")?;
+    let total: f64 = labels
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| -p.probs[(i, c)].max(f64::MIN_POSITIVE).ln())
+        .sum();
+    Ok(total / labels.len() as f64)
+}
+
+/// Multiclass Brier score `(1/N) Σ_n Σ_c (p_nc − 1[y_n = c])²` ∈ [0, 2].
+///
+/// # Errors
+/// As [`error_rate`].
+pub fn brier(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
+    p.check_labels(labels, "brier")?;
+    let mut total = 0.0;
+    for (i, &y) in labels.iter().enumerate() {
+        for c in 0..p.n_classes() {
+            let t = if c == y { 1.0 } else { 0.0 };
+            total += (p.probs[(i, c)] - t).powi(2);
+        }
+    }
+    Ok(total / labels.len() as f64)
+}
+
+/// Expected calibration error with `bins` equal-width bins of the top-class confidence
+/// `conf_n = max_c p_nc` (Guo et al. 2017): bin b = ((b − 1)/bins, b/bins] for
+/// b = 1, …, bins (a confidence of 0 falls in the first bin),
+/// `ECE = Σ_b (|B_b|/N) |acc(B_b) − conf(B_b)|` with `acc` the fraction of the bin's
+/// points whose top class is the label and `conf` their mean confidence; empty bins
+/// contribute 0. [`ClassMetrics`] uses [`ECE_BINS`] = 15.
+///
+/// # Errors
+/// As [`error_rate`]; [`Error::Config`] for `bins == 0`.
+pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize) -> Result<f64> {
+    p.check_labels(labels, "expected_calibration_error")?;
+    if bins == 0 {
+        return Err(Error::Config("ECE needs at least one bin".into()));
+    }
+    let pred = p.predicted();
+    let mut count = vec![0usize; bins];
+    let mut correct = vec![0usize; bins];
+    let mut conf_sum = vec![0.0; bins];
+    for (i, &y) in labels.iter().enumerate() {
+        let conf = p.probs[(i, pred[i])];
+        let b = ((conf * bins as f64).ceil() as usize).clamp(1, bins) - 1;
+        count[b] += 1;
+        conf_sum[b] += conf;
+        if pred[i] == y {
+            correct[b] += 1;
+        }
+    }
+    let n = labels.len() as f64;
+    Ok((0..bins)
+        .filter(|&b| count[b] > 0)
+        .map(|b| {
+            let m = count[b] as f64;
+            (m / n) * (correct[b] as f64 / m - conf_sum[b] / m).abs()
+        })
+        .sum())
+}
+
+/// Area under the ROC curve of the positive-class probability `p_n1` of a binary problem:
+/// `AUC = (R₊ − n₊(n₊ + 1)/2) / (n₊ n₋)`, with `R₊` the sum of the positives' ranks among
+/// all scores (ascending, tied scores sharing their average rank), i.e. the probability
+/// that a random positive scores above a random negative, ties counting ½.
+///
+/// # Errors
+/// As [`error_rate`]; [`Error::Config`] for K ≠ 2; [`Error::Label`]
+/// ([`LabelError::MissingClass`]) when the labels hold only one class.
+pub fn auc(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
+    p.check_labels(labels, "auc")?;
+    if p.n_classes() != 2 {
+        return Err(Error::Config(format!(
+            "AUC is defined here for binary problems, got K = {}",
+            p.n_classes()
+        )));
+    }
+    let n_pos = labels.iter().filter(|&&c| c == 1).count();
+    let n_neg = labels.len() - n_pos;
+    if n_pos == 0 || n_neg == 0 {
+        return Err(LabelError::MissingClass {
+            class: usize::from(n_pos == 0),
+            num_classes: 2,
+        }
+        .into());
+    }
+    let mut order: Vec<usize> = (0..labels.len()).collect();
+    order.sort_by(|&a, &b| p.probs[(a, 1)].total_cmp(&p.probs[(b, 1)]));
+    let mut rank_sum_pos = 0.0;
+    let mut start = 0;
+    while start < order.len() {
+        let score = p.probs[(order[start], 1)];
+        let mut end = start + 1;
+        while end < order.len() && p.probs[(order[end], 1)] == score {
+            end += 1;
+        }
+        // Ranks start+1 ..= end share their average.
+        let avg = (start + 1 + end) as f64 / 2.0;
+        let pos = order[start..end]
+            .iter()
+            .filter(|&&i| labels[i] == 1)
+            .count();
+        rank_sum_pos += avg * pos as f64;
+        start = end;
+    }
+    let (np, nn) = (n_pos as f64, n_neg as f64);
+    Ok((rank_sum_pos - np * (np + 1.0) / 2.0) / (np * nn))
+}
+
+/// The classification metrics of one test set.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassMetrics {
+    /// [`error_rate`].
+    pub error_rate: f64,
+    /// [`log_loss`] (the classification NLL).
+    pub log_loss: f64,
+    /// [`brier`].
+    pub brier: f64,
+    /// [`expected_calibration_error`] with [`ECE_BINS`] bins.
+    pub ece: f64,
+    /// [`auc`] for binary problems whose labels hold both classes, else `None`.
+    pub auc: Option<f64>,
+}
+
+impl ClassMetrics {
+    /// Every metric of `p` at `labels`.
+    ///
+    /// # Errors
+    /// As [`error_rate`].
+    pub fn compute(p: &ClassProbs, labels: &[usize]) -> Result<ClassMetrics> {
+        let both = labels.contains(&0) && labels.contains(&1);
+        Ok(ClassMetrics {
+            error_rate: error_rate(p, labels)?,
+            log_loss: log_loss(p, labels)?,
+            brier: brier(p, labels)?,
+            ece: expected_calibration_error(p, labels, ECE_BINS)?,
+            auc: if p.n_classes() == 2 && both {
+                Some(auc(p, labels)?)
+            } else {
+                None
+            },
+        })
+    }
+}
