@@ -9,10 +9,12 @@
 //! * [`synth`] — a seeded synthetic regression problem of any size with a known
 //!   Bayes-optimal negative log likelihood.
 //! * [`tabular`] — streaming CSV reading by column name and conversion into a row store.
+//! * [`parquet_reader`] — streaming Parquet reading by column name.
 //! * [`chunks`] — reading a row source in consecutive chunks of bounded size.
 #![warn(missing_docs)]
 
 pub mod chunks;
+pub mod parquet_reader;
 pub mod rowstore;
 pub mod sample;
 pub mod standardize;

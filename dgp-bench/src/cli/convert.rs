@@ -1,11 +1,12 @@
-//! `dgp-bench convert`: streams chosen columns of a CSV file into a binary row store
-//! ([`dgp_io::rowstore`]), in bounded memory.
+//! `dgp-bench convert`: streams chosen columns of a CSV or Parquet file into a binary row
+//! store ([`dgp_io::rowstore`]), in bounded memory.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use dgp_io::tabular::{CsvChunks, DEFAULT_MAX_LINE_BYTES, convert_to_rowstore};
+use dgp_io::parquet_reader::{DEFAULT_PARQUET_BATCH_ROWS, ParquetChunks};
+use dgp_io::tabular::{ChunkReader, CsvChunks, DEFAULT_MAX_LINE_BYTES, convert_to_rowstore};
 
 use crate::error::{BenchError, Result};
 
@@ -15,7 +16,7 @@ const CONVERT_CHUNK_ROWS: usize = 65_536;
 /// Arguments of `dgp-bench convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input file: a CSV file with a header row (`.csv`).
+    /// Input file: a CSV file with a header row (`.csv`) or a Parquet file (`.parquet`).
     #[arg(long)]
     pub input: PathBuf,
     /// Input columns, by name, comma-separated, in the order they are stored.
@@ -39,21 +40,34 @@ pub(super) fn cmd_convert(args: &ConvertArgs) -> Result<()> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    if ext.as_deref() != Some("csv") {
-        return Err(BenchError::Usage(format!(
-            "--input {}: only CSV files (.csv) can be converted",
-            args.input.display()
-        )));
-    }
     let t0 = Instant::now();
-    let mut reader = CsvChunks::open(
-        &args.input,
-        &args.features,
-        &args.target,
-        args.max_line_bytes,
-    )
-    .map_err(BenchError::data)?;
-    let rows = convert_to_rowstore(&mut reader, &args.out, &[&args.input], CONVERT_CHUNK_ROWS)
+    let mut reader: Box<dyn ChunkReader> = match ext.as_deref() {
+        Some("csv") => Box::new(
+            CsvChunks::open(
+                &args.input,
+                &args.features,
+                &args.target,
+                args.max_line_bytes,
+            )
+            .map_err(BenchError::data)?,
+        ),
+        Some("parquet") => Box::new(
+            ParquetChunks::open(
+                &args.input,
+                &args.features,
+                &args.target,
+                DEFAULT_PARQUET_BATCH_ROWS,
+            )
+            .map_err(BenchError::data)?,
+        ),
+        _ => {
+            return Err(BenchError::Usage(format!(
+                "--input {}: only CSV (.csv) and Parquet (.parquet) files can be converted",
+                args.input.display()
+            )));
+        }
+    };
+    let rows = convert_to_rowstore(&mut *reader, &args.out, &[&args.input], CONVERT_CHUNK_ROWS)
         .map_err(|e| match e {
             dgp_traits::Error::Io { ref path, .. } if *path != args.input => BenchError::Output {
                 path: args.out.clone(),

@@ -103,7 +103,7 @@ pub enum Command {
     /// Write the synthetic large-data regression problem (9 inputs, input-dependent noise,
     /// known Bayes-optimal NLL) as a binary row store, any size from 10³ to 10⁹ rows.
     Synth(SynthArgs),
-    /// Stream chosen columns of a CSV file into a binary row store (bounded memory; NaN,
+    /// Stream chosen columns of a CSV or Parquet file into a binary row store (bounded memory; NaN,
     /// infinite or non-numeric values are errors naming the row and column).
     Convert(ConvertArgs),
 }
