@@ -296,7 +296,7 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
         std::fs::create_dir_all(&dir).map_err(|e| {
             BenchError::Usage(format!("{flag} {}: cannot create it: {e}", dir.display()))
         })?;
-        crate::validate::probe_dir(&dir).map_err(|e| {
+        crate::probe::probe_dir(&dir).map_err(|e| {
             BenchError::Usage(format!(
                 "{flag} {}: cannot write a checkpoint into it: {e}",
                 dir.display()

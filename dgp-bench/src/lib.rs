@@ -66,6 +66,7 @@ pub mod error;
 pub mod experiment;
 pub mod memory;
 pub mod plots;
+mod probe;
 pub mod progress;
 pub mod protocol;
 pub mod reference;

@@ -228,7 +228,7 @@ fn check_writable(o: &OutputFile, probed: &mut HashSet<PathBuf>) -> Result<()> {
     // next to it, so its directory need not accept new files.
     let device = fs::metadata(&resolved).is_ok_and(|m| !m.is_file());
     if !device && probed.insert(dir.clone()) {
-        probe_dir(&dir).map_err(|e| {
+        crate::probe::probe_dir(&dir).map_err(|e| {
             err(format!(
                 "cannot write into the directory {}: {e}",
                 dir.display()
@@ -294,23 +294,6 @@ pub fn check_stdout(inputs: &[PathBuf]) -> Result<()> {
              write over it (redirect to another file)",
             p.display()
         )));
-    }
-    Ok(())
-}
-
-/// Creates and removes a probe file in `dir`.
-pub(crate) fn probe_dir(dir: &Path) -> std::io::Result<()> {
-    let pid = std::process::id();
-    for k in 0..100u32 {
-        let p = dir.join(format!(".dgp-bench-probe.{pid}.{k}"));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&p) {
-            Ok(f) => {
-                drop(f);
-                return fs::remove_file(&p);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
     }
     Ok(())
 }

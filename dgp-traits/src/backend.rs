@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+pub use crate::likelihoods::LikelihoodFamily;
 use crate::model::{FitConfig, FitObserver, Model};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
@@ -103,18 +104,6 @@ pub enum Training {
     Minibatch,
     /// Every step sees every row (L-BFGS, a full-batch sampler): the data must be in memory.
     FullBatch,
-}
-
-/// A family of likelihoods of the last layer, as a backend declares what it can train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LikelihoodFamily {
-    /// Gaussian noise on real-valued targets (regression).
-    Gaussian,
-    /// Two classes (probit or logit link).
-    Bernoulli,
-    /// K ≥ 2 classes with K latent functions (softmax or robust-max).
-    Multiclass,
 }
 
 /// What a backend can do, declared by the backend itself so that a harness never infers

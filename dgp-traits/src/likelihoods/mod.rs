@@ -45,18 +45,30 @@
 //! (Cody 1969).
 
 mod gaussian;
+pub mod labels;
 mod logit;
 mod multiclass;
 mod probit;
 
 pub use multiclass::VAR_FLOOR;
 
-use crate::backend::LikelihoodFamily;
 use crate::error::{Error, LabelError, Result, check_finite};
 use crate::rng::{Rng, seeded, standard_normal};
 use crate::tape::{Tape, Var};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
+
+/// A family of likelihoods of the last layer, as a backend declares what it can train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LikelihoodFamily {
+    /// Gaussian noise on real-valued targets (regression).
+    Gaussian,
+    /// Two classes (probit or logit link).
+    Bernoulli,
+    /// K ≥ 2 classes with K latent functions (softmax or robust-max).
+    Multiclass,
+}
 
 /// GPflow's default squashing ε of the probit link.
 pub const DEFAULT_PROBIT_SQUASH: f64 = 1e-3;
@@ -432,7 +444,7 @@ impl Likelihood {
     pub fn check_targets(&self, y: MatRef<'_, f64>) -> Result<()> {
         if let Some(k) = self.num_classes().filter(|_| self.is_multiclass()) {
             self.validate()?;
-            crate::classification::class_labels(y, k)?;
+            labels::class_labels(y, k)?;
             return Ok(());
         }
         check_finite("targets", y)?;
@@ -462,8 +474,8 @@ impl Likelihood {
         self.check_targets(y)?;
         match (self.family(), self.num_classes()) {
             (LikelihoodFamily::Multiclass, Some(k)) => {
-                let labels = crate::classification::class_labels(y, k)?;
-                crate::classification::check_all_classes_present(&labels, k)
+                let labels = labels::class_labels(y, k)?;
+                labels::check_all_classes_present(&labels, k)
             }
             (LikelihoodFamily::Bernoulli, _) => {
                 for j in 0..y.ncols() {
