@@ -372,7 +372,7 @@ pub static BACKENDS: &[BackendEntry] = &[
             batch_cap: 100_000,
             learning_rate: 0.01,
             predict_samples: 100,
-            note: "steps = L-BFGS iterations per restart (500; the thesis uses 1000), best of 10 restarts, step function only; Adam lr and batch unused",
+            note: "steps = L-BFGS iterations per restart (500; the thesis uses 1000), best of 10 restarts, step function only; batch unused, no learning rate",
         },
         layers_in_default_run: &[1, 2],
     },
@@ -409,7 +409,7 @@ const SGHMC_QUICK: QuickSettings = QuickSettings {
     batch_cap: 10_000,
     learning_rate: 0.01,
     predict_samples: 100,
-    note: "shortened: a 1000-step budget shrinks the reference schedule (10 000 burn-in steps, then 100 kept samples 50 steps apart) to 700 burn-in steps, thinning 3, 100 kept samples; lr = the MCEM hyperparameter Adam",
+    note: "shortened: a 1000-step budget shrinks the reference schedule (10 000 burn-in steps, then 100 kept samples 50 steps apart) to 700 burn-in steps, thinning 3, 100 kept samples; no learning rate (the sampler's step size and the MCEM hyper step are the settings sampler.step_size and sampler.hyper_lr)",
 };
 
 /// The registry ([`BACKENDS`]).

@@ -7,6 +7,16 @@
 //!   trained is then not recorded; `run` writes the outputs of the splits finished so far,
 //!   prints what it saved and how to resume, and exits with 130
 //!   ([`BenchError::Interrupted`]). A second signal exits at once.
+//! * **A stuck step** (issue 37) does not hold the stop request forever: once
+//!   max([`STUCK_STEP_MULTIPLE`] (20) × the median of the split's earlier steps,
+//!   [`STUCK_STEP_MIN_SECONDS`] (5 s)) has passed since the first signal and since the last
+//!   step or checkpoint save ended (a save being written is never cut short), the process
+//!   exits with 130 and a message saying that the last checkpoint (named, with its step)
+//!   is intact — it is, as a checkpoint is only ever replaced by an atomic rename — or
+//!   that nothing of the split was saved. Exiting rather than waiting longer: a step 20
+//!   times slower than its predecessors is not about to end, and the user asked to stop.
+//!   The rule applies while a split trains (its model's build included); a signal during
+//!   prediction still waits for it.
 //! * **Checkpoints.** With `--checkpoint DIR`, each split's training state (the core's
 //!   [`RunState`]: parameters, Adam moments and step count, the noise generator, the
 //!   position in the batch order, the report so far) is written atomically to
@@ -35,7 +45,14 @@
 //!   the serialisation a save does anyway; a boston-sized svi state is well under 1 ms).
 //! * **Divergence** (issue 37). A split whose objective turns non-finite or grows by
 //!   [`DIVERGENCE_FACTOR`] over its first value stops at that step with an error naming
-//!   `--lr` (an error, not a warning: the numbers of a diverged fit are not a result).
+//!   `--lr` (an error, not a warning: the numbers of a diverged fit are not a result), or
+//!   the backend's step settings when it uses no learning rate. A resumed split compares
+//!   with the first objective of the whole run (kept in the state's report), as a run
+//!   that was never interrupted does. **A diverged state is never saved**: a state handed
+//!   over for saving after k steps is written only once the objective of its parameters
+//!   (step k's) is known not to have diverged, or when the fit ends without a failure
+//!   (the last state, or a stop request), so the checkpoint keeps the last good state and
+//!   the error says which step that is (or that nothing was saved yet).
 //! * **Scope.** Backends whose whole fit is one executor run with an Adam-type stepper
 //!   (those whose [`dgp_traits::backend::Capabilities::resumable`] is set) resume; any other backend is refused
 //!   before training ([`check_backend`]), and a fit that never reached the executor's
@@ -45,6 +62,7 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use dgp_traits::model::FitObserver;
@@ -71,8 +89,8 @@ static AGREED: AtomicBool = AtomicBool::new(false);
 #[derive(Clone, Debug, Default, Args)]
 pub struct CheckpointFlags {
     /// Save each split's training state to this directory (every --checkpoint-every steps,
-    /// on SIGINT/SIGTERM and at the end of the split) so that `--resume DIR` continues
-    /// exactly; backends: svi, nested (Adam), star, fc, mf.
+    /// on SIGINT/SIGTERM and at the end of the split; never a diverged state) so that
+    /// `--resume DIR` continues exactly; backends: svi, nested (Adam), star, fc, mf.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub checkpoint: Option<PathBuf>,
     /// Continue a run checkpointed to DIR (same other flags; checked) and keep
@@ -206,7 +224,8 @@ fn is_writer() -> bool {
 }
 
 /// Installs the SIGINT/SIGTERM handler: the first signal asks training to stop after the
-/// current step, a second one exits at once with 130. Installing twice is harmless.
+/// current step and starts the watchdog of a stuck step ([`STUCK_STEP_MULTIPLE`]), a
+/// second one exits at once with 130. Installing twice is harmless.
 pub fn install_interrupt_handler() {
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
@@ -218,7 +237,154 @@ pub fn install_interrupt_handler() {
         if is_writer() {
             eprintln!("\ninterrupt: finishing the current step, then saving (again to exit now)");
         }
+        let signalled = Instant::now();
+        let _ = std::thread::Builder::new()
+            .name("stuck-step watchdog".into())
+            .spawn(move || watch_for_a_stuck_step(signalled));
     });
+}
+
+/// A step that has not ended this many times the median of the split's earlier steps
+/// after a stop request counts as stuck (the module docs say what then happens).
+pub const STUCK_STEP_MULTIPLE: f64 = 20.0;
+
+/// The least time a stop request waits for the step in progress, seconds (also the wait
+/// when no step has ended yet, e.g. during a split's first step).
+pub const STUCK_STEP_MIN_SECONDS: f64 = 5.0;
+
+/// Durations of a split's steps kept for the median (the most recent ones).
+const STEP_WINDOW: usize = 256;
+
+/// What the watchdog of a stuck step knows of the split in training.
+struct StepClock {
+    /// A split is training: between [`SplitControl::new`] and its drop.
+    training: bool,
+    /// When the last step or checkpoint save of the split ended.
+    last: Option<Instant>,
+    /// Seconds of the split's most recent steps.
+    durations: std::collections::VecDeque<f64>,
+    /// A checkpoint save is being written (never cut short).
+    saving: bool,
+    /// The split's checkpoint file and the step of the state it holds, when checkpointing.
+    checkpoint: Option<(PathBuf, Option<usize>)>,
+}
+
+static CLOCK: Mutex<StepClock> = Mutex::new(StepClock {
+    training: false,
+    last: None,
+    durations: std::collections::VecDeque::new(),
+    saving: false,
+    checkpoint: None,
+});
+
+fn clock() -> std::sync::MutexGuard<'static, StepClock> {
+    CLOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long a stop request waits for the step in progress: [`STUCK_STEP_MULTIPLE`] times
+/// the median of `durations` (seconds), at least [`STUCK_STEP_MIN_SECONDS`].
+fn stuck_after(durations: &std::collections::VecDeque<f64>) -> (f64, Option<f64>) {
+    let mut v: Vec<f64> = durations.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    let median = (!v.is_empty()).then(|| {
+        let k = v.len() / 2;
+        if v.len() % 2 == 1 {
+            v[k]
+        } else {
+            0.5 * (v[k - 1] + v[k])
+        }
+    });
+    let wait = median.map_or(STUCK_STEP_MIN_SECONDS, |m| {
+        (STUCK_STEP_MULTIPLE * m).max(STUCK_STEP_MIN_SECONDS)
+    });
+    (wait, median)
+}
+
+/// Runs after the first stop request (see the module docs): while a split trains, once
+/// the wait of [`stuck_after`] has passed since the request AND since the last step or
+/// checkpoint save ended, with no save being written, the step in progress is stuck;
+/// the process then exits with 130 and says that the last checkpoint is intact. Ends
+/// without a word when no split is training.
+fn watch_for_a_stuck_step(signalled: Instant) {
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let c = clock();
+        if !c.training {
+            return;
+        }
+        if c.saving {
+            continue;
+        }
+        let (wait, median) = stuck_after(&c.durations);
+        let now = Instant::now();
+        let since_signal = (now - signalled).as_secs_f64();
+        let since_step = c.last.map_or(since_signal, |t| (now - t).as_secs_f64());
+        if since_signal < wait || since_step < wait {
+            continue;
+        }
+        if is_writer() {
+            let limit = median.map_or(
+                format!("{STUCK_STEP_MIN_SECONDS} s: no step of this split has ended yet"),
+                |m| {
+                    format!(
+                        "{STUCK_STEP_MULTIPLE} × the median step of {:.3} ms, at least \
+                         {STUCK_STEP_MIN_SECONDS} s",
+                        m * 1e3
+                    )
+                },
+            );
+            let kept = match &c.checkpoint {
+                Some((p, Some(step))) => format!(
+                    "The last checkpoint, {} (step {step}), is intact (a checkpoint is replaced \
+                     atomically, never written in place); rerun the same command with --resume \
+                     {} to continue from it",
+                    p.display(),
+                    p.parent()
+                        .map_or(String::new(), |d| d.display().to_string())
+                ),
+                Some((p, None)) => format!(
+                    "No checkpoint of this split had been saved yet ({} was not written); the \
+                     records of finished splits are kept",
+                    p.display()
+                ),
+                None => "Nothing of this split was saved (use --checkpoint DIR to make runs \
+                         resumable); the records of finished splits are kept"
+                    .to_string(),
+            };
+            eprintln!(
+                "error: interrupted: the training step in progress has not ended {since_signal:.1} s \
+                 after the stop request (the limit is {limit}): it looks stuck, so the run ends \
+                 without it. {kept}"
+            );
+        }
+        std::process::exit(130);
+    }
+}
+
+/// The step K of a test hook in the environment (not user settings; for the tests of the
+/// watchdog, of exact resume and of divergence with checkpoints):
+/// `DGP_BENCH_TEST_STALL_AT_STEP=K`: step K (0-based) of every split never returns to the
+/// executor, as a stuck step; `DGP_BENCH_TEST_DIVERGE_AT_STEP=K`: from step K on the
+/// objective reads as infinite, as after a divergence (the Adam steps of the fixtures
+/// diverge at their first step or never).
+fn test_hook(hook: Hook) -> Option<usize> {
+    static HOOKS: OnceLock<[Option<usize>; 2]> = OnceLock::new();
+    let read = |n: &str| std::env::var(n).ok().and_then(|v| v.parse().ok());
+    HOOKS.get_or_init(|| {
+        [
+            read("DGP_BENCH_TEST_STALL_AT_STEP"),
+            read("DGP_BENCH_TEST_DIVERGE_AT_STEP"),
+        ]
+    })[hook as usize]
+}
+
+/// The test hooks of [`test_hook`].
+#[derive(Clone, Copy)]
+enum Hook {
+    Stall = 0,
+    Diverge = 1,
 }
 
 /// Starts a checkpoint session from the flags, before any training: checks the flags,
@@ -390,8 +556,13 @@ pub struct SplitControl<'a> {
     resumable: bool,
     /// The checkpoint this split resumed from.
     resumed_from: Option<PathBuf>,
-    /// Learning rate of the split (named when training diverges).
-    learning_rate: f64,
+    /// The step of the state in the split's checkpoint file (resumed from or saved).
+    saved_step: Option<usize>,
+    /// A state handed over by the executor, not yet written: its text and its step.
+    pending: Option<(String, usize)>,
+    /// Learning rate of the split (named when training diverges); `None` for a backend
+    /// that does not use one.
+    learning_rate: Option<f64>,
     /// The first objective of the current phase.
     first_objective: Option<f64>,
     /// (step, objective) where training diverged.
@@ -432,21 +603,53 @@ impl<'a> SplitControl<'a> {
             error: None,
             resumable: check_backend(spec).is_ok(),
             resumed_from: None,
-            learning_rate: spec.learning_rate,
+            saved_step: None,
+            pending: None,
+            learning_rate: spec.recorded_learning_rate(),
             first_objective: None,
             diverged: None,
         };
-        let Some(session) = session else {
-            return Ok(control);
-        };
-        let path = split_path(&session.dir, spec, k);
-        if session.resume && path.exists() {
-            control.resume = Some(load_state(&path, &control.fingerprint)?);
-            control.resumed_from = Some(path.clone());
+        if let Some(session) = session {
+            let path = split_path(&session.dir, spec, k);
+            if session.resume && path.exists() {
+                let state = load_state(&path, &control.fingerprint)?;
+                control.saved_step = Some(state.steps_done);
+                // The divergence test compares with the first objective of the whole run,
+                // as in a run that was never interrupted.
+                control.first_objective = state.report.history.first().map(|&(_, v)| v);
+                control.resume = Some(state);
+                control.resumed_from = Some(path.clone());
+            }
+            control.path = Some(path);
+            control.every = session.every;
         }
-        control.path = Some(path);
-        control.every = session.every;
+        let mut c = clock();
+        c.training = true;
+        // The first step's time includes the model's build and the fit's set-up: not a
+        // step time for the median (a stop during them waits from the signal alone).
+        c.last = None;
+        c.durations.clear();
+        c.saving = false;
+        c.checkpoint = control.path.clone().map(|p| (p, control.saved_step));
+        drop(c);
         Ok(control)
+    }
+
+    /// Writes the pending state (atomically), keeping the step it holds.
+    fn write_pending(&mut self) -> Result<()> {
+        let (Some((text, done)), Some(path)) = (self.pending.take(), &self.path) else {
+            return Ok(());
+        };
+        clock().saving = true;
+        let written = write_atomic(path, &text);
+        let mut c = clock();
+        c.saving = false;
+        c.last = Some(Instant::now());
+        if written.is_ok() {
+            self.saved_step = Some(done);
+            c.checkpoint = Some((path.clone(), self.saved_step));
+        }
+        written
     }
 
     /// The checkpoint file this split resumed from, if any.
@@ -461,13 +664,35 @@ impl<'a> SplitControl<'a> {
                 p.display()
             )
         });
+        let cause = match self.learning_rate {
+            Some(lr) => format!(
+                "The learning rate (--lr {lr}) is likely too large{resumed}; try one ten times \
+                 smaller"
+            ),
+            None => format!(
+                "The backend's step settings (`dgp-bench backends` lists them) are likely too \
+                 aggressive{resumed}"
+            ),
+        };
+        // The diverged parameters are never saved (`save_run_state`).
+        let kept = match (&self.path, self.saved_step) {
+            (Some(p), Some(s)) => format!(
+                ". The checkpoint {} holds the last good state (step {s}), not the diverged \
+                 one; resuming it with the same settings would diverge again, so start afresh \
+                 with a smaller --lr in another --checkpoint directory",
+                p.display()
+            ),
+            (Some(p), None) => format!(
+                ". Nothing was saved to {} (the run diverged before its first checkpoint)",
+                p.display()
+            ),
+            (None, _) => String::new(),
+        };
         BenchError::Run {
             context: format!("{label}: training"),
             source: dgp_traits::Error::Numerical(format!(
                 "the objective diverged at step {step} ({value:e}, from {first:e} at the start); \
-                 stopped there. The learning rate (--lr {}) is likely too large{resumed}; try \
-                 one ten times smaller",
-                self.learning_rate
+                 stopped there. {cause}{kept}"
             )),
         }
     }
@@ -503,13 +728,15 @@ impl<'a> SplitControl<'a> {
     ///
     /// # Errors
     /// As described.
-    pub fn finish(self, label: &str) -> Result<()> {
-        if let Some(e) = self.error {
+    pub fn finish(mut self, label: &str) -> Result<()> {
+        if let Some(e) = self.error.take() {
             return Err(e);
         }
         if let Some((step, value, first)) = self.diverged {
             return Err(self.divergence(label, step, value, first));
         }
+        // The state after the last step (the end, or a stop request).
+        self.write_pending()?;
         if stop_requested() {
             let saved = match &self.path {
                 Some(p) if self.asked.get() => format!(
@@ -541,6 +768,12 @@ impl<'a> SplitControl<'a> {
             )));
         }
         Ok(())
+    }
+}
+
+impl Drop for SplitControl<'_> {
+    fn drop(&mut self) {
+        clock().training = false;
     }
 }
 
@@ -627,12 +860,41 @@ fn config_message(e: &dgp_traits::Error) -> String {
 
 impl FitObserver for SplitControl<'_> {
     fn on_step(&mut self, step: usize, total: usize, objective: f64) {
+        {
+            let mut c = clock();
+            let now = Instant::now();
+            if let Some(t) = c.last {
+                if c.durations.len() == STEP_WINDOW {
+                    c.durations.pop_front();
+                }
+                c.durations.push_back((now - t).as_secs_f64());
+            }
+            c.last = Some(now);
+        }
+        if test_hook(Hook::Stall) == Some(step) {
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        let objective = match test_hook(Hook::Diverge) {
+            Some(k) if step >= k => f64::INFINITY,
+            _ => objective,
+        };
         self.inner.on_step(step, total, objective);
         let first = *self.first_objective.get_or_insert(objective);
         let exploded =
             !objective.is_finite() || objective.abs() > DIVERGENCE_FACTOR * first.abs().max(1.0);
         if exploded && self.diverged.is_none() {
             self.diverged = Some((step, objective, first));
+        }
+        // The objective of step `step` is that of the parameters after `step` steps: a
+        // state saved after them is good when it did not diverge, and is written now.
+        if self.pending.as_ref().is_some_and(|(_, done)| *done <= step) {
+            if self.diverged.is_some() {
+                self.pending = None;
+            } else if let Err(e) = self.write_pending() {
+                self.error = Some(e);
+            }
         }
     }
 
@@ -642,7 +904,7 @@ impl FitObserver for SplitControl<'_> {
     }
 
     fn should_stop(&self) -> bool {
-        stop_requested() || self.diverged.is_some()
+        stop_requested() || self.diverged.is_some() || self.error.is_some()
     }
 
     fn checkpoint_every(&self) -> usize {
@@ -652,22 +914,17 @@ impl FitObserver for SplitControl<'_> {
         self.every
     }
 
+    /// Keeps `state` to be written once the objective of its parameters is known not to
+    /// have diverged (the next step's, see `on_step`), or when the fit ends without a
+    /// failure ([`SplitControl::finish`]): a diverged state never replaces the last good
+    /// one.
     fn save_run_state(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        if !is_writer() {
+        if self.path.is_none() || !is_writer() || self.diverged.is_some() {
             return Ok(());
         }
         let text = checkpoint_text(&self.fingerprint, state)?;
-        write_atomic(path, &text).map_err(|e| {
-            let msg = e.one_line();
-            self.error = Some(e);
-            dgp_traits::Error::Io {
-                path: path.clone(),
-                source: std::io::Error::other(msg),
-            }
-        })
+        self.pending = Some((text, state.steps_done));
+        Ok(())
     }
 
     fn take_run_state(&mut self) -> Option<RunState> {

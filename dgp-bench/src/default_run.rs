@@ -89,11 +89,15 @@ impl DefaultRunOptions {
                 .map(|&l| model_label(l))
                 .collect();
             lines.push(format!(
-                "{}: {} with M = {}, Adam lr {}, batch min(N, {}), {} steps (concrete) / {} steps (step), {} predictive samples",
+                "{}: {} with M = {}, {}, batch min(N, {}), {} steps (concrete) / {} steps (step), {} predictive samples",
                 b.name(),
                 models.join(", "),
                 q.num_inducing,
-                q.learning_rate,
+                if b.capabilities().uses_learning_rate {
+                    format!("Adam lr {}", q.learning_rate)
+                } else {
+                    "no learning rate".to_string()
+                },
                 q.batch_cap,
                 q.steps,
                 q.steps_1d,
@@ -137,7 +141,9 @@ struct BackendSettings {
     steps: usize,
     steps_1d: usize,
     batch_cap: usize,
-    learning_rate: f64,
+    /// Omitted for a backend that does not use one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    learning_rate: Option<f64>,
     predict_samples: usize,
 }
 
@@ -300,7 +306,10 @@ fn settings_of(opts: &DefaultRunOptions) -> DefaultSettings {
                     steps: q.steps,
                     steps_1d: q.steps_1d,
                     batch_cap: q.batch_cap,
-                    learning_rate: q.learning_rate,
+                    learning_rate: b
+                        .capabilities()
+                        .uses_learning_rate
+                        .then_some(q.learning_rate),
                     predict_samples: q.predict_samples,
                 }
             })

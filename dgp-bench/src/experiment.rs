@@ -81,9 +81,10 @@ pub struct SplitRecord {
     /// Minibatch size actually used (`min(batch, N_train)`).
     #[serde(default)]
     pub batch_size: usize,
-    /// Adam learning rate.
-    #[serde(default)]
-    pub learning_rate: f64,
+    /// Adam learning rate; `None` (omitted) for a backend that does not use one
+    /// ([`dgp_traits::backend::Capabilities::uses_learning_rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
     /// Training samples ([`crate::backends::ArchSpec::train_samples`]).
     #[serde(default)]
     pub train_samples: usize,
@@ -267,7 +268,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         num_inducing: spec.arch.num_inducing,
         hidden_width: spec.arch.hidden_width,
         batch_size,
-        learning_rate: spec.learning_rate,
+        learning_rate: spec.recorded_learning_rate(),
         train_samples: spec.arch.train_samples,
         predict_samples: spec.arch.predict_samples,
         seed: spec.seed,

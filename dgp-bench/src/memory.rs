@@ -1,8 +1,9 @@
-//! The memory budget of a run (issue 37): before any allocation, each experiment's peak
-//! memory is estimated from its shapes and a run whose estimate exceeds the budget is
-//! refused with an error naming the flag that dominates the estimate, so that no flag
-//! value the command line accepts ends in an allocation failure inside the linear algebra
-//! or the allocator.
+//! The memory budget of `run` and `time` (issue 37): before any allocation, the peak
+//! memory of each experiment (of `run`) or timed backend (of `time`) is estimated from its
+//! shapes and one whose estimate exceeds the budget is refused with an error naming the
+//! flag that dominates the estimate (as the subcommand spells it), so that no flag value
+//! the command line accepts ends in an allocation failure inside the linear algebra or
+//! the allocator.
 //!
 //! * **Budget.** `--memory-budget SIZE` (`800M`, `4G`, `1.5GiB`, bytes), default 90 % of
 //!   the machine's available memory (`MemAvailable` of `/proc/meminfo`); where that cannot
@@ -189,8 +190,9 @@ pub fn fmt_bytes(b: f64) -> String {
     format!("{v:.1} {}", units[i])
 }
 
-/// Refuses an experiment (`label`, with the flag values `values` as typed) whose estimate
-/// exceeds `budget`.
+/// Refuses an experiment (`label`) whose estimate exceeds `budget`; `flag_of` gives, for
+/// a part of the estimate (named by `run`'s flag), the flag as the subcommand spells it
+/// and its value.
 ///
 /// # Errors
 /// [`BenchError::Usage`] naming the dominating flag, the estimate and the budget.
@@ -198,7 +200,7 @@ pub fn check(
     label: &str,
     shape: &Shape<'_>,
     budget: Option<&(f64, String)>,
-    value_of: impl Fn(&str) -> String,
+    flag_of: impl Fn(&str) -> (String, String),
 ) -> Result<()> {
     let Some((limit, origin)) = budget else {
         return Ok(());
@@ -207,15 +209,98 @@ pub fn check(
     if e.total <= *limit {
         return Ok(());
     }
-    let (flag, part) = e.parts[0];
+    let (part_flag, part) = e.parts[0];
+    let (flag, value) = flag_of(part_flag);
     Err(BenchError::Usage(format!(
-        "{flag} {}: {label} would need about {} of memory ({} of it for {flag}), over the \
+        "{flag} {value}: {label} would need about {} of memory ({} of it for {flag}), over the \
          budget of {} ({origin}); lower {flag}",
-        value_of(flag),
         fmt_bytes(e.total),
         fmt_bytes(part),
         fmt_bytes(*limit)
     )))
+}
+
+/// One model of a subcommand, as the memory check sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Experiment<'a> {
+    /// The backend.
+    pub backend: &'a crate::backends::BackendEntry,
+    /// Its architecture and sample counts.
+    pub arch: &'a crate::backends::ArchSpec,
+    /// Input columns of the data.
+    pub input_dim: usize,
+    /// Training rows (the largest split's).
+    pub n_train: usize,
+    /// Test rows (the largest split's).
+    pub n_test: usize,
+    /// Minibatch rows (at most `n_train`).
+    pub batch: usize,
+}
+
+/// Which subcommand's flags an error names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flags {
+    /// `run`: `--train-samples` (training), `--samples` (prediction).
+    Run,
+    /// `time`: `--samples` (training), `--predict-samples` (prediction).
+    Time,
+}
+
+/// [`check`] for one experiment, before anything of it is allocated.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the flag (as `flags` spells it) that dominates the
+/// estimate.
+pub fn check_experiment(
+    budget: Option<&(f64, String)>,
+    e: &Experiment<'_>,
+    flags: Flags,
+) -> Result<()> {
+    let a = e.arch;
+    let components = e.backend.capabilities().samples_are_components;
+    let shape = Shape {
+        backend: e.backend.name(),
+        layers: a.layers,
+        m: a.num_inducing,
+        d: e.input_dim,
+        hidden: a.hidden_width,
+        n_train: e.n_train,
+        n_test: e.n_test,
+        batch: e.batch.min(e.n_train.max(1)),
+        train_samples: a.train_samples,
+        predict_samples: a.predict_samples,
+        samples_are_components: components,
+    };
+    let label = format!(
+        "{} {}",
+        e.backend.name(),
+        crate::experiment::model_label(a.layers)
+    );
+    check(&label, &shape, budget, |part| {
+        let (flag, value) = match part {
+            "--inducing" => ("--inducing", a.num_inducing),
+            "--batch" => ("--batch", shape.batch),
+            "--train-samples" => (
+                if flags == Flags::Time {
+                    "--samples"
+                } else {
+                    "--train-samples"
+                },
+                a.train_samples,
+            ),
+            // `--samples`: dspp's sites (training and prediction alike), or prediction.
+            _ if components => ("--samples", a.predict_samples),
+            _ => (
+                if flags == Flags::Time {
+                    "--predict-samples"
+                } else {
+                    "--samples"
+                },
+                a.predict_samples,
+            ),
+        };
+        (flag.to_string(), value.to_string())
+    })
 }
 
 #[cfg(test)]

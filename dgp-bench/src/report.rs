@@ -365,7 +365,7 @@ pub(crate) mod tests {
             num_inducing: 5,
             hidden_width: None,
             batch_size: 10,
-            learning_rate: 0.01,
+            learning_rate: Some(0.01),
             train_samples: 1,
             predict_samples: 10,
             seed: 0,

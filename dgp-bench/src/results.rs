@@ -715,7 +715,7 @@ mod tests {
         s1.settings
             .insert("beta".into(), serde_json::Value::from(1.0));
         let mut lr = record("boston", 2, 3, 50.0);
-        lr.learning_rate = 0.03;
+        lr.learning_rate = Some(0.03);
         fs::write(
             dir.join("a/x.jsonl"),
             lines(&[record("boston", 2, 0, 1.0), s1, lr]),

@@ -71,6 +71,15 @@ impl<'a> ExperimentSpec<'a> {
         }
     }
 
+    /// The learning rate as records state it: `None` for a backend that never reads one
+    /// ([`dgp_traits::backend::Capabilities::uses_learning_rate`]).
+    pub fn recorded_learning_rate(&self) -> Option<f64> {
+        self.backend
+            .capabilities()
+            .uses_learning_rate
+            .then_some(self.learning_rate)
+    }
+
     /// Checks the ranges of every setting, and the backend-specific settings with the
     /// backend ([`BackendEntry::check`]).
     ///

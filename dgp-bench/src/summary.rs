@@ -135,7 +135,11 @@ pub fn run_config(r: &SplitRecord) -> RunConfig {
                 r.batch_size.to_string()
             },
         ),
-        ("lr".into(), r.learning_rate.to_string()),
+        (
+            "lr".into(),
+            r.learning_rate
+                .map_or_else(|| "unused".into(), |v| v.to_string()),
+        ),
         ("S_train".into(), r.train_samples.to_string()),
         ("S_test".into(), r.predict_samples.to_string()),
         ("max steps".into(), r.max_steps.to_string()),
@@ -300,7 +304,7 @@ mod tests {
         let a0 = record("boston", 2, 0, 1.0);
         let a1 = record("boston", 2, 1, 3.0);
         let mut b0 = record("boston", 2, 0, 10.0);
-        b0.learning_rate = 0.03;
+        b0.learning_rate = Some(0.03);
         let mut b1 = b0.clone();
         b1.split = 1;
         b1.nll = 20.0;

@@ -118,8 +118,10 @@ pub struct BackendTiming {
     pub train_samples: usize,
     /// Prediction mixture components requested.
     pub predict_samples: usize,
-    /// Learning rate handed to `fit`.
-    pub learning_rate: f64,
+    /// Learning rate handed to `fit`; `None` (omitted) for a backend that does not use
+    /// one ([`dgp_traits::backend::Capabilities::uses_learning_rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
     /// Trainable parameters.
     pub n_params: usize,
     /// Steps the fit ran (warm-up included).
@@ -381,7 +383,11 @@ fn backend_timing(
         batch_size: b.batch_size.min(n_train),
         train_samples: b.arch.train_samples,
         predict_samples: b.arch.predict_samples,
-        learning_rate: b.learning_rate,
+        learning_rate: b
+            .backend
+            .capabilities()
+            .uses_learning_rate
+            .then_some(b.learning_rate),
         n_params: o.model.params().num_free(),
         settings: b.arch.settings.clone(),
         fit_steps: o.steps_run,

@@ -8,14 +8,18 @@
 mod common;
 
 use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use common::{Scratch, bench, csv_text, stderr, stdout, tree_hashes, write_csv, write_uci};
 
-/// One catalogue case: a name, the arguments and the words the message must hold.
+/// One catalogue case: a name, the arguments, the words the message must hold and the
+/// test hooks of its environment (`DGP_BENCH_TEST_*`, see `dgp_bench::checkpointing`).
 struct Case {
     name: &'static str,
     args: Vec<String>,
     needles: Vec<&'static str>,
+    env: Vec<(&'static str, String)>,
 }
 
 fn case<S: AsRef<str>>(name: &'static str, args: &[S], needles: &[&'static str]) -> Case {
@@ -23,7 +27,68 @@ fn case<S: AsRef<str>>(name: &'static str, args: &[S], needles: &[&'static str])
         name,
         args: args.iter().map(|s| s.as_ref().to_string()).collect(),
         needles: needles.to_vec(),
+        env: Vec::new(),
     }
+}
+
+impl Case {
+    /// The case with `key=value` in the environment of the binary.
+    fn with_env(mut self, key: &'static str, value: &str) -> Case {
+        self.env.push((key, value.to_string()));
+        self
+    }
+}
+
+/// How long one case may run before it counts as hung (the slowest ones train a few
+/// steps on 40 rows; all are refused in well under a second on two cores).
+const CASE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the binary with `args` and `env` (no backtraces), killing it after `timeout`:
+/// the output, or `None` when it had to be killed.
+fn bench_with_timeout(
+    args: &[&str],
+    env: &[(&'static str, String)],
+    timeout: Duration,
+) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dgp-bench");
+    // Read both pipes while waiting, so a chatty child never blocks on a full pipe.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let read_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut v);
+        v
+    });
+    let read_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut v);
+        v
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if t0.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (stdout, stderr) = (read_out.join().unwrap(), read_err.join().unwrap());
+    status.map(|status| Output {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
 /// A copy of the good UCI folder at `dir` with `file` replaced by `contents`.
@@ -500,6 +565,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         ),
     ];
     cases.extend(reliability_cases(s, &u));
+    cases.extend(second_pass_cases(s, &u));
     if cfg!(unix) {
         cases.push(case(
             "--json a dangling symlink",
@@ -847,10 +913,229 @@ fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
     cases
 }
 
+/// The state file of the tiny checkpointed svi run in `dir`, as JSON.
+fn ck_state(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("svi-L2-split0.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The cases of issue 37 that the first pass left: settings a backend ignores (`--lr` of
+/// dgps and sghmc, `--steps` over dgps's `max_iters`), `time`'s memory budget, lines
+/// without a bound in the data readers, and a diverged run that must not replace its
+/// last good checkpoint.
+fn second_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
+    // Data lines over the bound of dgp_traits::data::MAX_LINE_BYTES (1 MiB).
+    let limit = dgp_traits::data::MAX_LINE_BYTES;
+    let long_row = format!("1 2 3\n{}\n", "1 ".repeat(limit / 2 + 1));
+    let long_uci = uci_with(s, "u_longline", "data.txt", &long_row);
+    let blank_line = format!("0\n{}\n1\n", " ".repeat(limit + 1));
+    let long_split = uci_with(s, "u_longsplit", "splits/index_train_0.txt", &blank_line);
+    let long_csv = file(
+        s,
+        "longline.csv",
+        &format!("a,y\n1,2\n{}", "1".repeat(limit + 1)),
+    );
+    // A data.txt without end and without a line break.
+    let zero_uci = s.s("u_zero");
+    write_uci(&s.path("u_zero"));
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(s.path("u_zero/data.txt")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", s.path("u_zero/data.txt")).unwrap();
+    }
+    // A checkpointed run whose objective diverges at step 10 (the test hook; the Adam
+    // steps of these fixtures diverge at their first step or never): the checkpoint
+    // must hold the state of step 5, the last one whose objective was seen not to
+    // diverge, and the message must say so.
+    let ckdiv = s.s("ck_div");
+    let div_args = ck_run(u, &["--checkpoint", &ckdiv, "--checkpoint-every", "5"]);
+    let o = bench_with_timeout(
+        &div_args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[("DGP_BENCH_TEST_DIVERGE_AT_STEP", "10".to_string())],
+        CASE_TIMEOUT,
+    )
+    .expect("the diverging run ends");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("diverged at step 10") && err.contains("holds the last good state (step 5)"),
+        "{err}"
+    );
+    let saved = ck_state(&s.path("ck_div"));
+    assert_eq!(
+        saved["state"]["steps_done"], 5,
+        "the last good state is kept"
+    );
+    let resume_div = ck_run(u, &["--resume", &ckdiv, "--checkpoint-every", "5"]);
+    let fresh_div = ck_run(
+        u,
+        &[
+            "--lr",
+            "1e6",
+            "--checkpoint",
+            &s.s("ck_div_fresh"),
+            "--checkpoint-every",
+            "1",
+        ],
+    );
+    let mut cases = vec![
+        case(
+            "--lr for dgps, which uses no learning rate",
+            &["run", "--data", u, "--backend", "dgps", "--lr", "0.1"],
+            &["--lr 0.1", "dgps does not use a learning rate", "drop --lr"],
+        ),
+        case(
+            "--lr for sghmc, which uses no learning rate",
+            &["run", "--data", u, "--backend", "sghmc", "--lr", "0.1"],
+            &["--lr 0.1", "sghmc does not use a learning rate"],
+        ),
+        case(
+            "--lr for svi and dgps together",
+            &["run", "--data", u, "--backend", "svi,dgps", "--lr", "0.1"],
+            &["dgps does not use a learning rate", "separate run"],
+        ),
+        case(
+            "time --lr for dgps",
+            &["time", "--data", u, "--backend", "dgps", "--lr", "0.1"],
+            &["--lr 0.1", "dgps does not use a learning rate"],
+        ),
+        case(
+            "stream --lr for dgps (in memory)",
+            &[
+                "stream",
+                "--train",
+                "/no/such.rows",
+                "--test",
+                "/no/such.rows",
+                "--backend",
+                "dgps",
+                "--in-memory",
+                "--lr",
+                "0.1",
+            ],
+            &["--lr 0.1", "dgps does not use a learning rate"],
+        ),
+        case(
+            "stream --steps over dgps's max_iters (in memory)",
+            &[
+                "stream",
+                "--train",
+                "/no/such.rows",
+                "--test",
+                "/no/such.rows",
+                "--backend",
+                "dgps",
+                "--in-memory",
+                "--steps",
+                "2000",
+            ],
+            &["--steps 2000", "max_iters = 1000"],
+        ),
+        case(
+            "--steps over dgps's max_iters",
+            &["run", "--data", u, "--backend", "dgps", "--steps", "5000"],
+            &[
+                "--steps 5000",
+                "max_iters = 1000",
+                "--set dgps:max_iters=5000",
+            ],
+        ),
+        case(
+            "--steps over a lowered max_iters",
+            &[
+                "run",
+                "--data",
+                u,
+                "--backend",
+                "dgps",
+                "--set",
+                "max_iters=50",
+                "--steps",
+                "100",
+            ],
+            &["--steps 100", "max_iters = 50"],
+        ),
+        case(
+            "time --inducing 10000 (over the memory budget)",
+            &[
+                "time",
+                "--data",
+                u,
+                "--inducing",
+                "10000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--inducing 10000", "memory", "--memory-budget 4G"],
+        ),
+        case(
+            "time --samples 1000000 (training samples over the memory budget)",
+            &[
+                "time",
+                "--data",
+                u,
+                "--samples",
+                "1000000",
+                "--memory-budget",
+                "4G",
+            ],
+            &["--samples 1000000", "memory"],
+        ),
+        case(
+            "time --predict-samples 100000000 (over the default memory budget)",
+            &["time", "--data", u, "--predict-samples", "100000000"],
+            &["--predict-samples 100000000", "memory", "MemAvailable"],
+        ),
+        case(
+            "UCI data.txt with a line over 1 MiB",
+            &["run", "--data", &long_uci],
+            &["data.txt:2:", "longer than 1048576 bytes"],
+        ),
+        case(
+            "UCI split file with a line over 1 MiB",
+            &["run", "--data", &long_split, "--steps", "1"],
+            &["index_train_0.txt:2:", "longer than 1048576 bytes"],
+        ),
+        case(
+            "CSV body line over 1 MiB",
+            &["run", "--data", &long_csv],
+            &["longline.csv:3:", "longer than 1048576 bytes"],
+        ),
+        case(
+            "a diverged resume keeps the last good checkpoint",
+            &resume_div,
+            &[
+                "diverged at step 10",
+                "--lr 0.01",
+                "holds the last good state (step 5)",
+            ],
+        )
+        .with_env("DGP_BENCH_TEST_DIVERGE_AT_STEP", "10"),
+        case(
+            "a run diverging before its first checkpoint saves nothing",
+            &fresh_div,
+            &["diverged at step 1", "--lr 1000000", "Nothing was saved"],
+        ),
+    ];
+    if cfg!(unix) {
+        cases.push(case(
+            "UCI data.txt linked to /dev/zero",
+            &["run", "--data", &zero_uci],
+            &["data.txt:1:", "longer than 1048576 bytes"],
+        ));
+    }
+    cases
+}
+
 fn check_case(s: &Scratch, c: &Case) -> Result<(), String> {
     let before = tree_hashes(&s.0);
     let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
-    let o = bench(&args);
+    let Some(o) = bench_with_timeout(&args, &c.env, CASE_TIMEOUT) else {
+        return Err(format!(
+            "{}: still running after {CASE_TIMEOUT:?}, killed (dgp-bench {:?})",
+            c.name, c.args
+        ));
+    };
     let err = stderr(&o);
     let out = stdout(&o);
     let mut problems = Vec::new();
@@ -896,7 +1181,8 @@ fn check_case(s: &Scratch, c: &Case) -> Result<(), String> {
 fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
     let s = Scratch::new("catalogue");
     let cases = catalogue(&s);
-    assert!(cases.len() >= 40, "{} cases", cases.len());
+    // 77 cases before issue 37, 125 after it (on Linux).
+    assert!(cases.len() >= 115, "{} cases", cases.len());
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|c| check_case(&s, c).err())
@@ -904,7 +1190,8 @@ fn bad_input_catalogue_fails_early_with_clear_messages_and_no_damage() {
     if std::env::var_os("DGP_PRINT_CATALOGUE").is_some() {
         for c in &cases {
             let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
-            let msg = stderr(&bench(&args));
+            let msg = bench_with_timeout(&args, &c.env, CASE_TIMEOUT)
+                .map_or("(hung)".to_string(), |o| stderr(&o));
             let root = s.0.to_str().unwrap();
             println!(
                 "| {} | `{}` |",
@@ -1129,4 +1416,114 @@ fn outputs_keep_symlinks_and_devices() {
             "/dev/null is still a device"
         );
     }
+}
+
+/// A step that never ends does not block SIGTERM (issue 37): the run is stopped while
+/// its step 12 is stuck (the test hook `DGP_BENCH_TEST_STALL_AT_STEP`), after the
+/// checkpoint of step 10; the stop request waits max(20 × the median step, 5 s) for the
+/// step, then the process exits with 130, saying that the checkpoint is intact, and the
+/// checkpoint is byte for byte what it was. Resuming it gives the records of a run that
+/// was never interrupted. Before the watchdog, the run waited for the step forever.
+#[cfg(unix)]
+#[test]
+fn sigterm_during_a_stuck_step_exits_and_keeps_the_checkpoint() {
+    let s = Scratch::new("stuck");
+    write_uci(&s.path("uci"));
+    let u = s.s("uci");
+    let ck = s.s("ck");
+    let flags = |extra: &[&str]| -> Vec<String> {
+        let mut v = ck_run(&u, &["--checkpoint-every", "5"]);
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let reference = flags(&["--json", &s.s("ref.jsonl")]);
+    let o = bench(&reference.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stuck = flags(&["--checkpoint", &ck, "--json", &s.s("run.jsonl")]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+        .args(&stuck)
+        .env("DGP_BENCH_TEST_STALL_AT_STEP", "12")
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let file = s.path("ck/svi-L2-split0.json");
+    let t0 = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+            && v["state"]["steps_done"] == 10
+        {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended");
+        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Stuck in step 12 by now (steps take well under a millisecond).
+    std::thread::sleep(Duration::from_millis(300));
+    let before = std::fs::read(&file).unwrap();
+    let t = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let deadline = Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("SIGTERM did not end a run stuck in a step within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let waited = t.elapsed();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        waited >= Duration::from_secs_f64(dgp_bench::checkpointing::STUCK_STEP_MIN_SECONDS - 0.5)
+            && waited < Duration::from_secs(20),
+        "waited {waited:?}: {err}"
+    );
+    assert!(
+        err.contains("looks stuck")
+            && err.contains("svi-L2-split0.json (step 10), is intact")
+            && err.contains("--resume"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the checkpoint changed"
+    );
+    // The intact checkpoint resumes to the uninterrupted run's records.
+    let resume = flags(&["--resume", &ck, "--json", &s.s("run.jsonl")]);
+    let o = bench(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let strip = |p: &Path| -> Vec<serde_json::Value> {
+        json_lines(p)
+            .into_iter()
+            .map(|mut v| {
+                let o = v.as_object_mut().unwrap();
+                for k in [
+                    "train_seconds",
+                    "predict_seconds",
+                    "wall_seconds",
+                    "peak_rss_mib",
+                    "command",
+                ] {
+                    o.remove(k);
+                }
+                v
+            })
+            .collect()
+    };
+    assert_eq!(strip(&s.path("run.jsonl")), strip(&s.path("ref.jsonl")));
 }

@@ -159,6 +159,8 @@ impl ConfigBackend for DsppBackend {
             samples_in_prediction: "quadrature sites S (QR3: S mixture components; QR1/QR2: S^W), in training and prediction",
             samples_in_training: "quadrature sites S, as in prediction",
             samples_are_components: true,
+            uses_learning_rate: true,
+            steps_capped_by: None,
         }
     }
 
@@ -238,6 +240,8 @@ impl ConfigBackend for PpgprBackend {
             samples_in_prediction: "ignored: the predictive is one Gaussian",
             samples_in_training: "ignored",
             samples_are_components: true,
+            uses_learning_rate: true,
+            steps_capped_by: None,
         }
     }
 

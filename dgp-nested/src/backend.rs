@@ -63,6 +63,9 @@ impl ConfigBackend for NestedBackend {
             samples_in_prediction: "ignored: the default prediction is one moment-matched Gaussian per point (NestedConfig::predict)",
             samples_in_training: "ignored: moments are propagated deterministically",
             samples_are_components: false,
+            // Adam's step size; with `optimiser: lbfgs`, its warm-up's.
+            uses_learning_rate: true,
+            steps_capped_by: None,
         }
     }
 

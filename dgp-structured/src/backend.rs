@@ -102,6 +102,8 @@ impl ConfigBackend for StructuredBackend {
             samples_in_prediction: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
             samples_are_components: false,
+            uses_learning_rate: true,
+            steps_capped_by: None,
         }
     }
 

@@ -74,6 +74,8 @@ impl ConfigBackend for SviBackend {
             samples_in_prediction: "Monte Carlo samples of the hidden layers = predictive mixture components (eq. 18; L = 1 gives one Gaussian)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (SviConfig::train_samples, eq. 17)",
             samples_are_components: false,
+            uses_learning_rate: true,
+            steps_capped_by: None,
         }
     }
 

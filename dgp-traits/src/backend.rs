@@ -135,6 +135,17 @@ pub struct Capabilities {
     /// The sample count sets the number of mixture components OF THE MODEL (dspp's
     /// quadrature sites), used in training and prediction alike.
     pub samples_are_components: bool,
+    /// `fit` reads [`FitConfig::learning_rate`] in at least one configuration (Adam, a
+    /// warm-up before L-BFGS). `false` is a promise: whatever the configuration, `fit`
+    /// never reads it (an L-BFGS fit, a sampler with its own step sizes), so a harness
+    /// must neither pass a user's learning rate to it as if it mattered nor record one.
+    pub uses_learning_rate: bool,
+    /// The top-level setting (a non-negative integer field of the backend's configuration)
+    /// whose value caps [`FitConfig::steps`]: `fit` runs at most `min(steps, value)` steps
+    /// (dgps: `max_iters`, the L-BFGS iterations per restart). `None`: `fit` runs the
+    /// steps it is given (fewer only when early stopping or convergence ends it). Read
+    /// the cap of a run with [`step_cap`].
+    pub steps_capped_by: Option<&'static str>,
 }
 
 impl Capabilities {
@@ -142,6 +153,20 @@ impl Capabilities {
     pub fn supports(&self, family: LikelihoodFamily) -> bool {
         self.likelihoods.contains(&family)
     }
+}
+
+/// The most steps `backend`'s `fit` runs with `settings` ([`Capabilities::steps_capped_by`]):
+/// the setting's value in `settings`, else its default; `None` when the backend has no
+/// cap (or the value is not a non-negative integer, which [`Backend::check`] refuses).
+pub fn step_cap(backend: &dyn Backend, settings: &Settings) -> Option<usize> {
+    let key = backend.capabilities().steps_capped_by?;
+    let value = settings
+        .get(key)
+        .cloned()
+        .or_else(|| backend.default_setting(key))?;
+    value
+        .as_u64()
+        .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
 }
 
 /// An inference backend as a harness sees it.

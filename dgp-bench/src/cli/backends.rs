@@ -6,15 +6,28 @@ use crate::backends::backends;
 pub(super) fn cmd_backends() {
     for b in backends() {
         let d = b.defaults;
+        let caps = b.capabilities();
         println!("{}: {}", b.name(), b.description());
+        let cap = caps.steps_capped_by.map_or(String::new(), |key| {
+            format!(
+                " (at most its setting {key}: {})",
+                b.backend
+                    .default_setting(key)
+                    .map_or("?".to_string(), |v| v.to_string())
+            )
+        });
         println!(
-            "    run defaults: M = {}, {}, Adam lr {}, batch min(N, {}), {} training sample(s), {} predictive samples",
+            "    run defaults: M = {}, {}{cap}, {}, batch min(N, {}), {} training sample(s), {} predictive samples",
             d.num_inducing,
             d.epochs.map_or(format!("{} steps", d.steps), |e| format!(
                 "{e} epochs (at least {} steps)",
                 d.steps
             )),
-            d.learning_rate,
+            if caps.uses_learning_rate {
+                format!("Adam lr {}", d.learning_rate)
+            } else {
+                "no learning rate (--lr is refused)".to_string()
+            },
             d.batch_cap,
             d.train_samples,
             d.predict_samples

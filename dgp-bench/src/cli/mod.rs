@@ -15,6 +15,18 @@
 //! ignored: they would silently do nothing. A key that appears twice in one object of the
 //! `--config` JSON is an error (serde_json would keep the last one silently); a UTF-8
 //! byte-order mark at the start of the file is ignored (RFC 8259 §8.1 allows it).
+//!
+//! Settings a backend ignores (issue 37) are refused, never recorded as used. Each backend
+//! declares in its [`dgp_traits::backend::Capabilities`] whether its fit reads a learning
+//! rate (`uses_learning_rate`) and which of its settings caps its steps
+//! (`steps_capped_by`); the bench keeps no lists of backend names. `--lr` given for a run
+//! with a backend that uses none (dgps, sghmc) is an error (refused rather than applied to
+//! the other backends of the run with a warning: a warning scrolls past, and records of
+//! separate runs merge in one table anyway); without `--lr`, the records and reports of
+//! such a backend state no learning rate at all. `run --steps` above a backend's cap (dgps:
+//! `max_iters`, its L-BFGS iterations per restart) is an error naming the setting that
+//! raises it; a default step count above the cap is lowered to it, so the records state
+//! what the fit can run.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -148,7 +160,8 @@ fn nonzero(name: &str, v: usize) -> Result<usize> {
 #[derive(Debug, Clone, Args)]
 pub struct DataFlags {
     /// Data: a UCI folder (published splits), a CSV file with a header (random 90/10
-    /// splits), builtin:concrete or builtin:step.
+    /// splits), builtin:concrete or builtin:step. A line longer than 1 MiB in any of the
+    /// files is an error naming the file and the line (read no further).
     #[arg(long)]
     pub data: String,
     /// Target column of a CSV file (default: the last column).
@@ -174,7 +187,8 @@ pub struct ModelFlags {
     /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Adam learning rate [default: backend's; svi: 0.01].
+    /// Adam learning rate [default: backend's; svi: 0.01]; refused for a backend that uses
+    /// none (dgps, sghmc: see `dgp-bench backends`).
     #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,
     /// Quadrature rule of dspp: qr1, qr2 or qr3 [default: qr3]; other backends ignore it
@@ -214,6 +228,46 @@ impl ModelFlags {
                 "--lr must be a finite number > 0, got {lr}"
             )))
         }
+    }
+
+    /// Refuses a `--lr` given for a run with a backend that never reads a learning rate
+    /// ([`dgp_traits::backend::Capabilities::uses_learning_rate`]): the flag would do
+    /// nothing for it, yet look used. Refused rather than applied to the other backends of
+    /// the run with a warning: a warning scrolls past, and the records of separate runs
+    /// merge in one table anyway (`dgp-bench table`).
+    fn refuse_unused_lr(&self, backends: &[&BackendEntry]) -> Result<()> {
+        let Some(lr) = self.lr else {
+            return Ok(());
+        };
+        let (unused, used): (Vec<&BackendEntry>, Vec<&BackendEntry>) = backends
+            .iter()
+            .partition(|b| !b.capabilities().uses_learning_rate);
+        if unused.is_empty() {
+            return Ok(());
+        }
+        let names = unused
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (verb, own) = if unused.len() == 1 {
+            ("does", "its")
+        } else {
+            ("do", "their")
+        };
+        let instead = if used.is_empty() {
+            "drop --lr".to_string()
+        } else {
+            format!(
+                "drop --lr, or run {names} in a separate run (`dgp-bench table` merges the \
+                 records of several runs)"
+            )
+        };
+        Err(BenchError::Usage(format!(
+            "--lr {lr}: {names} {verb} not use a learning rate ({own} fit never reads one; \
+             `dgp-bench backends` lists {own} settings), so --lr would do nothing for {names} \
+             and only look used; {instead}"
+        )))
     }
 
     /// `--batch`, or the backend's cap; at least 1.
@@ -505,6 +559,33 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     };
     b.check(&arch)?;
     Ok(arch)
+}
+
+/// The steps of `run` for backend `b` with `settings`: `given` (`--steps`), refused above
+/// the backend's cap ([`dgp_traits::backend::Capabilities::steps_capped_by`]: its fit
+/// would stop there without a word), or `default`, lowered to the cap so that the
+/// records state the steps the fit can run. (`time` has no such check: its steps are
+/// the fit's reported steps, for an L-BFGS backend its evaluations, which the iteration
+/// cap does not bound.)
+fn steps_for(
+    b: &BackendEntry,
+    settings: &Settings,
+    given: Option<usize>,
+    default: usize,
+) -> Result<usize> {
+    let cap = dgp_traits::backend::step_cap(b.backend, settings);
+    let (Some(steps), Some(key), Some(cap)) = (given, b.capabilities().steps_capped_by, cap) else {
+        return Ok(given.unwrap_or_else(|| cap.map_or(default, |c| default.min(c.max(1)))));
+    };
+    if steps <= cap {
+        return Ok(steps);
+    }
+    let name = b.name();
+    Err(BenchError::Usage(format!(
+        "--steps {steps}: {name} runs at most {cap} steps (its setting {key} = {cap} caps \
+         them), so it would stop at {cap} without a word; ask for {cap} steps or fewer, or \
+         raise the cap with --set {name}:{key}={steps}"
+    )))
 }
 
 /// The natural-gradient settings of `--natgrad GAMMA` and `--natgrad-scheme`.

@@ -37,7 +37,8 @@ pub struct RunArgs {
     /// backend is run with every layer count, one table.
     #[arg(long, default_value = "2")]
     pub layers: String,
-    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000].
+    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000];
+    /// at most a backend's cap (dgps: its setting max_iters, L-BFGS iterations per restart).
     #[arg(long)]
     pub steps: Option<usize>,
     /// Predictive mixture components (svi: Monte Carlo samples of eq. 18; dspp: quadrature
@@ -182,7 +183,9 @@ struct RunSettings<'a> {
     arch: &'a ArchSpec,
     steps: usize,
     batch_cap: usize,
-    learning_rate: f64,
+    /// `None` (omitted) for a backend that does not use one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    learning_rate: Option<f64>,
     seed: u64,
     splits: &'a [usize],
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -194,7 +197,7 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
     let a = &spec.arch;
     let extra = spec.backend.backend.describe_settings(&a.settings);
     format!(
-        "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",
+        "backend {} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, {}, {} training sample(s), {} predictive samples{extra}, tune {}, seed {}",
         spec.backend.name(),
         model_label(a.layers),
         a.num_inducing,
@@ -202,7 +205,8 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
             .map_or("default".to_string(), |h| h.to_string()),
         spec.batch_size,
         spec.steps,
-        spec.learning_rate,
+        spec.recorded_learning_rate()
+            .map_or("no learning rate".to_string(), |lr| format!("Adam lr {lr}")),
         a.train_samples,
         a.predict_samples,
         a.tune,
@@ -269,6 +273,8 @@ fn build_specs<'d>(
     };
     let settings: SettingsInput = flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
     settings.check_targets(&backends_wanted.iter().map(|b| b.name()).collect::<Vec<_>>())?;
+    // The flag as typed: a protocol's learning rate is a default, not a request.
+    a.model.refuse_unused_lr(&backends_wanted)?;
     let mut specs = Vec::new();
     for &b in &backends_wanted {
         let d = b.defaults;
@@ -301,11 +307,12 @@ fn build_specs<'d>(
                 Some(s) => s.steps,
                 None => d.steps_for(n_train, batch_size),
             };
+            let steps = super::steps_for(b, &arch.settings, a.steps, default_steps)?;
             let spec = ExperimentSpec {
                 data,
                 backend: b,
                 arch,
-                steps: nonzero("--steps", a.steps.unwrap_or(default_steps))?,
+                steps: nonzero("--steps", steps)?,
                 batch_size,
                 learning_rate: lr,
                 seed: a.seed,
@@ -486,7 +493,7 @@ fn write_outputs(
             arch: &spec.arch,
             steps: spec.steps,
             batch_cap: spec.batch_size,
-            learning_rate: spec.learning_rate,
+            learning_rate: spec.recorded_learning_rate(),
             seed: spec.seed,
             splits: &spec.splits,
             protocol: spec.protocol.clone(),
@@ -611,31 +618,15 @@ fn check_memory(
         n_test = n_test.max(te.len());
     }
     for spec in specs {
-        let a = &spec.arch;
-        let batch = spec.batch_size.min(n_train.max(1));
-        let shape = crate::memory::Shape {
-            backend: spec.backend.name(),
-            layers: a.layers,
-            m: a.num_inducing,
-            d: data.data().input_dim(),
-            hidden: a.hidden_width,
+        let e = crate::memory::Experiment {
+            backend: spec.backend,
+            arch: &spec.arch,
+            input_dim: data.data().input_dim(),
             n_train,
             n_test,
-            batch,
-            train_samples: a.train_samples,
-            predict_samples: a.predict_samples,
-            samples_are_components: spec.backend.capabilities().samples_are_components,
+            batch: spec.batch_size,
         };
-        let label = format!("{} {}", spec.backend.name(), model_label(a.layers));
-        crate::memory::check(&label, &shape, budget.as_ref(), |flag| {
-            match flag {
-                "--inducing" => a.num_inducing,
-                "--batch" => batch,
-                "--train-samples" => a.train_samples,
-                _ => a.predict_samples,
-            }
-            .to_string()
-        })?;
+        crate::memory::check_experiment(budget.as_ref(), &e, crate::memory::Flags::Run)?;
     }
     Ok(())
 }

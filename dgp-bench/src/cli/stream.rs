@@ -191,6 +191,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let init_rows = nonzero("--init-rows", a.init_rows)?;
     let chunk = nonzero("--predict-chunk", a.predict_chunk)?;
     let settings = a.model.settings_input((None, None))?;
+    a.model.refuse_unused_lr(&[b])?;
     let arch = arch_from(
         b,
         &ArchArgs {
@@ -204,6 +205,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             seed: a.seed,
         },
     )?;
+    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
     let train_file = open(&a.train, "the training rows")?;
     let test_file = open(&a.test, "the test rows")?;
     if (test_file.input_dim(), test_file.output_dim())
@@ -241,7 +243,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         .map_err(|e| BenchError::run("sampling rows for the initialisation", e))?;
     let batch = a.model.batch.unwrap_or(b.defaults.batch_cap).min(n);
     let fit = FitConfig {
-        steps: a.steps.unwrap_or(b.defaults.steps),
+        steps,
         batch_size: nonzero("--batch", batch)?,
         learning_rate: a.model.lr.unwrap_or(b.defaults.learning_rate),
         seed: a.seed,

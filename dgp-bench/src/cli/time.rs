@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::{ArchArgs, DataFlags, ModelFlags, arch_from, nonzero};
-use crate::backends::find_backend;
+use crate::backends::{BackendEntry, find_backend};
 use crate::error::{BenchError, Result};
 use crate::experiment::model_label;
 use crate::report::write_json;
@@ -58,6 +58,11 @@ pub struct TimeArgs {
     /// Write the result as a JSON object to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Memory budget, as for `run`: a backend whose estimated peak memory exceeds it is
+    /// refused before any allocation (bytes, or a number with K, M, G, T: `4G`) [default:
+    /// 90 % of the available memory, MemAvailable of /proc/meminfo].
+    #[arg(long, value_name = "SIZE")]
+    pub memory_budget: Option<String>,
     /// Model-specific settings.
     #[command(flatten)]
     pub model: ModelFlags,
@@ -85,6 +90,13 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
         .filter_map(|n| find_backend(n).ok().map(|b| b.name()))
         .collect();
     settings.check_targets(&names)?;
+    let wanted: Vec<&BackendEntry> = a
+        .backend
+        .split(',')
+        .map(str::trim)
+        .map(find_backend)
+        .collect::<Result<_>>()?;
+    a.model.refuse_unused_lr(&wanted)?;
     let mut out: Vec<TimedBackend> = Vec::new();
     for name in a.backend.split(',').map(str::trim) {
         let b = find_backend(name)?;
@@ -135,6 +147,7 @@ pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
             data.n_splits()
         )));
     }
+    check_memory(a, &data, &backends)?;
     let spec = TimingSpec {
         data: &data,
         split: a.split,
@@ -163,6 +176,29 @@ pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
     Ok(())
 }
 
+/// The memory budget of `run` ([`crate::memory`]) for every timed backend, before any
+/// model is built.
+fn check_memory(
+    a: &TimeArgs,
+    data: &crate::datasets::BenchData,
+    backends: &[TimedBackend],
+) -> Result<()> {
+    let budget = crate::memory::budget(a.memory_budget.as_deref())?;
+    let (train, test) = data.split(a.split)?;
+    for b in backends {
+        let e = crate::memory::Experiment {
+            backend: b.backend,
+            arch: &b.arch,
+            input_dim: data.data().input_dim(),
+            n_train: train.len(),
+            n_test: test.len(),
+            batch: b.batch_size,
+        };
+        crate::memory::check_experiment(budget.as_ref(), &e, crate::memory::Flags::Time)?;
+    }
+    Ok(())
+}
+
 fn fmt_ratio(r: &Option<RatioStats>) -> String {
     match r {
         Some(r) => format!(
@@ -175,14 +211,15 @@ fn fmt_ratio(r: &Option<RatioStats>) -> String {
 
 fn print_backend(t: &BackendTiming, samples_meaning: &str, reference: &str) {
     println!(
-        "{} {}: M = {}, hidden {}, batch {}, lr {}, --samples {} = {}; {} parameters, {} fit steps{}",
+        "{} {}: M = {}, hidden {}, batch {}, {}, --samples {} = {}; {} parameters, {} fit steps{}",
         t.backend,
         model_label(t.layers),
         t.num_inducing,
         t.hidden_width
             .map_or("default".to_string(), |h| h.to_string()),
         t.batch_size,
-        t.learning_rate,
+        t.learning_rate
+            .map_or("no learning rate".to_string(), |lr| format!("lr {lr}")),
         t.train_samples,
         samples_meaning,
         t.n_params,

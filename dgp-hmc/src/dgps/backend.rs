@@ -61,6 +61,10 @@ impl ConfigBackend for DgpsBackend {
             samples_in_prediction: "fresh sample paths of the hidden layers = predictive mixture components (thesis §4.3.7: 100; L = 1 gives one Gaussian)",
             samples_in_training: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",
             samples_are_components: false,
+            // Full-batch L-BFGS with line searches: no step size to set.
+            uses_learning_rate: false,
+            // `fit` runs min(FitConfig::steps, DgpsConfig::max_iters) iterations per restart.
+            steps_capped_by: Some("max_iters"),
         }
     }
 

@@ -65,6 +65,10 @@ impl ConfigBackend for SghmcBackend {
             samples_in_prediction: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
             samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
             samples_are_components: false,
+            // The sampler's step sizes and the MCEM hyper step are settings
+            // (`sampler.step_size`, `sampler.hyper_lr`), not FitConfig::learning_rate.
+            uses_learning_rate: false,
+            steps_capped_by: None,
         }
     }
 

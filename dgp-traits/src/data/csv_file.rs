@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 /// # Errors
 /// [`Error::Io`] if the file cannot be read; [`Error::Parse`] with the 1-based line and
 /// field number for a bad number, a ragged row, a missing or repeated target column
-/// (reported on line 1); [`Error::Empty`] for no data rows or no feature columns.
+/// (reported on line 1), or a line longer than [`crate::data::MAX_LINE_BYTES`] (found
+/// before the rest of the file is read); [`Error::Empty`] for no data rows or no feature
+/// columns.
 pub fn load_csv(path: impl AsRef<Path>, target: &str) -> Result<Dataset> {
     load_csv_targets(path, &[target])
 }
@@ -26,10 +28,7 @@ pub fn load_csv(path: impl AsRef<Path>, target: &str) -> Result<Dataset> {
 /// As [`load_csv`].
 pub fn load_csv_targets(path: impl AsRef<Path>, targets: &[&str]) -> Result<Dataset> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = crate::data::read_bounded(path, crate::data::MAX_LINE_BYTES)?;
     parse_csv_bytes(&bytes, targets, path)
 }
 

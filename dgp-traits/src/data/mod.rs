@@ -6,7 +6,9 @@
 //!   [`load_uci_from_str`] for data embedded with `include_str!`) and CSV files with a
 //!   header ([`load_csv`], [`parse_csv_str`]); classification folders (the same format
 //!   with a label column `0..K`) through [`ClassDataset`], which validates the labels and
-//!   checks that every class occurs in each training split.
+//!   checks that every class occurs in each training split. Every loader refuses a line
+//!   longer than [`MAX_LINE_BYTES`] (1 MiB) as soon as it reads it, with an error naming
+//!   the file and the line ([`read_bounded`]).
 //! * [`Standardizer`] — per-column mean and population standard deviation of the training
 //!   split; predictive mixtures are mapped back to original units by
 //!   [`crate::predictive::Predictive::unstandardize`].
@@ -23,6 +25,7 @@
 //!   any struct of the workspace that stores matrices (checkpoints, [`crate::predictive`]).
 
 mod batches;
+mod bounded;
 mod classes;
 mod csv_file;
 mod dataset;
@@ -34,6 +37,7 @@ mod standardize;
 mod uci;
 
 pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
+pub use bounded::{MAX_LINE_BYTES, read_bounded};
 pub use classes::{ClassDataset, ClassSplit};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;

@@ -73,11 +73,9 @@ pub struct UciSources<'a> {
     pub splits: &'a [(&'a str, &'a str)],
 }
 
+/// A file of the folder, every line at most [`crate::data::MAX_LINE_BYTES`] long.
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::data::bounded::read_text_bounded(path)
 }
 
 fn parse_err(path: &Path, line: usize, column: usize, message: String) -> Error {
@@ -252,7 +250,9 @@ fn assemble(
 ///
 /// # Errors
 /// [`Error::Io`] naming the file that cannot be read; [`Error::Parse`] (path, line, field)
-/// for malformed contents or out-of-range column indices; [`Error::Empty`] for empty files.
+/// for malformed contents, out-of-range column indices or a line longer than
+/// [`crate::data::MAX_LINE_BYTES`] (found before the rest of the file is read);
+/// [`Error::Empty`] for empty files.
 pub fn load_uci(dir: impl AsRef<Path>) -> Result<UciDataset> {
     let dir = dir.as_ref();
     let files = [
