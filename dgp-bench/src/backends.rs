@@ -226,7 +226,7 @@ impl BackendEntry {
 /// prefix (the backend's message names the backend and the key).
 pub fn config_message(e: dgp_traits::Error) -> String {
     match e {
-        dgp_traits::Error::Config(m) => m,
+        dgp_traits::Error::Config(c) => c.to_string(),
         other => other.to_string(),
     }
 }
@@ -463,5 +463,32 @@ mod tests {
         let err = find_backend("nope").unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("svi"));
+    }
+
+    /// Every backend's configuration error is typed: it names the field that is out of
+    /// range, not only a sentence about it.
+    #[test]
+    fn every_backend_names_the_field_it_refuses() {
+        let common = dgp_traits::backend::CommonSettings {
+            layers: 1,
+            num_inducing: 0,
+            hidden_width: None,
+            train_samples: 1,
+            predict_samples: 1,
+            seed: 0,
+            tune: false,
+        };
+        for b in BACKENDS {
+            match b
+                .backend
+                .check(&common, &dgp_traits::backend::Settings::new())
+            {
+                Err(dgp_traits::Error::Config(c)) => {
+                    assert_eq!(c.field, "num_inducing", "{}: {c}", b.name());
+                    assert!(!c.message.is_empty(), "{}", b.name());
+                }
+                other => panic!("{}: M = 0 gave {other:?}", b.name()),
+            }
+        }
     }
 }

@@ -192,7 +192,7 @@ pub fn build_model(
     settings.insert(
         "likelihood".into(),
         serde_json::to_value(likelihood)
-            .map_err(|e| dgp_traits::Error::Config(format!("likelihood settings: {e}")))?,
+            .map_err(|e| dgp_traits::Error::config("likelihood", format!("settings: {e}")))?,
     );
     spec.backend
         .build(&spec.common, &settings, &spec.fit, train, &Silent)

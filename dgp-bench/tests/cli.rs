@@ -604,7 +604,7 @@ fn bad_backend_settings_exit_with_code_2_naming_the_key() {
     );
     assert_usage_error(
         &["run", "--data", u, "--set", "inner_q_scale=2"],
-        "inner_q_scale must be in (0, 1]",
+        "inner_q_scale: must be in (0, 1]",
     );
     assert_usage_error(
         &["run", "--data", u, "--set", "natgrad.gamma=2"],
@@ -620,7 +620,7 @@ fn bad_backend_settings_exit_with_code_2_naming_the_key() {
             "--set",
             "restart_fraction=1.5",
         ],
-        "restart_fraction must be in (0, 1)",
+        "restart_fraction: must be in (0, 1)",
     );
     assert_usage_error(
         &["run", "--data", u, "--backend", "dspp", "--rule", "qr9"],

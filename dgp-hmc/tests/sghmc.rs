@@ -179,7 +179,7 @@ fn resumed_run_equals_uninterrupted_run() {
             if done == k {
                 saved = Some(json);
                 // Simulate the interruption: stop the run here.
-                return Err(dgp_traits::Error::Config("interrupted".into()));
+                return Err(dgp_traits::Error::config("test", "interrupted"));
             }
             Ok(())
         });
@@ -375,7 +375,9 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         // validation's typed error naming the value — never a panic or a NaN state.
         match SghmcDgp::from_json(&json) {
             Ok(restored) => assert!(restored.params().flat().iter().all(|v| v.is_finite())),
-            Err(dgp_traits::Error::Config(m)) => assert!(m.contains("magnitude"), "{eps}: {m}"),
+            Err(dgp_traits::Error::Config(m)) => {
+                assert!(m.to_string().contains("magnitude"), "{eps}: {m}")
+            }
             Err(e) => panic!("{eps}: unexpected error restoring the last good state: {e}"),
         }
         if step > 0 {

@@ -90,7 +90,7 @@ impl Default for StructuredConfig {
 }
 
 fn err(field: &str, what: &str) -> Error {
-    Error::Config(format!("structured: {field} {what}"))
+    Error::config(field, what)
 }
 
 impl StructuredConfig {

@@ -98,8 +98,9 @@ impl StructuredDgp {
                         .iter()
                         .any(|l| l.num_inducing != m.config.num_inducing)
                 {
-                    return Err(Error::Config(
-                        "structured checkpoint: layers and q do not match the configuration".into(),
+                    return Err(Error::config(
+                        "checkpoint",
+                        "layers and q do not match the configuration",
                     ));
                 }
                 Ok(())
@@ -148,8 +149,9 @@ impl NaturalGradientModel for StructuredDgp {
             FactorTape::Dense(factor),
         ) = (&self.q, &q.factor)
         else {
-            return Err(Error::Config(
-                "structured: natural gradients need the fully_coupled family".into(),
+            return Err(Error::config(
+                "natgrad",
+                "natural gradients need the fully_coupled family",
             ));
         };
         let mean = self.params.get(*mean_id).to_owned();

@@ -62,10 +62,13 @@ impl StructuredDgp {
     pub fn new(config: StructuredConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         if data.output_dim() != 1 {
-            return Err(Error::Config(format!(
-                "structured: the output layer has T_L = 1 GP (targets must have one column), got {}",
-                data.output_dim()
-            )));
+            return Err(Error::config(
+                "output_dim",
+                format!(
+                    "the output layer has T_L = 1 GP (targets must have one column), got {}",
+                    data.output_dim()
+                ),
+            ));
         }
         config.likelihood.check_targets(data.y())?;
         let x = data.x();

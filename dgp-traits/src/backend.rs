@@ -387,13 +387,14 @@ pub fn describe_generic(settings: &Settings) -> String {
 /// [`Error::Config`] without `=` or with an empty key or key part.
 pub fn parse_assignment(s: &str) -> Result<(String, Value)> {
     let Some((key, value)) = s.split_once('=') else {
-        return Err(Error::Config(format!(
-            "setting '{s}' is not of the form key=value"
-        )));
+        return Err(Error::config(
+            "setting",
+            format!("'{s}' is not of the form key=value"),
+        ));
     };
     let key = key.trim();
     if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(Error::Config(format!("setting '{s}' has an empty key")));
+        return Err(Error::config("setting", format!("'{s}' has an empty key")));
     }
     let value = value.trim();
     let v = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.into()));
@@ -420,9 +421,10 @@ pub fn insert_dotted(settings: &mut Settings, key: &str, value: Value) -> Result
             .entry(p.to_string())
             .or_insert_with(|| Value::Object(Map::new()));
         map = slot.as_object_mut().ok_or_else(|| {
-            Error::Config(format!(
-                "setting '{key}': '{path}' already holds a value, not an object"
-            ))
+            Error::config(
+                key.to_string(),
+                format!("'{key}': '{path}' already holds a value, not an object"),
+            )
         })?;
     }
     map.insert(last.to_string(), value);
@@ -524,10 +526,13 @@ fn check_keys(
         if path.is_empty()
             && let Some((_, flag)) = schema.reserved.iter().find(|(r, _)| r == k)
         {
-            return Err(Error::Config(format!(
-                "{}: '{k}' is set by {flag}, not by a backend setting",
-                schema.backend
-            )));
+            return Err(Error::config(
+                k.to_string(),
+                format!(
+                    "{}: '{k}' is set by {flag}, not by a backend setting",
+                    schema.backend
+                ),
+            ));
         }
         let Some(b) = base.get(k) else {
             let mut allowed: Vec<&str> = base
@@ -541,11 +546,14 @@ fn check_keys(
             } else {
                 format!(" under '{path}'")
             };
-            return Err(Error::Config(format!(
-                "{}: unknown setting '{full}' (allowed{under}: {})",
-                schema.backend,
-                allowed.join(", ")
-            )));
+            return Err(Error::config(
+                full.to_string(),
+                format!(
+                    "{}: unknown setting '{full}' (allowed{under}: {})",
+                    schema.backend,
+                    allowed.join(", ")
+                ),
+            ));
         };
         if let (Value::Object(bm), Value::Object(om)) = (b, v) {
             check_keys(schema, &full, bm, om)?;
@@ -580,11 +588,12 @@ pub fn apply_settings<C: Serialize + DeserializeOwned + Clone>(
         return Ok(base.clone());
     }
     let backend = schema.backend;
-    let ser = |e: serde_json::Error| Error::Config(format!("{backend}: {e}"));
+    let ser = |e: serde_json::Error| Error::config("setting", format!("{backend}: {e}"));
     let Value::Object(mut value) = serde_json::to_value(base).map_err(ser)? else {
-        return Err(Error::Config(format!(
-            "{backend}: the configuration is not a JSON object"
-        )));
+        return Err(Error::config(
+            "setting",
+            format!("{backend}: the configuration is not a JSON object"),
+        ));
     };
     for (key, default) in schema.sections {
         if settings.get(*key).is_some_and(Value::is_object)
@@ -600,7 +609,10 @@ pub fn apply_settings<C: Serialize + DeserializeOwned + Clone>(
             merge_value(slot, v);
         }
         if let Err(e) = serde_json::from_value::<C>(Value::Object(one)) {
-            return Err(Error::Config(format!("{backend}: setting '{k}': {e}")));
+            return Err(Error::config(
+                k.to_string(),
+                format!("{backend}: setting '{k}': {e}"),
+            ));
         }
     }
     merge_settings(&mut value, settings);

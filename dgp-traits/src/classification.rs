@@ -134,7 +134,7 @@ impl ClassProbs {
     pub fn from_predictive(pred: &Predictive) -> Result<Self> {
         let p = pred
             .class_probs()
-            .ok_or_else(|| Error::Config("predictive has no class probabilities".into()))?;
+            .ok_or_else(|| Error::Unsupported("predictive has no class probabilities".into()))?;
         ClassProbs::new(p.to_owned())
     }
 
@@ -250,7 +250,7 @@ pub fn brier(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
 pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize) -> Result<f64> {
     p.check_labels(labels, "expected_calibration_error")?;
     if bins == 0 {
-        return Err(Error::Config("ECE needs at least one bin".into()));
+        return Err(Error::config("bins", "ECE needs at least one bin"));
     }
     let pred = p.predicted();
     let mut count = vec![0usize; bins];
@@ -286,7 +286,7 @@ pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize)
 pub fn auc(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
     p.check_labels(labels, "auc")?;
     if p.n_classes() != 2 {
-        return Err(Error::Config(format!(
+        return Err(Error::Unsupported(format!(
             "AUC is defined here for binary problems, got K = {}",
             p.n_classes()
         )));

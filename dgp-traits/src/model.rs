@@ -51,10 +51,10 @@ impl<'a> Batch<'a> {
             return Err(Error::Empty("minibatch has no rows".into()));
         }
         if num_data < x.nrows() {
-            return Err(Error::Config(format!(
-                "num_data {num_data} is smaller than the batch ({} rows)",
-                x.nrows()
-            )));
+            return Err(Error::config(
+                "num_data",
+                format!("{num_data} is smaller than the batch ({} rows)", x.nrows()),
+            ));
         }
         Ok(Batch { x, y, num_data })
     }

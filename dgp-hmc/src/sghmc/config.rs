@@ -74,15 +74,15 @@ impl SghmcDgpConfig {
     /// [`Error::Config`] for the first field out of range (the sampler's own errors
     /// included: zero kept samples, thinning 0, window larger than burn-in, step ≤ 0).
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::Config(format!("sghmc: {m}")));
+        let bad = |field: &str, m: &str| Err(Error::config(field, m));
         if self.layers == 0 {
-            return bad("layers must be at least 1");
+            return bad("layers", "must be at least 1");
         }
         if self.num_inducing == 0 {
-            return bad("num_inducing must be at least 1");
+            return bad("num_inducing", "must be at least 1");
         }
         if self.hidden_width == Some(0) {
-            return bad("hidden_width must be at least 1");
+            return bad("hidden_width", "must be at least 1");
         }
         dgp_traits::skeleton::check_sizes(
             "sghmc",
@@ -93,23 +93,24 @@ impl SghmcDgpConfig {
         if let Some(w) = self.hidden_width
             && w > MAX_HIDDEN_WIDTH
         {
-            return Err(Error::Config(format!(
-                "sghmc: hidden_width must be at most {MAX_HIDDEN_WIDTH}, got {w}"
-            )));
+            return Err(Error::config(
+                "hidden_width",
+                format!("must be at most {MAX_HIDDEN_WIDTH}, got {w}"),
+            ));
         }
         if !(self.kuu_jitter.is_finite() && self.kuu_jitter > 0.0) {
-            return bad("kuu_jitter must be finite and > 0");
+            return bad("kuu_jitter", "must be finite and > 0");
         }
         if !(self.kernel_variance.is_finite() && self.kernel_variance > 1e-6) {
-            return bad("kernel_variance must be finite and > 1e-6");
+            return bad("kernel_variance", "must be finite and > 1e-6");
         }
         if let Some(v) = self.noise_variance
             && !(v.is_finite() && v > 1e-6)
         {
-            return bad("noise_variance must be finite and > 1e-6");
+            return bad("noise_variance", "must be finite and > 1e-6");
         }
         if self.predict_chunk == 0 {
-            return bad("predict_chunk must be at least 1");
+            return bad("predict_chunk", "must be at least 1");
         }
         self.sampler.validate()
     }

@@ -282,10 +282,10 @@ impl SghmcDgp {
         extra: Option<&mut dyn Observer<SghmcDgp>>,
     ) -> Result<FitReport> {
         if cfg.early_stopping.is_some() {
-            return Err(Error::Config(
+            return Err(Error::config(
+                "early_stopping",
                 "early_stopping: not supported by sghmc (a sampler keeps every sample after \
-                 burn-in; the reference has no held-out stopping); leave it unset"
-                    .into(),
+                 burn-in; the reference has no held-out stopping); leave it unset",
             ));
         }
         let (schedule, seed, done) = match &self.sampler {
@@ -501,14 +501,13 @@ impl SghmcDgp {
             |m: &SghmcDgp| {
                 m.config.validate()?;
                 if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
-                    return Err(Error::Config(
-                        "sghmc checkpoint: layer count mismatch".into(),
-                    ));
+                    return Err(Error::config("checkpoint", "layer count mismatch"));
                 }
                 for l in &m.layers {
                     if l.num_inducing != m.config.num_inducing {
-                        return Err(Error::Config(
-                            "sghmc checkpoint: num_inducing does not match the layers".into(),
+                        return Err(Error::config(
+                            "checkpoint",
+                            "num_inducing does not match the layers",
                         ));
                     }
                 }
@@ -524,8 +523,9 @@ impl SghmcDgp {
                         || st.window.len() > st.schedule.window
                         || st.window_next >= st.schedule.window)
                 {
-                    return Err(Error::Config(
-                        "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),
+                    return Err(Error::config(
+                        "checkpoint",
+                        "sampler state does not fit the sampled blocks",
                     ));
                 }
                 Ok(())

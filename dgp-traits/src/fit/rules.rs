@@ -39,10 +39,10 @@ impl EarlyStopping {
     /// Checks the ranges: `fraction` in (0, 1).
     pub fn validate(&self) -> Result<()> {
         if !(self.fraction > 0.0 && self.fraction < 1.0) {
-            return Err(Error::Config(format!(
-                "early_stopping.fraction must be in (0, 1), got {}",
-                self.fraction
-            )));
+            return Err(Error::config(
+                "early_stopping.fraction",
+                format!("must be in (0, 1), got {}", self.fraction),
+            ));
         }
         Ok(())
     }
@@ -124,10 +124,10 @@ impl LindingerStopping {
     /// Checks the ranges: `holdout_fraction` in (0, 1), every count at least 1.
     pub fn validate(&self) -> Result<()> {
         if !(self.holdout_fraction > 0.0 && self.holdout_fraction < 1.0) {
-            return Err(Error::Config(format!(
-                "early_stopping.holdout_fraction must be in (0, 1), got {}",
-                self.holdout_fraction
-            )));
+            return Err(Error::config(
+                "early_stopping.holdout_fraction",
+                format!("must be in (0, 1), got {}", self.holdout_fraction),
+            ));
         }
         for (name, v) in [
             ("every", self.every),
@@ -137,9 +137,10 @@ impl LindingerStopping {
             ("checks", self.checks),
         ] {
             if v == 0 {
-                return Err(Error::Config(format!(
-                    "early_stopping.{name} must be at least 1"
-                )));
+                return Err(Error::config(
+                    format!("early_stopping.{name}"),
+                    "must be at least 1",
+                ));
             }
         }
         Ok(())

@@ -198,11 +198,14 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         let num_free = model.params().num_free();
         state.check_matches(self.steps, self.seed, b, n, num_free)?;
         if state.observers.len() != self.observers.len() {
-            return Err(Error::Config(format!(
-                "resume: the saved run had {} observers, this run has {}",
-                state.observers.len(),
-                self.observers.len()
-            )));
+            return Err(Error::config(
+                "resume",
+                format!(
+                    "the saved run had {} observers, this run has {}",
+                    state.observers.len(),
+                    self.observers.len()
+                ),
+            ));
         }
         model.params_mut().set_flat(&state.params)?;
         self.stepper.load_state(model, &state.stepper)?;

@@ -81,7 +81,7 @@ impl Model for Toy {
         .run(self, data)
     }
     fn predict(&self, _x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
-        Err(Error::Config("toy has no predictive".into()))
+        Err(Error::config("test", "toy has no predictive"))
     }
     fn to_json(&self) -> Result<String> {
         serde_json::to_string(&self.params).map_err(|e| Error::Serde(e.to_string()))
@@ -534,7 +534,7 @@ fn best_of_keeps_the_first_lowest_finite_score_and_skips_failures() {
     assert!(
         best_of(
             2,
-            |_| Err::<usize, _>(Error::Config("x".into())),
+            |_| Err::<usize, _>(Error::config("test", "x")),
             |_, _| Ok(FitReport::default()),
             |_| 0.0
         )

@@ -176,13 +176,13 @@ impl Model for Toy {
         _: &FitConfig,
         _: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
     fn predict(&self, _: MatRef<'_, f64>, _: &PredictConfig) -> Result<Predictive> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
     fn to_json(&self) -> Result<String> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
 }
 
