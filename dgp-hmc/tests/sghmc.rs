@@ -284,7 +284,7 @@ fn steps_budget_and_config_errors() {
         .fit(&data, &fit1, &mut Silent)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("steps (1)"), "{e}");
+    assert!(e.contains("steps: must be at least 2"), "{e}");
     let bad = SghmcDgpConfig {
         sampler: sampler(60, 5, 0, 20),
         ..small_config(1)

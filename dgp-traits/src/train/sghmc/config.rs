@@ -153,7 +153,7 @@ impl SghmcConfig {
         if budget < 2 {
             return Err(Error::config(
                 "steps",
-                format!("({budget}) must be at least 2 (one burn-in step, one kept sample)"),
+                format!("must be at least 2 (one burn-in step, one kept sample), got {budget}"),
             ));
         }
         let f = budget as f64 / full.total() as f64;

@@ -452,5 +452,5 @@ fn config_errors_name_the_field_and_schedules_fit_the_budget() {
         );
     }
     let e = c.schedule(1).unwrap_err().to_string();
-    assert!(e.contains("steps (1)"), "{e}");
+    assert!(e.contains("steps: must be at least 2"), "{e}");
 }
