@@ -202,3 +202,56 @@ fn the_command_line_runs_classification_and_tables_it() {
     assert!(report.contains("reliability_") && report.contains("| svi | SGP | robust-max |"));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Held-out early stopping of a classification model scores the held-out rows by the log
+/// loss of their labels: the best score the rule reports is the log loss of the restored
+/// model's class probabilities on the held-out rows (same rows, samples and seed).
+#[test]
+fn held_out_early_stopping_scores_classification_by_log_loss() {
+    use dgp_bench::classification::build_model;
+    use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
+    use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+    use dgp_traits::model::Silent;
+    use dgp_traits::train::{EarlyStopping, HeldOutRule, SCORE_SEED_OFFSET, held_out_rows};
+    let dir = write_folder(3);
+    let split = ClassDataset::load(&dir, None).unwrap().split(0).unwrap();
+    let st = Standardizer::fit(&split.train);
+    let train = Dataset::new(
+        st.transform_x(split.train.x()).unwrap(),
+        split.train.y().to_owned(),
+    )
+    .unwrap();
+    let rule = HeldOutRule::Patience(EarlyStopping {
+        every: 10,
+        patience: 3,
+        ..Default::default()
+    });
+    let mut s = spec(dir.clone(), "svi", "robust-max");
+    s.fit.steps = 120;
+    s.fit.early_stopping = Some(rule.clone());
+    let lik = likelihood_by_name("robust-max", 3).unwrap();
+    let mut model = build_model(&s, &lik, &train).unwrap();
+    let report = model.fit(&train, &s.fit, &mut Silent).unwrap();
+    let best = report.held_out.unwrap().best_heldout_nll.unwrap();
+    let (_, held) = held_out_rows(&rule, train.n(), s.fit.seed)
+        .unwrap()
+        .unwrap();
+    let hold = train.select_rows(&held).unwrap();
+    let pred = model
+        .predict(
+            hold.x(),
+            &PredictConfig {
+                samples: rule.score_samples(),
+                seed: s.fit.seed.wrapping_add(SCORE_SEED_OFFSET),
+            },
+        )
+        .unwrap();
+    let probs = ClassProbs::from_predictive(&pred).unwrap();
+    let want = log_loss(&probs, &class_labels(hold.y(), 3).unwrap()).unwrap();
+    assert!(
+        (best - want).abs() < 1e-12,
+        "best {best} vs log loss {want}"
+    );
+    assert!(best > 0.0 && best < 3f64.ln(), "{best}");
+    std::fs::remove_dir_all(dir).ok();
+}
