@@ -255,3 +255,52 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     assert!(best > 0.0 && best < 3f64.ln(), "{best}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The same classification run at 1 and at 2 threads gives the same records to the last
+/// digit (metrics, reliability bins, final objective).
+#[test]
+fn classification_runs_are_identical_at_one_and_two_threads() {
+    let dir = write_folder(3);
+    let run = |threads: &str| -> Vec<serde_json::Value> {
+        let json = dir.join(format!("t{threads}.jsonl"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+            .args([
+                "run",
+                "--data",
+                dir.to_str().unwrap(),
+                "--likelihood",
+                "softmax",
+            ])
+            .args([
+                "--layers",
+                "2",
+                "--steps",
+                "40",
+                "--inducing",
+                "8",
+                "--samples",
+                "4",
+            ])
+            .args(["--quiet", "--json", json.to_str().unwrap()])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let m = v.as_object_mut().unwrap();
+                for k in ["train_seconds", "predict_seconds", "command"] {
+                    m.remove(k);
+                }
+                v
+            })
+            .collect()
+    };
+    let one = run("1");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one, run("2"));
+    std::fs::remove_dir_all(dir).ok();
+}
