@@ -1264,6 +1264,14 @@ fn classification_misuse_fails_before_training() {
             &["--task is regression"],
         ),
         case(
+            "class: the Gaussian likelihood with --task classification",
+            &run(
+                "three",
+                &["--task", "classification", "--likelihood", "gaussian"],
+            ),
+            &["regression likelihood"],
+        ),
+        case(
             "class: unknown task",
             &run("three", &["--task", "ranking"]),
             &["unknown task 'ranking'"],

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use dgp_traits::likelihoods::Likelihood;
 
-use super::run::{RunArgs, build_specs, command_line, protocol_of};
+use super::run::{RunArgs, build_specs, check_memory, command_line, protocol_of};
 use crate::classification::{
     CLASS_TABLE_NOTE, CLASSIFICATION_TASK, ClassSplitRecord, check_training_classes,
     class_labels_of, class_table, default_likelihood_name, likelihood_by_name, likelihood_name,
@@ -30,6 +30,14 @@ use crate::report::write_text;
 /// [`BenchError::Usage`] for an unknown task, or a classification likelihood with
 /// `--task regression`.
 pub(super) fn requested(a: &RunArgs) -> Result<Option<Option<String>>> {
+    if a.likelihood.as_deref() == Some("gaussian") && a.task.as_deref() == Some(CLASSIFICATION_TASK)
+    {
+        return Err(BenchError::Usage(
+            "--likelihood gaussian is the regression likelihood; a classification run takes \
+             probit, logit, robust-max or softmax"
+                .into(),
+        ));
+    }
     let lik = a.likelihood.as_deref().filter(|l| *l != "gaussian");
     match a.task.as_deref() {
         None | Some("regression") if lik.is_none() => Ok(None),
@@ -68,6 +76,7 @@ pub(super) fn cmd_run_classification(a: &RunArgs, lik_name: Option<&str>) -> Res
         check_training_classes(&data.name, s, &labels, &train_idx, k)?;
     }
     let specs = build_specs(a, &data, &splits)?;
+    check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     for spec in &specs {
         let b = spec.backend;
         if !b.capabilities().supports(likelihood.family()) {

@@ -613,7 +613,7 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
 
 /// Refuses an experiment whose estimated peak memory exceeds the budget
 /// ([`crate::memory`]), naming the flag that dominates the estimate.
-fn check_memory(
+pub(super) fn check_memory(
     budget: Option<&str>,
     data: &BenchData,
     specs: &[ExperimentSpec<'_>],
