@@ -431,11 +431,15 @@ pub fn insert_dotted(settings: &mut Settings, key: &str, value: Value) -> Result
     Ok(())
 }
 
-/// Merges `over` into `into`: objects key by key (recursively), everything else replaced.
+/// Merges `over` into `into`: objects key by key (recursively), everything else replaced;
+/// an object naming another variant of a tagged enum ([`switches_variant`]) replaces the
+/// old object wholesale.
 pub fn merge_settings(into: &mut Settings, over: &Settings) {
     for (k, v) in over {
         match (into.get_mut(k), v) {
-            (Some(Value::Object(a)), Value::Object(b)) => merge_settings(a, b),
+            (Some(Value::Object(a)), Value::Object(b)) if !switches_variant(a, b) => {
+                merge_settings(a, b)
+            }
             _ => {
                 into.insert(k.clone(), v.clone());
             }
@@ -555,16 +559,38 @@ fn check_keys(
                 ),
             ));
         };
-        if let (Value::Object(bm), Value::Object(om)) = (b, v) {
+        // A new variant of a tagged enum brings its own keys; deserialising checks them.
+        if let (Value::Object(bm), Value::Object(om)) = (b, v)
+            && !switches_variant(bm, om)
+        {
             check_keys(schema, &full, bm, om)?;
         }
     }
     Ok(())
 }
 
+/// The keys that name the variant of an internally tagged enum in the configurations of
+/// this workspace (`#[serde(tag = "kind")]`, e.g. [`crate::likelihoods::Likelihood`], and
+/// `#[serde(tag = "type")]`).
+pub const VARIANT_TAGS: &[&str] = &["kind", "type"];
+
+/// True when the settings object `over` names another variant of a tagged enum than the
+/// object `base` holds (a string under one of the [`VARIANT_TAGS`] in both, different).
+/// Such an object replaces `base` wholesale in [`merge_settings`] and [`apply_settings`]:
+/// the fields of one variant are not fields of another, so a key-by-key merge would mix
+/// them.
+pub fn switches_variant(base: &Map<String, Value>, over: &Map<String, Value>) -> bool {
+    VARIANT_TAGS.iter().any(|t| {
+        matches!(
+            (base.get(*t), over.get(*t)),
+            (Some(Value::String(a)), Some(Value::String(b))) if a != b
+        )
+    })
+}
+
 fn merge_value(into: &mut Value, over: &Value) {
     match (into, over) {
-        (Value::Object(a), Value::Object(b)) => merge_settings(a, b),
+        (Value::Object(a), Value::Object(b)) if !switches_variant(a, b) => merge_settings(a, b),
         (slot, v) => *slot = v.clone(),
     }
 }
@@ -663,6 +689,75 @@ mod tests {
             insert_dotted(&mut s, &k, v).unwrap();
         }
         s
+    }
+
+    #[test]
+    fn a_new_variant_of_a_tagged_enum_replaces_the_old_one() {
+        use crate::likelihoods::Likelihood;
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct WithLik {
+            beta: f64,
+            likelihood: Likelihood,
+        }
+        let schema = ConfigSchema {
+            backend: "toy",
+            reserved: &[],
+            sections: &[],
+        };
+        let base = WithLik {
+            beta: 0.1,
+            likelihood: Likelihood::gaussian(0.05),
+        };
+        let mut s = Settings::new();
+        s.insert(
+            "likelihood".into(),
+            serde_json::to_value(Likelihood::robust_max(10)).unwrap(),
+        );
+        let c = apply_settings(&schema, &base, &s).unwrap();
+        assert_eq!(c.likelihood, Likelihood::robust_max(10));
+        assert_eq!(c.beta, 0.1);
+        // Dotted settings build the same object.
+        let c = apply_settings(
+            &schema,
+            &base,
+            &set(&[
+                "likelihood.kind=bernoulli_probit",
+                "likelihood.gh_points=30",
+            ]),
+        );
+        let mut probit = Likelihood::probit();
+        if let Likelihood::BernoulliProbit(p) = &mut probit {
+            p.gh_points = 30;
+        }
+        assert_eq!(c.unwrap().likelihood, probit);
+        // The same variant still merges key by key.
+        let c = apply_settings(&schema, &base, &set(&["likelihood.init_variance=0.2"]));
+        assert_eq!(c.unwrap().likelihood, Likelihood::gaussian(0.2));
+        // A field of another variant without switching is still an unknown key, and a
+        // new variant with a foreign field is refused by deserialisation.
+        let e = apply_settings(&schema, &base, &set(&["likelihood.num_classes=3"]));
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("likelihood.num_classes")
+        );
+        let e = apply_settings(
+            &schema,
+            &base,
+            &set(&[
+                "likelihood.kind=bernoulli_probit",
+                "likelihood.init_variance=1",
+            ]),
+        );
+        assert!(e.is_err());
+        // merge_settings applies the same rule.
+        let mut into = set(&["likelihood.kind=gaussian", "likelihood.init_variance=1"]);
+        merge_settings(&mut into, &set(&["likelihood.kind=bernoulli_probit"]));
+        assert_eq!(
+            into["likelihood"],
+            serde_json::json!({"kind": "bernoulli_probit"})
+        );
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub use early_stopping::{
 pub use executor::{Executor, HISTORY_EVERY};
 pub use held_out::{
     HOLDOUT_SEED_OFFSET, SCORE_SEED_OFFSET, fit_with_held_out, fit_with_held_out_observed,
-    held_out_rows, heldout_nll,
+    held_out_rows, heldout_nll, predictive_nll,
 };
 pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
