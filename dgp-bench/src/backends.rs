@@ -263,8 +263,11 @@ const DSPP_QUICK: QuickSettings = QuickSettings {
 };
 
 /// Structured DGP settings of `dgp-bench run` (Lindinger et al. 2020, §4, and their reference code, Structured_DGP, reference
-/// `extrapolation_study.py`): M = 128, Adam lr 0.005, batch 512, 20 000 steps, S = 5
-/// training samples, 100 test samples.
+/// `extrapolation_study.py`): M = 128 (at most one per training row), Adam lr 0.005,
+/// batch 512, at most 20 000 steps, S = 5 training samples, 100 test samples. The run
+/// ends earlier when the training ELBO has converged (the backends' own
+/// `dgp_structured::BACKEND_CONVERGENCE`; `--set convergence=null` turns it off); `fc`
+/// moves its q by natural-gradient steps (`natgrad`, γ = 0.1).
 const STRUCTURED_DEFAULTS: BackendDefaults = BackendDefaults {
     num_inducing: 128,
     steps: 20_000,

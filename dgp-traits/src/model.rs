@@ -18,7 +18,7 @@
 use crate::data::Dataset;
 use crate::data::RowSource;
 use crate::error::{Error, Result};
-pub use crate::fit::{FitConfig, FitObserver, FitReport, Silent, StopOnly};
+pub use crate::fit::{Convergence, FitConfig, FitObserver, FitReport, Silent, StopOnly};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};

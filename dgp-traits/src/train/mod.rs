@@ -21,6 +21,9 @@
 //!   [`LindingerStopping`]); a backend's `fit` honours it by calling
 //!   [`fit_with_held_out`] (rows split, rule observer attached, scored by the model's own
 //!   held-out predictive NLL), which is the plain executor run when it is `None`.
+//! * A stop on convergence of the training objective for every executor run:
+//!   `FitConfig::convergence` ([`crate::model::Convergence`], decided by
+//!   [`ConvergenceTrace`]); the report's `converged_after` says when it stopped.
 //! * [`FullBatchLbfgs`]: full-batch L-BFGS as its own driver, backing off from trial points
 //!   where the objective cannot be evaluated.
 //! * [`best_of`]: random restarts — train candidates briefly and keep the best-scoring.
@@ -33,6 +36,7 @@
 //!     .run(self, data)
 //! ```
 
+mod convergence;
 mod early_stopping;
 mod executor;
 mod held_out;
@@ -47,6 +51,7 @@ mod stepper;
 #[cfg(test)]
 mod tests;
 
+pub use convergence::ConvergenceTrace;
 pub use early_stopping::{
     FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
 };
