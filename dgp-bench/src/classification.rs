@@ -418,6 +418,8 @@ pub fn run_class_split(
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
         lr_schedule: spec.lr_schedule.clone(),
+        // A backend's own convergence stop applies (as in regression runs).
+        convergence: None,
     };
     let mut arch = spec.arch.clone();
     arch.settings = with_likelihood(&arch.settings, likelihood)
