@@ -564,8 +564,9 @@ impl SghmcDgp {
                 if m.potential_ess
                     .is_some_and(|e| !(e.is_finite() && e >= 0.0))
                 {
-                    return Err(Error::Config(
-                        "sghmc checkpoint: potential_ess must be finite and ≥ 0".into(),
+                    return Err(Error::config(
+                        "checkpoint",
+                        "potential_ess must be finite and ≥ 0",
                     ));
                 }
                 let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
