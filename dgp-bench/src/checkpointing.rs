@@ -853,7 +853,7 @@ pub fn load_state(path: &Path, fingerprint: &serde_json::Value) -> Result<RunSta
 /// A core error's message without the generic "invalid configuration" prefix.
 fn config_message(e: &dgp_traits::Error) -> String {
     match e {
-        dgp_traits::Error::Config(m) => m.clone(),
+        dgp_traits::Error::Config(c) => c.to_string(),
         e => e.to_string(),
     }
 }

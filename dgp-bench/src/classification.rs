@@ -10,20 +10,61 @@
 //! probabilities: error rate, log loss, Brier score, ECE with 15 equal-width bins of the
 //! top-class confidence, and AUC for binary problems.
 //!
-//! This module is the library side; the command line wires it to a flag.
+//! `dgp-bench run --task classification` (or `--likelihood NAME`) runs the same protocol
+//! on any data source of `run` (a folder, a CSV file with a class column): the labels are
+//! checked before any training ([`class_labels_of`], [`check_training_classes`]), each
+//! split gives a [`ClassSplitRecord`] (JSON Lines with `--json`), [`class_table`] is the
+//! table of `run` and `dgp-bench table`, and [`crate::reliability`] draws the reliability
+//! diagram next to the report.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use dgp_svi::{DeepGp, SVI_BACKEND};
-use dgp_traits::backend::{Backend, CommonSettings, ConfigBackend, Settings, apply_settings};
-use dgp_traits::classification::{ClassMetrics, ClassProbs};
+use std::path::Path;
+
+use crate::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, model_label};
+use crate::progress::BarObserver;
+
+use dgp_traits::backend::{Backend, CommonSettings, Settings};
+use dgp_traits::classification::{
+    ClassMetrics, ClassProbs, ECE_BINS, ReliabilityBin, check_all_classes_present, class_labels,
+    infer_num_classes, reliability_bins,
+};
 use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, Model, PredictConfig, Silent};
+use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
+use crate::report::fmt_mean_se;
+use crate::summary::MeanSe;
+
+/// The value of [`ClassSplitRecord::task`].
+pub const CLASSIFICATION_TASK: &str = "classification";
+
+/// The likelihood a classification run uses when none is named: the Bernoulli probit for
+/// two classes (the DSVI paper's binary experiments), robust-max for more (its MNIST
+/// experiment).
+pub fn default_likelihood_name(num_classes: usize) -> &'static str {
+    if num_classes == 2 {
+        "probit"
+    } else {
+        "robust-max"
+    }
+}
+
+/// The name [`likelihood_by_name`] accepts for `lik` (`gaussian` for the Gaussian).
+pub fn likelihood_name(lik: &Likelihood) -> &'static str {
+    match lik {
+        Likelihood::Gaussian(_) => "gaussian",
+        Likelihood::BernoulliProbit(_) => "probit",
+        Likelihood::BernoulliLogit(_) => "logit",
+        Likelihood::RobustMax(_) => "robust-max",
+        Likelihood::Softmax(_) => "softmax",
+    }
+}
 
 /// The likelihood of a classification run, by name: `probit`, `logit` (binary problems
 /// only), `robust-max`, `softmax` (any K ≥ 2; K latent functions).
@@ -77,10 +118,16 @@ pub struct ClassExperimentSpec {
 /// The result of one split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassSplitRecord {
-    /// Folder name.
+    /// Always [`CLASSIFICATION_TASK`]: tells these records from regression ones.
+    #[serde(default)]
+    pub task: String,
+    /// Data set name.
     pub dataset: String,
     /// Backend name.
     pub backend: String,
+    /// Number of GP layers.
+    #[serde(default)]
+    pub layers: usize,
     /// Split index.
     pub split: usize,
     /// K.
@@ -93,10 +140,125 @@ pub struct ClassSplitRecord {
     pub n_test: usize,
     /// Test metrics.
     pub metrics: ClassMetrics,
+    /// The test set's reliability bins ([`ECE_BINS`] equal-width bins of the top-class
+    /// confidence, the binning of the ECE).
+    #[serde(default)]
+    pub reliability: Vec<ReliabilityBin>,
     /// Wall seconds of building and training.
     pub train_seconds: f64,
     /// Wall seconds of predicting the test rows.
     pub predict_seconds: f64,
+    /// Optimisation steps taken.
+    #[serde(default)]
+    pub steps: usize,
+    /// Final training objective (the backend's, e.g. the negative ELBO).
+    #[serde(default)]
+    pub final_objective: f64,
+    /// Inducing points per layer.
+    #[serde(default)]
+    pub num_inducing: usize,
+    /// Hidden-layer width.
+    #[serde(default)]
+    pub hidden_width: Option<usize>,
+    /// Minibatch size used.
+    #[serde(default)]
+    pub batch_size: usize,
+    /// Adam learning rate.
+    #[serde(default)]
+    pub learning_rate: f64,
+    /// Predictive samples (mixture components).
+    #[serde(default)]
+    pub predict_samples: usize,
+    /// Seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// The model's description.
+    #[serde(default)]
+    pub model: String,
+    /// Backend settings given on the command line.
+    #[serde(default, skip_serializing_if = "Settings::is_empty")]
+    pub settings: Settings,
+    /// The command that produced the record.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// Protocol label (empty for the published splits with backend defaults).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+}
+
+/// The class labels `0..K` of a data set's target column, for a classification run over
+/// data that may hold anything: K = `num_classes` when given, else the largest label plus
+/// one; every class must occur somewhere.
+///
+/// # Errors
+/// [`BenchError::Data`] naming the data set and the first offending row: a target that is
+/// not one column of integers (e.g. a regression target), NaN or infinite labels, labels
+/// outside `0..K`, K < 2, a class with no row.
+pub fn class_labels_of(
+    name: &str,
+    y: MatRef<'_, f64>,
+    num_classes: Option<usize>,
+) -> Result<(usize, Vec<usize>)> {
+    let hint = |e: Error| {
+        let extra = match &e {
+            Error::Label(LabelError::NotAnInteger { .. }) => {
+                " (a regression target? classification needs integer class labels 0..K-1; \
+                 drop --task classification / --likelihood for regression)"
+            }
+            _ => "",
+        };
+        BenchError::Data(Error::config(
+            "labels",
+            format!("classification on {name}: {e}{extra}"),
+        ))
+    };
+    let k = match num_classes {
+        Some(k) => k,
+        None => infer_num_classes(y).map_err(hint)?,
+    };
+    let labels = class_labels(y, k).map_err(hint)?;
+    check_all_classes_present(&labels, k).map_err(hint)?;
+    Ok((k, labels))
+}
+
+/// Checks that every class occurs among the training rows `train_idx` of split `split`.
+///
+/// # Errors
+/// [`BenchError::Data`] naming the split and the missing class.
+pub fn check_training_classes(
+    name: &str,
+    split: usize,
+    labels: &[usize],
+    train_idx: &[usize],
+    num_classes: usize,
+) -> Result<()> {
+    let train: Vec<usize> = train_idx
+        .iter()
+        .map(|&i| labels.get(i).copied().unwrap_or(usize::MAX))
+        .collect();
+    check_all_classes_present(&train, num_classes).map_err(|e| {
+        BenchError::Data(Error::config(
+            "labels",
+            format!(
+                "classification on {name}, split {split}: {e} in the training rows (a model \
+                 cannot learn a class it never sees)"
+            ),
+        ))
+    })
+}
+
+/// Metrics and reliability bins of class probabilities `pred` at `labels`.
+///
+/// # Errors
+/// A predictive without class probabilities; label errors.
+pub fn evaluate(
+    pred: &dgp_traits::predictive::Predictive,
+    labels: &[usize],
+) -> dgp_traits::Result<(ClassMetrics, Vec<ReliabilityBin>)> {
+    let probs = ClassProbs::from_predictive(pred)?;
+    let metrics = ClassMetrics::compute(&probs, labels)?;
+    let bins = reliability_bins(&probs, labels, ECE_BINS)?;
+    Ok((metrics, bins))
 }
 
 /// Runs `spec` split by split (see the module docs).
@@ -141,38 +303,45 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
         let test_x = stats.transform_x(split.test.x()).map_err(run)?;
         let t0 = Instant::now();
         let mut model = build_model(spec, &likelihood, &train).map_err(run)?;
-        model.fit(&train, &spec.fit, &mut Silent).map_err(run)?;
+        let report = model.fit(&train, &spec.fit, &mut Silent).map_err(run)?;
         let train_seconds = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let pred = model.predict(test_x.as_ref(), &spec.predict).map_err(run)?;
         let predict_seconds = t1.elapsed().as_secs_f64();
-        let probs = ClassProbs::from_predictive(&pred).map_err(run)?;
-        let metrics = ClassMetrics::compute(&probs, &split.test_labels).map_err(run)?;
+        let (metrics, reliability) = evaluate(&pred, &split.test_labels).map_err(run)?;
         out.push(ClassSplitRecord {
+            task: CLASSIFICATION_TASK.into(),
             dataset: name.clone(),
             backend: backend.name().to_string(),
+            layers: spec.common.layers,
             split: s,
             num_classes: k,
             likelihood: likelihood.clone(),
             n_train: split.train.n(),
             n_test: split.test.n(),
             metrics,
+            reliability,
             train_seconds,
             predict_seconds,
+            steps: report.steps,
+            final_objective: report.final_objective,
+            num_inducing: spec.common.num_inducing,
+            hidden_width: spec.common.hidden_width,
+            batch_size: spec.fit.batch_size.min(split.train.n()),
+            learning_rate: spec.fit.learning_rate,
+            predict_samples: spec.predict.samples,
+            seed: spec.common.seed,
+            model: model.describe(),
+            settings: spec.settings.clone(),
+            command: String::new(),
+            protocol: String::new(),
         });
     }
     Ok(out)
 }
 
-/// Builds the untrained model of `spec`'s backend with `likelihood` for `train`.
-///
-/// The backends' settings are merged into their default configuration key by key, which
-/// cannot switch the `kind` of the likelihood (the fields of the new kind are not keys of
-/// the default Gaussian one). So for svi the configuration is made here: the common
-/// settings and `spec.settings` applied as `dgp-bench run` does, then the likelihood set
-/// and the configuration validated. Any other backend is built through its registry entry
-/// with the likelihood in its settings, which succeeds only once the settings merge can
-/// switch likelihood kinds.
+/// Builds the untrained model of `spec`'s backend with `likelihood` for `train`: the
+/// likelihood goes into the backend's settings under `likelihood` ([`with_likelihood`]).
 ///
 /// # Errors
 /// The settings' and the model constructor's errors.
@@ -181,19 +350,319 @@ pub fn build_model(
     likelihood: &Likelihood,
     train: &Dataset,
 ) -> dgp_traits::Result<Box<dyn Model>> {
-    if spec.backend.name() == ConfigBackend::name(&SVI_BACKEND) {
-        let base = SVI_BACKEND.base_config(&spec.common);
-        let mut cfg = apply_settings(SVI_BACKEND.schema(), &base, &spec.settings)?;
-        cfg.likelihood = likelihood.clone();
-        cfg.validate()?;
-        return Ok(Box::new(DeepGp::new(cfg, train)?));
-    }
-    let mut settings = spec.settings.clone();
-    settings.insert(
-        "likelihood".into(),
-        serde_json::to_value(likelihood)
-            .map_err(|e| dgp_traits::Error::Config(format!("likelihood settings: {e}")))?,
-    );
+    let settings = with_likelihood(&spec.settings, likelihood)?;
     spec.backend
         .build(&spec.common, &settings, &spec.fit, train, &Silent)
+}
+
+/// `settings` with the `likelihood` key set to `likelihood` (replacing the backend's
+/// default likelihood wholesale when the kind differs; see
+/// [`dgp_traits::backend::switches_variant`]).
+///
+/// # Errors
+/// [`Error::Config`] if the likelihood cannot be serialised.
+pub fn with_likelihood(
+    settings: &Settings,
+    likelihood: &Likelihood,
+) -> dgp_traits::Result<Settings> {
+    let mut settings = settings.clone();
+    settings.insert(
+        "likelihood".into(),
+        serde_json::to_value(likelihood).map_err(|e| Error::config("likelihood", e.to_string()))?,
+    );
+    Ok(settings)
+}
+
+/// The file name of a run's reliability diagram for data set `name`.
+pub fn reliability_file_name(name: &str) -> String {
+    crate::validate::calibration_file_name(name).replacen("calibration_", "reliability_", 1)
+}
+
+/// Trains and evaluates `spec` on split `k` (see the module docs).
+///
+/// # Errors
+/// Reading the split, standardising, building, training, predicting or scoring fails.
+pub fn run_class_split(
+    spec: &ExperimentSpec<'_>,
+    likelihood: &Likelihood,
+    labels: &[usize],
+    k: usize,
+) -> Result<ClassSplitRecord> {
+    let b = spec.backend;
+    let label = format!(
+        "{} {} {} split {k}",
+        b.name(),
+        model_label(spec.arch.layers),
+        spec.data.name
+    );
+    let ctx = |what: &str| format!("{label}: {what}");
+    let (train_idx, test_idx) = spec.data.split(k)?;
+    let (train, test) = spec.data.split_data(k)?;
+    let st = Standardizer::fit_with(&train, spec.data.standardize_options())
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let train_std = Dataset::new(
+        st.transform_x(train.x())
+            .map_err(|e| BenchError::run(ctx("standardising"), e))?,
+        train.y().to_owned(),
+    )
+    .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let test_x = st
+        .transform_x(test.x())
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let test_labels: Vec<usize> = test_idx.iter().map(|&i| labels[i]).collect();
+    let batch_size = spec.batch_size.min(train.n());
+    let fit_cfg = FitConfig {
+        steps: spec.steps,
+        batch_size,
+        learning_rate: spec.learning_rate,
+        seed: spec.seed,
+        early_stopping: spec.early_stopping.clone(),
+        lr_schedule: spec.lr_schedule.clone(),
+        // A backend's own convergence stop applies (as in regression runs).
+        convergence: None,
+    };
+    let mut arch = spec.arch.clone();
+    arch.settings = with_likelihood(&arch.settings, likelihood)
+        .map_err(|e| BenchError::run(ctx("settings"), e))?;
+    let t0 = Instant::now();
+    let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
+    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &bar)?;
+    let fit = model
+        .fit(&train_std, &fit_cfg, &mut bar)
+        .map_err(|e| BenchError::run(ctx("training"), e))?;
+    let train_seconds = t0.elapsed().as_secs_f64();
+    bar.finish();
+    let t1 = Instant::now();
+    let pred = model
+        .predict(
+            test_x.as_ref(),
+            &PredictConfig {
+                samples: spec.arch.predict_samples,
+                seed: spec.seed.wrapping_add(PREDICT_SEED_OFFSET),
+            },
+        )
+        .map_err(|e| BenchError::run(ctx("predicting"), e))?;
+    let predict_seconds = t1.elapsed().as_secs_f64();
+    let (metrics, reliability) =
+        evaluate(&pred, &test_labels).map_err(|e| BenchError::run(ctx("metrics"), e))?;
+    debug_assert_eq!(train_idx.len(), train.n());
+    Ok(ClassSplitRecord {
+        task: CLASSIFICATION_TASK.into(),
+        dataset: spec.data.name.clone(),
+        backend: b.name().to_string(),
+        layers: spec.arch.layers,
+        split: k,
+        num_classes: likelihood.num_classes().unwrap_or(2),
+        likelihood: likelihood.clone(),
+        n_train: train.n(),
+        n_test: test.n(),
+        metrics,
+        reliability,
+        train_seconds,
+        predict_seconds,
+        steps: fit.steps,
+        final_objective: fit.final_objective,
+        num_inducing: spec.arch.num_inducing,
+        hidden_width: spec.arch.hidden_width,
+        batch_size,
+        learning_rate: spec.learning_rate,
+        predict_samples: spec.arch.predict_samples,
+        seed: spec.seed,
+        model: model.describe(),
+        settings: spec.arch.settings.clone(),
+        command: String::new(),
+        protocol: spec.protocol.clone(),
+    })
+}
+
+/// The reliability diagrams of `records`, one panel per (backend, layers), bins pooled
+/// over splits.
+pub fn reliability_series(
+    records: &[ClassSplitRecord],
+) -> Vec<(String, Vec<dgp_traits::classification::ReliabilityBin>)> {
+    let mut groups: Vec<(String, Vec<Vec<_>>)> = Vec::new();
+    for r in records {
+        let label = format!(
+            "{} {} ({})",
+            r.backend,
+            model_label(r.layers),
+            likelihood_name(&r.likelihood)
+        );
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, v)) => v.push(r.reliability.clone()),
+            None => groups.push((label, vec![r.reliability.clone()])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(l, sets)| {
+            dgp_traits::classification::ReliabilityBin::pool(&sets)
+                .ok()
+                .map(|b| (l, b))
+        })
+        .collect()
+}
+
+/// One row of [`class_table`]: mean ± s.e. over the splits of one (data set, backend,
+/// layers, likelihood, run configuration).
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassSummaryRow {
+    /// Data set.
+    pub dataset: String,
+    /// Backend.
+    pub backend: String,
+    /// `SGP`, `DGP2`, …
+    pub model: String,
+    /// Likelihood name.
+    pub likelihood: String,
+    /// Splits summarised.
+    pub n_splits: usize,
+    /// Steps (mean over splits, rounded).
+    pub steps: usize,
+    /// Test error rate.
+    pub error_rate: MeanSe,
+    /// Test log loss (classification NLL).
+    pub log_loss: MeanSe,
+    /// Brier score.
+    pub brier: MeanSe,
+    /// ECE, 15 bins.
+    pub ece: MeanSe,
+    /// AUC (binary problems), else `None`.
+    pub auc: Option<MeanSe>,
+    /// Training seconds.
+    pub train_seconds: MeanSe,
+}
+
+/// The records grouped by (data set, backend, layers, likelihood, M, hidden width, batch,
+/// lr, steps, command-line settings), in order of first appearance, as mean ± s.e. rows.
+pub fn summarise_class(records: &[ClassSplitRecord]) -> Vec<ClassSummaryRow> {
+    let key = |r: &ClassSplitRecord| {
+        (
+            r.dataset.clone(),
+            r.backend.clone(),
+            r.layers,
+            likelihood_name(&r.likelihood),
+            r.num_inducing,
+            r.hidden_width,
+            r.batch_size,
+            r.learning_rate.to_bits(),
+            r.steps,
+            serde_json::to_string(&r.settings).unwrap_or_default(),
+        )
+    };
+    let mut groups: Vec<(_, Vec<&ClassSplitRecord>)> = Vec::new();
+    for r in records {
+        let k = key(r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, rs)| {
+            let of = |f: &dyn Fn(&ClassSplitRecord) -> f64| {
+                MeanSe::of(&rs.iter().map(|r| f(r)).collect::<Vec<_>>())
+            };
+            let aucs: Vec<f64> = rs.iter().filter_map(|r| r.metrics.auc).collect();
+            let r0 = rs[0];
+            ClassSummaryRow {
+                dataset: r0.dataset.clone(),
+                backend: r0.backend.clone(),
+                model: crate::experiment::model_label(r0.layers),
+                likelihood: likelihood_name(&r0.likelihood).to_string(),
+                n_splits: rs.len(),
+                steps: (rs.iter().map(|r| r.steps as f64).sum::<f64>() / rs.len() as f64).round()
+                    as usize,
+                error_rate: of(&|r| r.metrics.error_rate),
+                log_loss: of(&|r| r.metrics.log_loss),
+                brier: of(&|r| r.metrics.brier),
+                ece: of(&|r| r.metrics.ece),
+                auc: (aucs.len() == rs.len()).then(|| MeanSe::of(&aucs)),
+                train_seconds: of(&|r| r.train_seconds),
+            }
+        })
+        .collect()
+}
+
+/// The classification table in GitHub Markdown (mean ± s.e. over splits).
+pub fn class_table(rows: &[ClassSummaryRow]) -> String {
+    let mut s = String::from(
+        "| data | backend | model | likelihood | splits | steps | error | NLL (log loss) | Brier | ECE | AUC | train s |\n\
+         |---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.dataset,
+            r.backend,
+            r.model,
+            r.likelihood,
+            r.n_splits,
+            r.steps,
+            fmt_mean_se(&r.error_rate),
+            fmt_mean_se(&r.log_loss),
+            fmt_mean_se(&r.brier),
+            fmt_mean_se(&r.ece),
+            r.auc.as_ref().map_or("—".to_string(), fmt_mean_se),
+            fmt_mean_se(&r.train_seconds),
+        ));
+    }
+    s
+}
+
+/// The sentence under classification tables.
+pub const CLASS_TABLE_NOTE: &str = "error = test error rate; NLL = mean negative log \
+probability of the test label (log loss); Brier = multiclass Brier score; ECE = expected \
+calibration error over 15 equal-width bins of the top-class confidence; AUC for binary \
+problems; mean ± standard error over splits, s.e. = sd/√n with ddof = 1 (no ± with one split).";
+
+/// True when the first record of the JSON Lines file `path` is a classification record
+/// (`"task": "classification"`).
+///
+/// # Errors
+/// [`BenchError::Usage`] if the file cannot be read.
+pub fn holds_class_records(path: &Path) -> Result<bool> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BenchError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    Ok(serde_json::from_str::<serde_json::Value>(first)
+        .ok()
+        .and_then(|v| {
+            v.get("task")
+                .and_then(|t| t.as_str())
+                .map(|t| t == CLASSIFICATION_TASK)
+        })
+        .unwrap_or(false))
+}
+
+/// Reads a JSON Lines file of [`ClassSplitRecord`]s.
+///
+/// # Errors
+/// [`BenchError::Usage`] if the file cannot be read or a line is not a classification
+/// record.
+pub fn read_class_records(path: &Path) -> Result<Vec<ClassSplitRecord>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BenchError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let r: ClassSplitRecord = serde_json::from_str(l).map_err(|e| {
+                BenchError::Usage(format!(
+                    "{}:{}: not a classification record: {e}",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+            if r.task != CLASSIFICATION_TASK {
+                return Err(BenchError::Usage(format!(
+                    "{}:{}: not a classification record (mixed with regression records?)",
+                    path.display(),
+                    i + 1
+                )));
+            }
+            Ok(r)
+        })
+        .collect()
 }

@@ -95,9 +95,10 @@ pub fn concrete_sources() -> UciSources<'static> {
 /// or non-finite noise level.
 pub fn step_function(n: usize, noise_std: f64, seed: u64) -> dgp_traits::Result<Dataset> {
     if !(noise_std >= 0.0 && noise_std.is_finite()) {
-        return Err(dgp_traits::Error::Config(format!(
-            "step function noise std must be finite and ≥ 0, got {noise_std}"
-        )));
+        return Err(dgp_traits::Error::config(
+            "noise_std",
+            format!("step function noise std must be finite and ≥ 0, got {noise_std}"),
+        ));
     }
     let mut rng = seeded(seed);
     let (lo, hi) = STEP_RANGE;

@@ -7,9 +7,14 @@
 //!   `layers_in_default_run` (SGP, DGP2, DGP3), trained with its
 //!   [`crate::backends::QuickSettings`] — fewer steps and inducing points than the full
 //!   protocol, so that everything finishes in about three minutes on two cores;
+//! * one small classification run: the default backend's SGP and DGP2 with the
+//!   Bernoulli-probit likelihood on an embedded 1 483-row subsample of MAGIC gamma
+//!   telescope (one split, 1 007 training rows; [`CLASS_QUICK`]), its table in the report
+//!   beside a reliability diagram;
 //! * writes `report.md`, `results.json`, one SVG of the predictive (mean, 95 % band,
 //!   function samples where the backend has them, data) per model on the step function,
-//!   and one calibration-curve SVG per data set.
+//!   one calibration-curve SVG per data set and the reliability diagram of the
+//!   classification run.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +56,47 @@ pub struct DefaultRunOptions {
     pub quick_override: Option<QuickSettings>,
     /// Show progress bars.
     pub progress: bool,
+    /// Backends of the classification run (default: the registry's default backend);
+    /// empty = no classification run.
+    pub class_backends: Vec<&'static BackendEntry>,
+}
+
+/// Layer counts of the default job's classification run (SGP and DGP2).
+pub const CLASS_LAYERS: &[usize] = &[1, 2];
+
+/// Settings of the default job's classification run on the MAGIC subsample: 300 Adam
+/// steps at lr 0.01 on batches of 500, M = 50, 20 predictive samples.
+pub const CLASS_QUICK: QuickSettings = QuickSettings {
+    steps: 300,
+    steps_1d: 0,
+    num_inducing: 50,
+    batch_cap: 500,
+    learning_rate: 0.01,
+    predict_samples: 20,
+    note: "",
+};
+
+/// The embedded classification data of the default job: a 1 483-row subsample of MAGIC
+/// gamma telescope (binary, 10 features) with one split, as committed in
+/// `dgp-bench/data/magic-small/` (its README says how it was drawn).
+pub fn magic_small() -> Result<BenchData> {
+    static SPLITS: [(&str, &str); 1] = [(
+        include_str!("../data/magic-small/splits/index_train_0.txt"),
+        include_str!("../data/magic-small/splits/index_test_0.txt"),
+    )];
+    let src = dgp_traits::data::UciSources {
+        name: "magic-small",
+        data: include_str!("../data/magic-small/data.txt"),
+        index_features: include_str!("../data/magic-small/index_features.txt"),
+        index_target: include_str!("../data/magic-small/index_target.txt"),
+        n_splits: include_str!("../data/magic-small/n_splits.txt"),
+        splits: &SPLITS,
+    };
+    let uci = dgp_traits::data::load_uci_from_str(&src).map_err(crate::error::BenchError::data)?;
+    Ok(BenchData::from_uci(
+        uci,
+        "embedded (dgp-bench/data/magic-small)",
+    ))
 }
 
 impl Default for DefaultRunOptions {
@@ -63,6 +109,9 @@ impl Default for DefaultRunOptions {
             backends: backends().iter().collect(),
             quick_override: None,
             progress: true,
+            class_backends: crate::backends::find_backend(crate::backends::DEFAULT_BACKEND)
+                .into_iter()
+                .collect(),
         }
     }
 }
@@ -104,6 +153,24 @@ impl DefaultRunOptions {
                 q.predict_samples
             ) + &if q.note.is_empty() { String::new() } else { format!(" ({})", q.note) });
         }
+        if !self.class_backends.is_empty() {
+            let q = self.quick_override.unwrap_or(CLASS_QUICK);
+            let names: Vec<&str> = self.class_backends.iter().map(|b| b.name()).collect();
+            lines.push(format!(
+                "classification: {} {} with the Bernoulli-probit likelihood on magic-small (embedded 1 483-row subsample of MAGIC gamma telescope, 1 split), M = {}, Adam lr {}, batch min(N, {}), {} steps, {} predictive samples",
+                names.join(", "),
+                CLASS_LAYERS
+                    .iter()
+                    .map(|&l| model_label(l))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                q.num_inducing,
+                q.learning_rate,
+                q.batch_cap,
+                q.steps,
+                q.predict_samples
+            ));
+        }
         lines.push(format!("output: {}", self.out_dir.display()));
         lines
     }
@@ -118,6 +185,10 @@ pub struct DefaultRunOutput {
     pub summary: Vec<SummaryRow>,
     /// The Markdown table.
     pub table: String,
+    /// The records of the classification run.
+    pub class_records: Vec<crate::classification::ClassSplitRecord>,
+    /// Its table (empty without a classification run).
+    pub class_table: String,
     /// Every file written.
     pub files: Vec<PathBuf>,
 }
@@ -379,17 +450,71 @@ pub fn default_run(
         plots.push((format!("Calibration curves on {}", data.name), name));
         files.push(path);
     }
+    let (class_records, class_table) = classification_run(opts, &mut plots, &mut files)?;
     let summary = summarise(&records);
     let table = markdown_table(&summary);
-    let report = report_of(opts, &summary, plots);
+    let mut report = report_of(opts, &summary, plots);
+    if !class_table.is_empty() {
+        report.notes.push(format!(
+            "### Classification (magic-small)\n\n{class_table}\n{}",
+            crate::classification::CLASS_TABLE_NOTE
+        ));
+    }
     let settings = settings_of(opts);
     files.extend(write_report_files(out, &report, settings, &records)?);
     Ok(DefaultRunOutput {
         records,
         summary,
         table,
+        class_records,
+        class_table,
         files,
     })
+}
+
+/// The classification part of the default job: every class backend's [`CLASS_LAYERS`]
+/// on [`magic_small`] with the Bernoulli-probit likelihood; draws the reliability
+/// diagram. Returns the records and their table.
+fn classification_run(
+    opts: &DefaultRunOptions,
+    plots: &mut Vec<(String, String)>,
+    files: &mut Vec<PathBuf>,
+) -> Result<(Vec<crate::classification::ClassSplitRecord>, String)> {
+    use crate::classification::{
+        class_labels_of, class_table, likelihood_by_name, reliability_file_name,
+        reliability_series, run_class_split, summarise_class,
+    };
+    if opts.class_backends.is_empty() {
+        return Ok((Vec::new(), String::new()));
+    }
+    let data = magic_small()?;
+    let (k, labels) = class_labels_of(&data.name, data.data().y(), None)?;
+    let likelihood = likelihood_by_name("probit", k)?;
+    let q = opts.quick_override.unwrap_or(CLASS_QUICK);
+    let mut records = Vec::new();
+    for &b in &opts.class_backends {
+        if !b.capabilities().supports(likelihood.family()) {
+            continue;
+        }
+        for &layers in CLASS_LAYERS {
+            let spec = spec_for(&data, b, q, layers, q.steps, &[0], opts);
+            records.push(run_class_split(&spec, &likelihood, &labels, 0)?);
+        }
+    }
+    if records.is_empty() {
+        return Ok((records, String::new()));
+    }
+    let name = reliability_file_name(&data.name);
+    let path = opts.out_dir.join(&name);
+    let caption = format!(
+        "Reliability on {} (test split, 15 equal-width confidence bins)",
+        data.name
+    );
+    crate::reliability::write_reliability(&path, &caption, &reliability_series(&records))?;
+    plots.push((caption, name));
+    files.push(path);
+    let table = class_table(&summarise_class(&records));
+    Ok((records, table))
 }
 
 /// The output directory's report file (for messages).

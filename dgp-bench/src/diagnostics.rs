@@ -28,6 +28,10 @@ pub struct FitDiagnostics {
     /// most [`HELDOUT_TRACE_POINTS`] points; empty when no held-out rule ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub heldout_trace: Vec<(usize, f64)>,
+    /// Steps after which the convergence stop on the training objective ended the run
+    /// ([`FitReport::converged_after`]); `None` when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converged_after: Option<usize>,
 }
 
 impl FitDiagnostics {
@@ -49,6 +53,7 @@ impl FitDiagnostics {
             noise_variance: model.noise_variance().map(|v| v * s0 * s0),
             kept_step,
             heldout_trace,
+            converged_after: fit.converged_after,
         }
     }
 }
@@ -74,6 +79,11 @@ impl FitDiagnostics {
         }
         if let Some(k) = self.kept_step {
             parts.push(format!("kept the parameters of step {k}"));
+        }
+        if let Some(k) = self.converged_after {
+            parts.push(format!(
+                "stopped early: training objective converged after {k} steps"
+            ));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
@@ -116,11 +126,20 @@ mod tests {
             noise_variance: Some(0.25),
             kept_step: Some(20),
             heldout_trace: vec![(0, 2.0), (20, 1.0), (40, 1.5)],
+            converged_after: None,
         };
         assert_eq!(
             d.summary_line().unwrap(),
             "noise variance 2.5000e-1; held-out NLL 2.0000 at step 0 → min 1.0000 at 20 → \
              1.5000 at 40; kept the parameters of step 20"
+        );
+        let c = FitDiagnostics {
+            converged_after: Some(700),
+            ..FitDiagnostics::default()
+        };
+        assert_eq!(
+            c.summary_line().unwrap(),
+            "stopped early: training objective converged after 700 steps"
         );
     }
 

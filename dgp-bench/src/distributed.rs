@@ -108,12 +108,15 @@ fn exchange_headers(rank: usize, op: Op, vals: [u64; 3]) -> dgp_traits::Result<V
         .map(|h| [h[0], h[1], h[2], h[3]])
         .collect();
     if let Some((r, h)) = headers.iter().enumerate().find(|(_, h)| h[0] != op as u64) {
-        return Err(dgp_traits::Error::Config(format!(
-            "MPI ranks out of step: rank {rank} is {} while rank {r} is {} (the ranks must \
+        return Err(dgp_traits::Error::config(
+            "mpi",
+            format!(
+                "MPI ranks out of step: rank {rank} is {} while rank {r} is {} (the ranks must \
              run the same command on the same data)",
-            Op::name(op as u64),
-            Op::name(h[0])
-        )));
+                Op::name(op as u64),
+                Op::name(h[0])
+            ),
+        ));
     }
     Ok(headers)
 }
@@ -206,10 +209,13 @@ impl ChunkRunner for MpiRunner {
             ));
         }
         if slots.len() > mpi::Count::MAX as usize {
-            return Err(dgp_traits::Error::Config(format!(
-                "MPI chunk combine: {} numbers exceed one MPI call's count",
-                slots.len()
-            )));
+            return Err(dgp_traits::Error::config(
+                "mpi",
+                format!(
+                    "MPI chunk combine: {} numbers exceed one MPI call's count",
+                    slots.len()
+                ),
+            ));
         }
         let (counts, displs) = layout(self.size, chunks, width);
         let counts: Vec<mpi::Count> = counts.iter().map(|&n| n as mpi::Count).collect();

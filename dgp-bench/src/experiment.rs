@@ -119,8 +119,8 @@ pub struct SplitRecord {
     /// and omitted for the published protocol on the data set's own splits.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub protocol: String,
-    /// Step cap when held-out early stopping ran (`steps` is where it stopped); 0 and
-    /// omitted otherwise.
+    /// Step cap when held-out early stopping ran or the convergence stop ended the run
+    /// (`steps` is where it stopped); 0 and omitted otherwise.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub max_steps: usize,
     /// Log predictive density of every test point in original units (test-row order of
@@ -223,6 +223,9 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
         lr_schedule: spec.lr_schedule.clone(),
+        // A backend's own convergence stop (star, mf, fc: `StructuredConfig::convergence`)
+        // applies when this is `None`.
+        convergence: None,
     };
     // Building includes any hyper-parameter selection on validation data, so it counts
     // as training time.
@@ -279,7 +282,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         settings: Settings::new(),
         command: String::new(),
         protocol: spec.protocol.clone(),
-        max_steps: if spec.early_stopping.is_some() {
+        max_steps: if spec.early_stopping.is_some() || fit.converged_after.is_some() {
             spec.steps
         } else {
             0

@@ -13,7 +13,8 @@
 //!   original units ([`experiment::SplitRecord`]).
 //! * [`classification`] — [`classification::run_classification`]: a backend on the splits
 //!   of a classification folder (labels `0..K`), with error rate, log loss, Brier, ECE
-//!   and AUC of its class probabilities.
+//!   and AUC of its class probabilities; `run --task classification` on any data source.
+//! * [`reliability`] — reliability diagrams (SVG) of classifiers.
 //! * [`protocol`] — `run --protocol published | lindinger | dspp` (Lindinger et al.'s random
 //!   90:10 splits, held-out early stopping and settings; the DSPP paper's random 15:3:2
 //!   splits, 10 or 5 of them) next to `--split-kind published | random | extrapolate`
@@ -70,6 +71,7 @@ mod probe;
 pub mod progress;
 pub mod protocol;
 pub mod reference;
+pub mod reliability;
 pub mod report;
 pub mod resources;
 pub mod results;

@@ -1527,3 +1527,175 @@ fn sigterm_during_a_stuck_step_exits_and_keeps_the_checkpoint() {
     };
     assert_eq!(strip(&s.path("run.jsonl")), strip(&s.path("ref.jsonl")));
 }
+
+// ---- Classification runs (`run --task classification` / `--likelihood`) ----------------
+
+/// A UCI folder of [`common::rows`]' features with `label(i)` as the target of row i and
+/// the two published splits of [`write_uci`] (test rows i % 10 == 3 + k).
+fn write_class_folder(dir: &Path, label: impl Fn(usize) -> String) {
+    write_uci(dir);
+    let data: String = common::rows()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| format!("{} {} {}\n", r[0], r[1], label(i)))
+        .collect();
+    std::fs::write(dir.join("data.txt"), data).unwrap();
+}
+
+/// Classification misuse: each case fails before training with a clear message.
+#[test]
+fn classification_misuse_fails_before_training() {
+    let s = Scratch::new("class-catalogue");
+    write_uci(&s.path("regression"));
+    write_class_folder(&s.path("three"), |i| (i % 3).to_string());
+    write_class_folder(&s.path("one_class"), |_| "0".into());
+    write_class_folder(&s.path("negative"), |i| {
+        if i == 5 {
+            "-1".into()
+        } else {
+            (i % 2).to_string()
+        }
+    });
+    write_class_folder(&s.path("nan_label"), |i| {
+        if i == 7 {
+            "nan".into()
+        } else {
+            (i % 2).to_string()
+        }
+    });
+    write_class_folder(&s.path("fraction"), |i| {
+        if i == 2 {
+            "0.5".into()
+        } else {
+            (i % 2).to_string()
+        }
+    });
+    // Class 2 only on the test rows of split 0.
+    write_class_folder(&s.path("missing"), |i| {
+        if i % 10 == 3 {
+            "2".into()
+        } else {
+            (i % 2).to_string()
+        }
+    });
+    let run = |dir: &str, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "run",
+            "--data",
+            &s.s(dir),
+            "--steps",
+            "5",
+            "--inducing",
+            "5",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let cases = vec![
+        case(
+            "class: regression target",
+            &run("regression", &["--task", "classification"]),
+            &[
+                "classification on regression",
+                "not an integer",
+                "regression target",
+            ],
+        ),
+        case(
+            "class: label outside 0..K-1 (--classes)",
+            &run("three", &["--task", "classification", "--classes", "2"]),
+            &["label at row 2 is 2", "classes are 0..2"],
+        ),
+        case(
+            "class: negative label",
+            &run("negative", &["--likelihood", "probit"]),
+            &["label at row 5 is -1"],
+        ),
+        case(
+            "class: non-integer label",
+            &run("fraction", &["--likelihood", "probit"]),
+            &["label at row 2 is 0.5", "not an integer"],
+        ),
+        case(
+            "class: NaN label",
+            &run("nan_label", &["--task", "classification"]),
+            &["nan"],
+        ),
+        case(
+            "class: K = 1",
+            &run("one_class", &["--task", "classification"]),
+            &["at least 2 classes"],
+        ),
+        case(
+            "class: class missing from a training split",
+            &run("missing", &["--task", "classification", "--splits", "0"]),
+            &["split 0", "class 2 of 0..3 has no training example"],
+        ),
+        case(
+            "class: backend without the likelihood family",
+            &run(
+                "three",
+                &["--task", "classification", "--backend", "nested"],
+            ),
+            &["--backend nested", "does not train multiclass likelihoods"],
+        ),
+        case(
+            "class: binary likelihood on three classes",
+            &run("three", &["--likelihood", "logit"]),
+            &["'logit' is binary", "3 classes"],
+        ),
+        case(
+            "class: unknown likelihood",
+            &run("three", &["--likelihood", "tanh"]),
+            &["unknown classification likelihood 'tanh'"],
+        ),
+        case(
+            "class: classification likelihood with --task regression",
+            &run(
+                "three",
+                &["--task", "regression", "--likelihood", "softmax"],
+            ),
+            &["--task is regression"],
+        ),
+        case(
+            "class: the Gaussian likelihood with --task classification",
+            &run(
+                "three",
+                &["--task", "classification", "--likelihood", "gaussian"],
+            ),
+            &["regression likelihood"],
+        ),
+        case(
+            "class: unknown task",
+            &run("three", &["--task", "ranking"]),
+            &["unknown task 'ranking'"],
+        ),
+        case(
+            "class: likelihood also given as a setting",
+            &run(
+                "three",
+                &[
+                    "--task",
+                    "classification",
+                    "--set",
+                    "likelihood.kind=bernoulli_probit",
+                ],
+            ),
+            &["remove 'likelihood'"],
+        ),
+    ];
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| check_case(&s, c).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

@@ -105,3 +105,202 @@ fn bad_classification_requests_are_usage_errors() {
     ));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `dgp-bench run --likelihood robust-max` on a three-class folder: per-split records with
+/// the classification metrics, `dgp-bench table` prints them, and the report has a
+/// reliability diagram with 15 bins.
+#[test]
+fn the_command_line_runs_classification_and_tables_it() {
+    let dir = write_folder(3);
+    let out = dir.join("out");
+    let json = dir.join("records.jsonl");
+    let bench = env!("CARGO_BIN_EXE_dgp-bench");
+    let o = std::process::Command::new(bench)
+        .args([
+            "run",
+            "--data",
+            dir.to_str().unwrap(),
+            "--likelihood",
+            "robust-max",
+        ])
+        .args([
+            "--layers",
+            "1,2",
+            "--steps",
+            "150",
+            "--inducing",
+            "10",
+            "--samples",
+            "5",
+        ])
+        .args(["--lr", "0.02", "--quiet", "--json", json.to_str().unwrap()])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for (r, layers) in lines.iter().zip([1, 2]) {
+        assert_eq!(r["task"], "classification");
+        assert_eq!(r["layers"], layers);
+        assert_eq!(r["likelihood"]["kind"], "robust_max");
+        assert_eq!(r["num_classes"], 3);
+        let m = &r["metrics"];
+        assert!(m["error_rate"].as_f64().unwrap() <= 0.2, "{r}");
+        for k in ["log_loss", "brier", "ece"] {
+            assert!(m[k].as_f64().unwrap().is_finite(), "{k}: {r}");
+        }
+        assert!(m["auc"].is_null(), "no AUC for three classes");
+        assert_eq!(r["reliability"].as_array().unwrap().len(), 15);
+        let n: u64 = r["reliability"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(n, 30);
+    }
+    let t = std::process::Command::new(bench)
+        .args(["table", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&t.stdout);
+    assert!(t.status.success());
+    assert!(
+        table.contains("| error | NLL (log loss) | Brier | ECE | AUC |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| robust-max |") && table.contains("| DGP2 |"),
+        "{table}"
+    );
+    let svg = std::fs::read_to_string(out.join("reliability_dgp-bench-class-3.svg"))
+        .or_else(|_| {
+            let f = std::fs::read_dir(&out)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .find(|e| e.file_name().to_string_lossy().starts_with("reliability_"))
+                .expect("a reliability SVG");
+            std::fs::read_to_string(f.path())
+        })
+        .unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    // Two panels (SGP, DGP2) of 15 bins each.
+    assert_eq!(svg.matches("class=\"accuracy\"").count(), 30);
+    assert_eq!(svg.matches("data-bins=\"15\"").count(), 2);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("reliability_") && report.contains("| svi | SGP | robust-max |"));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Held-out early stopping of a classification model scores the held-out rows by the log
+/// loss of their labels: the best score the rule reports is the log loss of the restored
+/// model's class probabilities on the held-out rows (same rows, samples and seed).
+#[test]
+fn held_out_early_stopping_scores_classification_by_log_loss() {
+    use dgp_bench::classification::build_model;
+    use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
+    use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+    use dgp_traits::model::Silent;
+    use dgp_traits::train::{EarlyStopping, HeldOutRule, SCORE_SEED_OFFSET, held_out_rows};
+    let dir = write_folder(3);
+    let split = ClassDataset::load(&dir, None).unwrap().split(0).unwrap();
+    let st = Standardizer::fit(&split.train);
+    let train = Dataset::new(
+        st.transform_x(split.train.x()).unwrap(),
+        split.train.y().to_owned(),
+    )
+    .unwrap();
+    let rule = HeldOutRule::Patience(EarlyStopping {
+        every: 10,
+        patience: 3,
+        ..Default::default()
+    });
+    let mut s = spec(dir.clone(), "svi", "robust-max");
+    s.fit.steps = 120;
+    s.fit.early_stopping = Some(rule.clone());
+    let lik = likelihood_by_name("robust-max", 3).unwrap();
+    let mut model = build_model(&s, &lik, &train).unwrap();
+    let report = model.fit(&train, &s.fit, &mut Silent).unwrap();
+    let best = report.held_out.unwrap().best_heldout_nll.unwrap();
+    let (_, held) = held_out_rows(&rule, train.n(), s.fit.seed)
+        .unwrap()
+        .unwrap();
+    let hold = train.select_rows(&held).unwrap();
+    let pred = model
+        .predict(
+            hold.x(),
+            &PredictConfig {
+                samples: rule.score_samples(),
+                seed: s.fit.seed.wrapping_add(SCORE_SEED_OFFSET),
+            },
+        )
+        .unwrap();
+    let probs = ClassProbs::from_predictive(&pred).unwrap();
+    let want = log_loss(&probs, &class_labels(hold.y(), 3).unwrap()).unwrap();
+    assert!(
+        (best - want).abs() < 1e-12,
+        "best {best} vs log loss {want}"
+    );
+    assert!(best > 0.0 && best < 3f64.ln(), "{best}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The same classification run at 1 and at 2 threads gives the same records to the last
+/// digit (metrics, reliability bins, final objective).
+#[test]
+fn classification_runs_are_identical_at_one_and_two_threads() {
+    let dir = write_folder(3);
+    let run = |threads: &str| -> Vec<serde_json::Value> {
+        let json = dir.join(format!("t{threads}.jsonl"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+            .args([
+                "run",
+                "--data",
+                dir.to_str().unwrap(),
+                "--likelihood",
+                "softmax",
+            ])
+            .args([
+                "--layers",
+                "2",
+                "--steps",
+                "40",
+                "--inducing",
+                "8",
+                "--samples",
+                "4",
+            ])
+            .args(["--quiet", "--json", json.to_str().unwrap()])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let m = v.as_object_mut().unwrap();
+                for k in ["train_seconds", "predict_seconds", "command"] {
+                    m.remove(k);
+                }
+                v
+            })
+            .collect()
+    };
+    let one = run("1");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one, run("2"));
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -320,8 +320,9 @@ fn time_turns_dspp_early_stopping_off_unless_asked() {
 }
 
 /// Two backends interleaved in one run: every backend reported, ratios to the first with
-/// their spread over rounds, and sghmc's burn-in and sampling phases both timed (a budget
-/// of 2 + 6 steps = 5 burn-in steps and 3 kept samples).
+/// their spread over rounds, and sghmc's burn-in and sampling phases both timed (with the
+/// reference's 10 000 burn-in steps, a budget of 2 + 6 steps = 5 burn-in steps and 3 kept
+/// samples).
 #[test]
 fn time_interleaves_backends_and_reports_ratios_and_phases() {
     let s = Scratch::new("time2");
@@ -348,6 +349,8 @@ fn time_interleaves_backends_and_reports_ratios_and_phases() {
         "2",
         "--predict-reps",
         "2",
+        "--set",
+        "sghmc:sampler.burn_in=10000",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -604,7 +607,7 @@ fn bad_backend_settings_exit_with_code_2_naming_the_key() {
     );
     assert_usage_error(
         &["run", "--data", u, "--set", "inner_q_scale=2"],
-        "inner_q_scale must be in (0, 1]",
+        "inner_q_scale: must be in (0, 1]",
     );
     assert_usage_error(
         &["run", "--data", u, "--set", "natgrad.gamma=2"],
@@ -620,7 +623,7 @@ fn bad_backend_settings_exit_with_code_2_naming_the_key() {
             "--set",
             "restart_fraction=1.5",
         ],
-        "restart_fraction must be in (0, 1)",
+        "restart_fraction: must be in (0, 1)",
     );
     assert_usage_error(
         &["run", "--data", u, "--backend", "dspp", "--rule", "qr9"],

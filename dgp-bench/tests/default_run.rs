@@ -31,6 +31,24 @@ fn default_job_with_tiny_models_writes_every_file() {
     assert_eq!(seen, out.records.len());
     assert_eq!(out.summary.len(), 2 * models);
     assert!(out.records.iter().all(|r| r.nll.is_finite()));
+    // The classification run: svi SGP and DGP2 on the embedded MAGIC subsample.
+    let layers: Vec<usize> = out.class_records.iter().map(|r| r.layers).collect();
+    assert_eq!(layers, vec![1, 2]);
+    for r in &out.class_records {
+        assert_eq!(
+            (r.dataset.as_str(), r.n_train, r.n_test),
+            ("magic-small", 1007, 476)
+        );
+        assert!(r.metrics.auc.is_some_and(|a| a > 0.5), "{r:?}");
+    }
+    assert!(
+        out.class_table
+            .contains("| magic-small | svi | DGP2 | probit |")
+    );
+    let svg = std::fs::read_to_string(dir.join("reliability_magic-small.svg")).unwrap();
+    assert_eq!(svg.matches("data-bins=\"15\"").count(), 2);
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("### Classification (magic-small)"));
     // Every model runs its 20 steps; dspp and ppgpr then refit on every row for the
     // steps their held-out rule kept (at most 20).
     for r in &out.records {

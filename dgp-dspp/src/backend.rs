@@ -48,9 +48,8 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
 /// The canonical JSON of a string setting parsed by `T::from_str`.
 fn canonical<T: FromStr<Err = Error> + Serialize>(v: &Value) -> Result<Value> {
     match v {
-        Value::String(s) => {
-            serde_json::to_value(T::from_str(s)?).map_err(|e| Error::Config(format!("dspp: {e}")))
-        }
+        Value::String(s) => serde_json::to_value(T::from_str(s)?)
+            .map_err(|e| Error::config("setting", format!("{e}"))),
         other => Ok(other.clone()),
     }
 }
@@ -64,7 +63,7 @@ fn normalised(settings: &Settings) -> Result<Settings> {
         ("q_cov", canonical::<QCov>),
     ] {
         if let Some(v) = s.get_mut(key) {
-            *v = parse(v).map_err(|e| Error::Config(format!("dspp: setting '{key}': {e}")))?;
+            *v = parse(v).map_err(|e| Error::config("setting", format!("'{key}': {e}")))?;
         }
     }
     Ok(s)
@@ -265,10 +264,13 @@ impl ConfigBackend for PpgprBackend {
     /// ppgpr is the one-layer model: any other layer count is an error.
     fn check_common(&self, common: &CommonSettings) -> Result<()> {
         if common.layers != 1 {
-            return Err(Error::Config(format!(
-                "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
-                common.layers
-            )));
+            return Err(Error::config(
+                "layers",
+                format!(
+                    "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
+                    common.layers
+                ),
+            ));
         }
         Ok(())
     }
@@ -337,7 +339,7 @@ mod tests {
         let mut s = Settings::new();
         s.insert("restart_fraction".into(), Value::from(1.5));
         let e = DsppBackend.config(&common(2), &s).unwrap_err().to_string();
-        assert!(e.contains("restart_fraction must be in (0, 1)"), "{e}");
+        assert!(e.contains("restart_fraction: must be in (0, 1)"), "{e}");
         let mut s = Settings::new();
         s.insert("betta".into(), Value::from(1.0));
         let e = DsppBackend.config(&common(2), &s).unwrap_err().to_string();

@@ -33,9 +33,10 @@ impl std::str::FromStr for Rule {
             "qr1" => Ok(Rule::Qr1),
             "qr2" => Ok(Rule::Qr2),
             "qr3" => Ok(Rule::Qr3),
-            other => Err(Error::Config(format!(
-                "unknown quadrature rule {other:?} (expected qr1, qr2 or qr3)"
-            ))),
+            other => Err(Error::config(
+                "rule",
+                format!("unknown quadrature rule {other:?} (expected qr1, qr2 or qr3)"),
+            )),
         }
     }
 }
@@ -59,9 +60,10 @@ impl std::str::FromStr for SiteInit {
         match s.to_ascii_lowercase().as_str() {
             "gh" | "gauss-hermite" | "gausshermite" | "gauss_hermite" => Ok(SiteInit::GaussHermite),
             "random" => Ok(SiteInit::Random),
-            other => Err(Error::Config(format!(
-                "unknown site initialisation {other:?} (expected gh or random)"
-            ))),
+            other => Err(Error::config(
+                "site_init",
+                format!("unknown site initialisation {other:?} (expected gh or random)"),
+            )),
         }
     }
 }
@@ -82,9 +84,10 @@ impl std::str::FromStr for QCov {
         match s.to_ascii_lowercase().as_str() {
             "diag" | "diagonal" | "mean-field" => Ok(QCov::Diag),
             "full" | "cholesky" => Ok(QCov::Full),
-            other => Err(Error::Config(format!(
-                "unknown q covariance {other:?} (expected diag or full)"
-            ))),
+            other => Err(Error::config(
+                "q_covariance",
+                format!("unknown q covariance {other:?} (expected diag or full)"),
+            )),
         }
     }
 }
@@ -302,15 +305,15 @@ impl DsppConfig {
 
     /// Checks every range; called by [`crate::Dspp::new`].
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::Config(format!("dspp: {m}")));
+        let bad = |field: &str, m: &str| Err(Error::config(field, m));
         if self.layers == 0 {
-            return bad("layers must be at least 1");
+            return bad("layers", "must be at least 1");
         }
         if self.num_inducing == 0 {
-            return bad("num_inducing must be at least 1");
+            return bad("num_inducing", "must be at least 1");
         }
         if self.layers > 1 && self.hidden_width == 0 {
-            return bad("hidden_width must be at least 1");
+            return bad("hidden_width", "must be at least 1");
         }
         dgp_traits::skeleton::check_sizes(
             "dspp",
@@ -319,49 +322,61 @@ impl DsppConfig {
             self.num_inducing,
         )?;
         if self.sites == 0 {
-            return bad("sites must be at least 1");
+            return bad("sites", "must be at least 1");
         }
         if self.layers > 1 && self.num_components() > MAX_GRID_COMPONENTS {
-            return bad(&format!(
-                "the {:?} grid has {}^{} components, more than {MAX_GRID_COMPONENTS}",
-                self.rule, self.sites, self.hidden_width
-            ));
+            return bad(
+                "sites",
+                &format!(
+                    "the {:?} grid has {}^{} components, more than {MAX_GRID_COMPONENTS}",
+                    self.rule, self.sites, self.hidden_width
+                ),
+            );
         }
         if !(self.beta >= 0.0 && self.beta.is_finite()) {
-            return bad("beta must be finite and ≥ 0");
+            return bad("beta", "must be finite and ≥ 0");
         }
         if self.lmc_latent == Some(0) {
-            return bad("lmc_latent must be at least 1");
+            return bad("lmc_latent", "must be at least 1");
         }
         if let Some(q) = self.lmc_latent
             && q > dgp_traits::skeleton::MAX_WIDTH
         {
-            return Err(Error::Config(format!(
-                "dspp: lmc_latent must be at most {}, got {q}",
-                dgp_traits::skeleton::MAX_WIDTH
-            )));
+            return Err(Error::config(
+                "lmc_latent",
+                format!(
+                    "must be at most {}, got {q}",
+                    dgp_traits::skeleton::MAX_WIDTH
+                ),
+            ));
         }
         if self.lmc_latent.is_some() && !self.likelihood.has_noise_variance() {
-            return bad("the LMC output is for Gaussian regression only");
+            return bad(
+                "lmc_latent",
+                "the LMC output is for Gaussian regression only",
+            );
         }
         for (what, v) in [
             ("init_lengthscale", self.init_lengthscale),
             ("init_variance", self.init_variance),
         ] {
             if !(v > dgp_traits::layer::HYPER_FLOOR && v.is_finite()) {
-                return bad(&format!("{what} must be finite and > 1e-6"));
+                return bad(what, "must be finite and > 1e-6");
             }
         }
         if !(self.noise_floor > 0.0 && self.noise_floor.is_finite()) {
-            return bad("noise_floor must be finite and > 0");
+            return bad("noise_floor", "must be finite and > 0");
         }
         if !(self.train_inducing_min_ratio >= 0.0 && self.train_inducing_min_ratio.is_finite()) {
-            return bad("train_inducing_min_ratio must be finite and >= 0");
+            return bad("train_inducing_min_ratio", "must be finite and >= 0");
         }
         if let Some(v) = self.likelihood.init_noise_variance()
             && v <= self.noise_floor
         {
-            return bad("the initial noise variance must exceed noise_floor");
+            return bad(
+                "likelihood",
+                "the initial noise variance must exceed noise_floor",
+            );
         }
         if !(self.lr_drops.factor > 0.0 && self.lr_drops.factor <= 1.0)
             || self
@@ -370,16 +385,19 @@ impl DsppConfig {
                 .iter()
                 .any(|m| !(*m > 0.0 && *m < 1.0))
         {
-            return bad("lr_drops needs milestones in (0, 1) and a factor in (0, 1]");
+            return bad(
+                "lr_drops",
+                "needs milestones in (0, 1) and a factor in (0, 1]",
+            );
         }
         if let Some(es) = &self.early_stopping {
             es.validate()?;
         }
         if self.restarts == 0 {
-            return bad("restarts must be at least 1");
+            return bad("restarts", "must be at least 1");
         }
         if !(self.restart_fraction > 0.0 && self.restart_fraction < 1.0) {
-            return bad("restart_fraction must be in (0, 1)");
+            return bad("restart_fraction", "must be in (0, 1)");
         }
         self.likelihood.validate()
     }

@@ -145,8 +145,9 @@ impl Dspp {
         let (d_in, p) = (data.input_dim(), data.output_dim());
         config.likelihood.check_targets(data.y())?;
         if !config.likelihood.has_noise_variance() && config.lmc_latent.is_some() {
-            return Err(Error::Config(
-                "dspp: LMC needs the Gaussian likelihood".into(),
+            return Err(Error::config(
+                "likelihood",
+                "LMC needs the Gaussian likelihood",
             ));
         }
         let widths = config.widths(d_in, p);

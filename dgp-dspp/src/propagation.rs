@@ -62,7 +62,7 @@ impl Dspp {
             let rule = self
                 .rule
                 .as_ref()
-                .ok_or_else(|| Error::Config("dspp: L ≥ 2 needs a quadrature rule".into()))?;
+                .ok_or_else(|| Error::config("rule", "L ≥ 2 needs a quadrature rule"))?;
             let v = tape.clamp_min(var, 0.0);
             let v = tape.add_scalar(v, SITE_VAR_JITTER);
             let mut sd = tape.sqrt(v);

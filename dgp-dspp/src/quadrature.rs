@@ -42,8 +42,9 @@ impl QuadRule {
     /// [`Error::Config`] for `sites == 0`, `width == 0` or a grid too large for `usize`.
     pub fn new(rule: Rule, sites: usize, width: usize) -> Result<Self> {
         if sites == 0 || width == 0 {
-            return Err(Error::Config(
-                "quadrature rule needs at least one site and one GP".into(),
+            return Err(Error::config(
+                "sites",
+                "quadrature rule needs at least one site and one GP",
             ));
         }
         let components = match rule {
@@ -52,7 +53,7 @@ impl QuadRule {
                 .ok()
                 .and_then(|w| sites.checked_pow(w))
                 .ok_or_else(|| {
-                    Error::Config(format!("{sites}^{width} grid components overflow"))
+                    Error::config("sites", format!("{sites}^{width} grid components overflow"))
                 })?,
         };
         Ok(QuadRule {

@@ -66,9 +66,7 @@ pub fn select_beta(
     stop: &dyn FitObserver,
 ) -> Result<(f64, usize, Vec<SelectionScore>)> {
     if betas.is_empty() || widths.is_empty() {
-        return Err(Error::Config(
-            "select_beta: empty grid of betas or widths".into(),
-        ));
+        return Err(Error::config("betas", "empty grid of betas or widths"));
     }
     let (fit_data, val_data) = fit_and_validation_rows(train, seed)?;
     let widths: Vec<usize> = if base.layers == 1 {

@@ -2,6 +2,8 @@
 //! and input checks through the core test kit). The update rule (test 1) and the MCEM
 //! semantics (test 4) are unit tests of the core stepper (`dgp-traits/src/train/sghmc.rs`).
 
+use dgp_hmc::sghmc::Potential;
+use dgp_hmc::sghmc::diagnostics::effective_sample_size;
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
@@ -63,22 +65,37 @@ fn batch_mean(samples: &[Vec<f64>], batches: usize, f: impl Fn(&[f64]) -> f64) -
 }
 
 /// Issue 15 test 2 / spec §7: one layer, Gaussian likelihood, fixed hyperparameters (no
-/// MCEM), N = 8, full batch. The potential is exactly Gaussian with precision
-/// `P = I + Σ_n a_n a_nᵀ/λ_n`, `λ_n = k_nn − a_nᵀa_n + s²` (FITC-style, not Titsias'
-/// q(u)) and mean `P⁻¹ Σ_n a_n y_n/λ_n`, computed here from the model's own projection.
+/// MCEM), N = 8, full batch, the reference's marginal data term. The potential is exactly
+/// Gaussian with precision `P = I + Σ_n a_n a_nᵀ/λ_n`, `λ_n = k_nn − a_nᵀa_n + s²`
+/// (FITC-style, not Titsias' q(u)) and mean `P⁻¹ Σ_n a_n y_n/λ_n`, computed here from the
+/// model's own projection.
+#[test]
+fn one_layer_chain_matches_the_exact_gaussian_posterior() {
+    chain_matches_exact_gaussian(Potential::Marginal);
+}
+
+/// As above with the expected data term: `Σ_n E log N(y_n | f_n, s²)` differs from
+/// `Σ_n log N(y_n | a_nᵀu, s²)` by a constant in u, so the target is Titsias' optimal
+/// q(u) (whitened): precision `I + Σ_n a_n a_nᵀ/s²`, mean `P⁻¹ Σ_n a_n y_n/s²`, i.e.
+/// `λ_n = s²`.
+#[test]
+fn one_layer_chain_with_expected_potential_matches_titsias_optimal_q() {
+    chain_matches_exact_gaussian(Potential::Expected);
+}
+
 /// 60 000 kept steps (thinning 1, step size 0.05 for faster mixing) after 2 000 of
 /// burn-in. Tolerances: every mean and covariance entry within 4 Monte Carlo standard
 /// errors (batch means over 30 batches) plus a discretisation allowance of 2 % of the
 /// posterior scale; the s.e. themselves must be below 10 % of that scale (an informative
 /// test).
-#[test]
-fn one_layer_chain_matches_the_exact_gaussian_posterior() {
+fn chain_matches_exact_gaussian(potential: Potential) {
     let data = toy_regression(8, 1, 1.0, 3);
     let cfg = SghmcDgpConfig {
         layers: 1,
         num_inducing: 3,
         kernel_variance: 1.0,
         noise_variance: Some(0.05),
+        potential,
         sampler: SghmcConfig {
             step_size: 0.05,
             mcem: false,
@@ -103,7 +120,10 @@ fn one_layer_chain_matches_the_exact_gaussian_posterior() {
     let mut rhs = Mat::<f64>::zeros(m, 1);
     for n in 0..data.n() {
         let ata: f64 = (0..m).map(|i| a[(i, n)] * a[(i, n)]).sum();
-        let lam = kff[(n, 0)] - ata + s2;
+        let lam = match potential {
+            Potential::Marginal => kff[(n, 0)] - ata + s2,
+            Potential::Expected => s2,
+        };
         for i in 0..m {
             rhs[(i, 0)] += a[(i, n)] * data.y()[(n, 0)] / lam;
             for j in 0..m {
@@ -179,7 +199,7 @@ fn resumed_run_equals_uninterrupted_run() {
             if done == k {
                 saved = Some(json);
                 // Simulate the interruption: stop the run here.
-                return Err(dgp_traits::Error::Config("interrupted".into()));
+                return Err(dgp_traits::Error::config("test", "interrupted"));
             }
             Ok(())
         });
@@ -200,6 +220,56 @@ fn resumed_run_equals_uninterrupted_run() {
         resumed.fit(&data, &fit, &mut Silent).unwrap();
         assert_eq!(before, resumed.to_json().unwrap());
     }
+}
+
+/// When the run's last sample is kept, the model records Geyer's ESS of the kept
+/// samples' potential (common inner-layer noise) and reports it in its description;
+/// before that it has none.
+#[test]
+fn potential_ess_is_recorded_when_the_run_ends() {
+    let data = toy_regression(40, 2, 1.0, 5);
+    let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+    assert_eq!(model.potential_ess(), None);
+    let short = FitConfig {
+        steps: 100,
+        seed: 3,
+        ..FitConfig::default()
+    };
+    let mut stop = dgp_traits::testing::StopAfter::new(50);
+    model.fit(&data, &short, &mut stop).unwrap();
+    assert_eq!(model.potential_ess(), None, "run not finished");
+    model.fit(&data, &short, &mut Silent).unwrap();
+    let pot = model.kept_potentials(&data).unwrap();
+    assert_eq!(pot.len(), 8);
+    assert!(pot.iter().all(|u| u.is_finite()));
+    let ess = effective_sample_size(&pot);
+    assert_eq!(model.potential_ess(), Some(ess));
+    assert!(ess > 0.0 && ess <= 8.0 * 8f64.log10(), "{ess}");
+    assert!(
+        model.describe().contains("ESS(potential)="),
+        "{}",
+        model.describe()
+    );
+}
+
+/// A checkpoint written before the data term was configurable (no `potential` key)
+/// keeps the reference's marginal term; a corrupt recorded ESS is refused.
+#[test]
+fn checkpoint_without_potential_keeps_the_marginal_term() {
+    let data = toy_regression(30, 2, 1.0, 8);
+    let model = SghmcDgp::new(small_config(2), &data).unwrap();
+    assert_eq!(model.config().potential, Potential::Expected);
+    let mut v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
+    v["config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("potential")
+        .unwrap();
+    let old = SghmcDgp::from_json(&v.to_string()).unwrap();
+    assert_eq!(old.config().potential, Potential::Marginal);
+    v["potential_ess"] = serde_json::json!(-1.0);
+    let e = SghmcDgp::from_json(&v.to_string()).unwrap_err().to_string();
+    assert!(e.contains("potential_ess"), "{e}");
 }
 
 /// The sampler ends after the step at which the caller asks it to stop (SIGTERM in
@@ -284,7 +354,7 @@ fn steps_budget_and_config_errors() {
         .fit(&data, &fit1, &mut Silent)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("steps (1)"), "{e}");
+    assert!(e.contains("steps: must be at least 2"), "{e}");
     let bad = SghmcDgpConfig {
         sampler: sampler(60, 5, 0, 20),
         ..small_config(1)
@@ -375,7 +445,9 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         // validation's typed error naming the value — never a panic or a NaN state.
         match SghmcDgp::from_json(&json) {
             Ok(restored) => assert!(restored.params().flat().iter().all(|v| v.is_finite())),
-            Err(dgp_traits::Error::Config(m)) => assert!(m.contains("magnitude"), "{eps}: {m}"),
+            Err(dgp_traits::Error::Config(m)) => {
+                assert!(m.to_string().contains("magnitude"), "{eps}: {m}")
+            }
             Err(e) => panic!("{eps}: unexpected error restoring the last good state: {e}"),
         }
         if step > 0 {

@@ -20,8 +20,9 @@ pub fn for_each_chunk<S: RowSource + ?Sized>(
     mut f: impl FnMut(usize, MatRef<'_, f64>, MatRef<'_, f64>) -> Result<()>,
 ) -> Result<()> {
     if chunk_rows == 0 {
-        return Err(dgp_traits::Error::Config(
-            "chunk size must be at least 1 row".into(),
+        return Err(dgp_traits::Error::config(
+            "chunk_rows",
+            "chunk size must be at least 1 row",
         ));
     }
     let (n, d, p) = (src.n(), src.input_dim(), src.output_dim());

@@ -105,7 +105,10 @@ impl ParquetChunks {
         batch_rows: usize,
     ) -> Result<Self> {
         if batch_rows == 0 {
-            return Err(Error::Config("batch size must be at least 1 row".into()));
+            return Err(Error::config(
+                "batch_rows",
+                "batch size must be at least 1 row",
+            ));
         }
         let schema = Schema::new(features.to_vec(), targets.to_vec())?;
         let file = File::open(path).map_err(|source| Error::Io {

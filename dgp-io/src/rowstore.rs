@@ -135,16 +135,20 @@ impl Schema {
     fn header_bytes(&self, n: u64) -> Result<Vec<u8>> {
         let mut names = Vec::new();
         for s in self.inputs.iter().chain(&self.targets) {
-            let len = u32::try_from(s.len())
-                .map_err(|_| Error::Config(format!("column name of {} bytes", s.len())))?;
+            let len = u32::try_from(s.len()).map_err(|_| {
+                Error::config("column_names", format!("column name of {} bytes", s.len()))
+            })?;
             names.extend_from_slice(&len.to_le_bytes());
             names.extend_from_slice(s.as_bytes());
         }
         if names.len() as u64 > MAX_NAME_BLOCK {
-            return Err(Error::Config(format!(
-                "column names take {} bytes; at most {MAX_NAME_BLOCK} are allowed",
-                names.len()
-            )));
+            return Err(Error::config(
+                "column_names",
+                format!(
+                    "column names take {} bytes; at most {MAX_NAME_BLOCK} are allowed",
+                    names.len()
+                ),
+            ));
         }
         let mut h = Vec::with_capacity(FIXED_HEADER + names.len() + 16);
         h.extend_from_slice(&MAGIC);
@@ -312,11 +316,14 @@ pub fn check_not_input(out: &Path, inputs: &[&Path]) -> Result<()> {
             _ => out == i,
         };
         if same {
-            return Err(Error::Config(format!(
-                "output {} is the input {}; refusing to overwrite an input",
-                out.display(),
-                i.display()
-            )));
+            return Err(Error::config(
+                "output",
+                format!(
+                    "{} is the input {}; refusing to overwrite an input",
+                    out.display(),
+                    i.display()
+                ),
+            ));
         }
     }
     Ok(())
@@ -352,9 +359,9 @@ impl RowStoreWriter {
     /// temporary file cannot be created.
     pub fn create(dest: &Path, schema: Schema, inputs: &[&Path]) -> Result<Self> {
         check_not_input(dest, inputs)?;
-        let name = dest
-            .file_name()
-            .ok_or_else(|| Error::Config(format!("output {} has no file name", dest.display())))?;
+        let name = dest.file_name().ok_or_else(|| {
+            Error::config("output", format!("{} has no file name", dest.display()))
+        })?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         tmp_name.push(format!(".partial-{}", std::process::id()));

@@ -32,7 +32,7 @@ fn uniform_below(rng: &mut Rng, n: u64) -> u64 {
 /// [`Error::Config`] if `k == 0`; [`Error::Empty`] if `n == 0`.
 pub fn reservoir_indices(n: usize, k: usize, seed: u64) -> Result<Vec<usize>> {
     if k == 0 {
-        return Err(Error::Config("a sample needs at least one row".into()));
+        return Err(Error::config("k", "a sample needs at least one row"));
     }
     if n == 0 {
         return Err(Error::Empty("sampling from zero rows".into()));
@@ -79,9 +79,10 @@ impl Reservoir {
     /// [`Error::Config`] if `k`, `d` or `p` is 0.
     pub fn new(k: usize, d: usize, p: usize, seed: u64) -> Result<Self> {
         if k == 0 || d == 0 || p == 0 {
-            return Err(Error::Config(format!(
-                "reservoir of {k} rows × ({d} inputs, {p} targets): all must be ≥ 1"
-            )));
+            return Err(Error::config(
+                "k",
+                format!("reservoir of {k} rows × ({d} inputs, {p} targets): all must be ≥ 1"),
+            ));
         }
         Ok(Self {
             k,

@@ -165,9 +165,10 @@ pub fn write_synth(
     mut progress: impl FnMut(u64),
 ) -> Result<SynthSummary> {
     if n == 0 || n > SYNTH_MAX_ROWS {
-        return Err(Error::Config(format!(
-            "synthetic data of {n} rows; between 1 and {SYNTH_MAX_ROWS} are allowed"
-        )));
+        return Err(Error::config(
+            "rows",
+            format!("synthetic data of {n} rows; between 1 and {SYNTH_MAX_ROWS} are allowed"),
+        ));
     }
     let mut w = RowStoreWriter::create(path, synth_schema(), &[])?;
     let chunks = n.div_ceil(SYNTH_CHUNK_ROWS as u64);
@@ -211,7 +212,7 @@ pub fn write_synth(
 /// [`Error::Config`] if `n == 0`.
 pub fn synth_dataset(n: usize, seed: u64) -> Result<Dataset> {
     if n == 0 {
-        return Err(Error::Config("synthetic data of 0 rows".into()));
+        return Err(Error::config("rows", "synthetic data of 0 rows"));
     }
     let mut x = Mat::zeros(n, SYNTH_INPUTS);
     let mut y = Mat::zeros(n, 1);

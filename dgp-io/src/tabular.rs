@@ -138,7 +138,10 @@ impl CsvChunks {
         max_line_bytes: usize,
     ) -> Result<Self> {
         if max_line_bytes == 0 {
-            return Err(Error::Config("line limit must be at least 1 byte".into()));
+            return Err(Error::config(
+                "max_line_bytes",
+                "line limit must be at least 1 byte",
+            ));
         }
         let schema = Schema::new(features.to_vec(), targets.to_vec())?;
         let file = File::open(path).map_err(|source| Error::Io {
@@ -252,7 +255,10 @@ pub fn convert_to_rowstore<R: ChunkReader + ?Sized>(
     chunk_rows: usize,
 ) -> Result<u64> {
     if chunk_rows == 0 {
-        return Err(Error::Config("chunk size must be at least 1 row".into()));
+        return Err(Error::config(
+            "chunk_rows",
+            "chunk size must be at least 1 row",
+        ));
     }
     let mut w = RowStoreWriter::create(dest, reader.schema().clone(), inputs)?;
     let mut buf = Vec::new();
@@ -274,7 +280,10 @@ pub fn reservoir_from_chunks<R: ChunkReader + ?Sized>(
     chunk_rows: usize,
 ) -> Result<Dataset> {
     if chunk_rows == 0 {
-        return Err(Error::Config("chunk size must be at least 1 row".into()));
+        return Err(Error::config(
+            "chunk_rows",
+            "chunk size must be at least 1 row",
+        ));
     }
     let (d, p) = (reader.schema().d(), reader.schema().p());
     let mut res = Reservoir::new(k, d, p, seed)?;

@@ -146,7 +146,7 @@ mod tests {
         );
         s.insert("hidden_q_scale".into(), Value::from(0.0));
         let e = NestedBackend.config(&common, &s).unwrap_err().to_string();
-        assert!(e.contains("hidden_q_scale must be in (0, 1]"), "{e}");
+        assert!(e.contains("hidden_q_scale: must be in (0, 1]"), "{e}");
         let mut s = Settings::new();
         s.insert("mean".into(), Value::from("linear"));
         let e = NestedBackend.config(&common, &s).unwrap_err().to_string();

@@ -215,9 +215,9 @@ impl Model for NestedDgp {
                 AdamStepper::new(cfg.adam()),
                 observer,
             ),
-            Optimiser::Lbfgs if cfg.early_stopping.is_some() => Err(Error::Config(
-                "nested: early_stopping needs optimiser adam (L-BFGS runs full batch with no held-out rule)"
-                    .into(),
+            Optimiser::Lbfgs if cfg.early_stopping.is_some() => Err(Error::config(
+                "early_stopping",
+                "needs optimiser adam (L-BFGS runs full batch with no held-out rule)",
             )),
             Optimiser::Lbfgs => {
                 let data = require_in_memory(data, "nested with L-BFGS", "full-batch training")?;

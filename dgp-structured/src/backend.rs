@@ -13,7 +13,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{Convergence, FitConfig, FitObserver, Model};
 use dgp_traits::optim::NatGradConfig;
 use serde_json::Value;
 
@@ -45,6 +45,17 @@ const FC_SCHEMA: ConfigSchema<'static> = ConfigSchema {
     backend: "fc",
     reserved: RESERVED,
     sections: &[("natgrad", natgrad_default)],
+};
+
+/// The convergence stop of the registered backends ([`StructuredConfig::convergence`]):
+/// the run ends when the mean ELBO over windows of 100 steps has gained less than 1e-3
+/// nats per training row (1e-5 per row and step) three windows in a row, i.e. after 400
+/// steps at the earliest; no minimum of its own, so it fits any step cap.
+pub const BACKEND_CONVERGENCE: Convergence = Convergence {
+    window: 100,
+    tolerance: 1e-3,
+    patience: 3,
+    min_steps: 0,
 };
 
 /// A structured backend of one family.
@@ -115,8 +126,11 @@ impl ConfigBackend for StructuredBackend {
         }
     }
 
-    /// The common settings' fields (`--hidden` sets τ, default 5); everything else
-    /// [`StructuredConfig::default`] (non-whitened, S = 5, Adam only).
+    /// The common settings' fields (`--hidden` sets τ, default 5), the convergence stop
+    /// [`BACKEND_CONVERGENCE`], and for `fc` natural-gradient steps on (μ_M, S_M)
+    /// ([`NatGradConfig::default`]: γ = 0.1, halved on a step whose new S is not positive
+    /// definite; Lindinger et al. 2020, §3.1: the fully-coupled q needs them to converge);
+    /// everything else [`StructuredConfig::default`] (non-whitened, S = 5).
     fn base_config(&self, common: &CommonSettings) -> StructuredConfig {
         let d = StructuredConfig::default();
         StructuredConfig {
@@ -126,6 +140,8 @@ impl ConfigBackend for StructuredBackend {
             tau: common.hidden_width.unwrap_or(d.tau),
             train_samples: common.train_samples,
             init_seed: common.seed,
+            natgrad: (self.family == Family::FullyCoupled).then(NatGradConfig::default),
+            convergence: Some(BACKEND_CONVERGENCE),
             ..d
         }
     }

@@ -4,6 +4,7 @@
 use dgp_traits::backend::Validate;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::model::Convergence;
 use dgp_traits::optim::NatGradConfig;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +66,11 @@ pub struct StructuredConfig {
     pub kmeans_iters: usize,
     /// Seed of the initialisation (k-means++).
     pub init_seed: u64,
+    /// Stop on convergence of the training objective ([`Convergence`]), used when the
+    /// fit's own `FitConfig::convergence` is `None`; `None` (the default here): train for
+    /// the fit's `steps`. The `dgp-bench` backends set it.
+    #[serde(default)]
+    pub convergence: Option<Convergence>,
 }
 
 impl Default for StructuredConfig {
@@ -85,12 +91,13 @@ impl Default for StructuredConfig {
             likelihood: Likelihood::gaussian(0.01),
             kmeans_iters: 30,
             init_seed: 0,
+            convergence: None,
         }
     }
 }
 
 fn err(field: &str, what: &str) -> Error {
-    Error::Config(format!("structured: {field} {what}"))
+    Error::config(field, what)
 }
 
 impl StructuredConfig {
@@ -162,6 +169,10 @@ impl StructuredConfig {
             }
             n.validate()
                 .map_err(|e| err("natgrad.gamma", &format!("invalid: {e}")))?;
+        }
+        if let Some(c) = &self.convergence {
+            // `min_steps` against the step cap is checked when a fit starts.
+            c.validate(usize::MAX)?;
         }
         self.likelihood.validate()
     }

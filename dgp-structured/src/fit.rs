@@ -98,8 +98,9 @@ impl StructuredDgp {
                         .iter()
                         .any(|l| l.num_inducing != m.config.num_inducing)
                 {
-                    return Err(Error::Config(
-                        "structured checkpoint: layers and q do not match the configuration".into(),
+                    return Err(Error::config(
+                        "checkpoint",
+                        "layers and q do not match the configuration",
                     ));
                 }
                 Ok(())
@@ -148,8 +149,9 @@ impl NaturalGradientModel for StructuredDgp {
             FactorTape::Dense(factor),
         ) = (&self.q, &q.factor)
         else {
-            return Err(Error::Config(
-                "structured: natural gradients need the fully_coupled family".into(),
+            return Err(Error::config(
+                "natgrad",
+                "natural gradients need the fully_coupled family",
             ));
         };
         let mean = self.params.get(*mean_id).to_owned();
@@ -190,8 +192,9 @@ impl Model for StructuredDgp {
     /// [`crate::StructuredConfig::natgrad`] set, natural steps on (μ_M, S_M) next to Adam
     /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch executor through
     /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
-    /// the rule's observer attached; Lindinger et al.'s rule is the reference's) and
-    /// `cfg.lr_schedule` (the reference's staircase decay).
+    /// the rule's observer attached; Lindinger et al.'s rule is the reference's),
+    /// `cfg.lr_schedule` (the reference's staircase decay) and `cfg.convergence` (or, when
+    /// that is `None`, [`crate::StructuredConfig::convergence`]).
     fn fit(
         &mut self,
         data: &dyn RowSource,
@@ -200,6 +203,17 @@ impl Model for StructuredDgp {
     ) -> Result<FitReport> {
         // `cfg.adam()` carries `cfg.lr_schedule`; with `cfg.early_stopping == None`
         // `fit_with_held_out` is the plain executor run.
+        let merged;
+        let cfg = match (&cfg.convergence, &self.config.convergence) {
+            (None, Some(c)) => {
+                merged = FitConfig {
+                    convergence: Some(*c),
+                    ..cfg.clone()
+                };
+                &merged
+            }
+            _ => cfg,
+        };
         let adam = cfg.adam();
         match self.config.natgrad {
             Some(nat) if self.config.family == Family::FullyCoupled => fit_with_held_out(

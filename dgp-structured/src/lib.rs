@@ -128,7 +128,7 @@ pub mod q;
 mod sampling;
 mod sparse;
 
-pub use backend::{FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend};
+pub use backend::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend};
 pub use config::{Family, StructuredConfig};
 pub use dgp_traits;
 pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredDgp};

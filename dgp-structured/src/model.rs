@@ -50,8 +50,9 @@ pub(crate) struct Proj {
 }
 
 impl StructuredDgp {
-    /// Builds a model for training data `data` (targets with one column: T_L = 1),
-    /// initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
+    /// Builds a model for training data `data` (targets with one column: T_L = 1) with
+    /// M = min(`num_inducing`, N) inducing points per layer (the model's
+    /// [`StructuredDgp::config`] holds the M used), initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
     /// through fixed identity/PCA means, RBF-ARD kernels (lengthscales 1, variance 1, the
     /// hidden layers' variance frozen), White(1e-3) trainable on hidden layers, μ_M = 0,
     /// hidden diagonal blocks `inner_q_scale`·chol(K_l) (whitened: ·I), the last block
@@ -59,21 +60,31 @@ impl StructuredDgp {
     ///
     /// # Errors
     /// Invalid configuration, more than one target column, Kuu not positive definite.
-    pub fn new(config: StructuredConfig, data: &Dataset) -> Result<Self> {
+    pub fn new(mut config: StructuredConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         if data.output_dim() != 1 {
-            return Err(Error::Config(format!(
-                "structured: the output layer has T_L = 1 GP (targets must have one column), got {}",
-                data.output_dim()
-            )));
+            return Err(Error::config(
+                "output_dim",
+                format!(
+                    "the output layer has T_L = 1 GP (targets must have one column), got {}",
+                    data.output_dim()
+                ),
+            ));
         }
         config.likelihood.check_targets(data.y())?;
         let x = data.x();
         let d_in = data.input_dim();
         let widths = config.widths(d_in);
-        let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
-        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
+        let mut run = InitRun::kmeans_at_most_rows(
+            x,
+            config.num_inducing,
+            config.kmeans_iters,
+            true,
+            &mut rng,
+        )?;
+        let m = run.z.nrows();
+        config.num_inducing = m;
         let hidden = StackMean::Linear {
             init: LinearInit::Pca,
             learned: false,

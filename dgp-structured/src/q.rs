@@ -455,8 +455,8 @@ fn kl_blocks(
         if let PriorBlock::Chol(l) = p {
             terms.push(tape.logdet_chol(*l));
         }
-        let d = table[i * t + i]
-            .ok_or_else(|| Error::Config("joint q: a diagonal block is missing".into()))?;
+        let d =
+            table[i * t + i].ok_or_else(|| Error::config("q", "a diagonal block is missing"))?;
         let ld = tape.logdet_chol(d);
         terms.push(tape.neg(ld));
     }

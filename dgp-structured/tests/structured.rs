@@ -585,3 +585,121 @@ fn fitted_model_round_trips_through_a_model_file() {
         );
     }
 }
+
+// ---------------------------------------------------------------- defaults
+
+/// More inducing points than rows: M is capped at N, every row one inducing input (no
+/// jittered copies), and the model trains, predicts and round-trips at that size.
+#[test]
+fn inducing_points_are_capped_at_the_training_rows() {
+    let data = toy_regression(12, 2, 1.5, 3);
+    for family in [Family::MeanField, Family::Star, Family::FullyCoupled] {
+        let model = StructuredDgp::new(cfg(family, 2, 2, 30, false), &data).unwrap();
+        assert_eq!(model.config().num_inducing, 12, "{family:?}");
+        assert_eq!(model.layout().size(), (2 + 1) * 12);
+        let z = model.params().get(model.layers()[0].z);
+        assert_eq!(z.nrows(), 12);
+        for i in 0..12 {
+            let hit = (0..12).any(|r| (0..2).all(|j| z[(r, j)] == data.x()[(i, j)]));
+            assert!(hit, "{family:?}: row {i} is not an inducing input");
+        }
+        let json = model.to_json().unwrap();
+        assert_eq!(
+            StructuredDgp::from_json(&json)
+                .unwrap()
+                .config()
+                .num_inducing,
+            12
+        );
+    }
+    // At or below N nothing changes.
+    let model = StructuredDgp::new(cfg(Family::Star, 2, 2, 12, false), &data).unwrap();
+    assert_eq!(model.config().num_inducing, 12);
+}
+
+/// The backends' defaults: FC trains by natural steps, every family carries the
+/// convergence stop, and the stop ends a fit early and says so.
+#[test]
+fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
+    use dgp_structured::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND};
+    use dgp_traits::backend::{CommonSettings, ConfigBackend};
+    let common = CommonSettings {
+        layers: 2,
+        num_inducing: 6,
+        hidden_width: Some(2),
+        train_samples: 1,
+        predict_samples: 5,
+        seed: 0,
+        tune: false,
+    };
+    let fc = FC_BACKEND.base_config(&common);
+    assert_eq!(fc.natgrad, Some(NatGradConfig::default()));
+    assert!(fc.validate().is_ok());
+    for b in [&STAR_BACKEND, &MF_BACKEND, &FC_BACKEND] {
+        let c = b.base_config(&common);
+        assert_eq!(c.convergence, Some(BACKEND_CONVERGENCE));
+        assert!(c.validate().is_ok());
+    }
+    assert_eq!(STAR_BACKEND.base_config(&common).natgrad, None);
+
+    // A flat objective: a model with a tiny window stops early; the explicit FitConfig
+    // setting wins over the configuration's.
+    let data = toy_regression(40, 2, 1.5, 2);
+    let mut c = cfg(Family::MeanField, 2, 2, 6, false);
+    c.convergence = Some(dgp_traits::model::Convergence {
+        window: 5,
+        tolerance: 1e3,
+        patience: 2,
+        min_steps: 0,
+    });
+    let fit = FitConfig {
+        steps: 200,
+        learning_rate: 0.01,
+        ..FitConfig::default()
+    };
+    let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
+    let report = model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap();
+    assert_eq!((report.steps, report.converged_after), (15, Some(15)));
+    let off = FitConfig {
+        steps: 20,
+        convergence: Some(dgp_traits::model::Convergence {
+            window: 100,
+            ..BACKEND_CONVERGENCE
+        }),
+        ..fit.clone()
+    };
+    let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
+    let report = model
+        .fit(&data, &off, &mut dgp_traits::model::Silent)
+        .unwrap();
+    assert_eq!((report.steps, report.converged_after), (20, None));
+
+    // Out of range: typed errors naming the field, from the configuration or the fit.
+    let bad = StructuredConfig {
+        convergence: Some(dgp_traits::model::Convergence {
+            tolerance: 0.0,
+            ..BACKEND_CONVERGENCE
+        }),
+        ..c.clone()
+    };
+    let e = StructuredDgp::new(bad, &data).unwrap_err().to_string();
+    assert!(e.contains("convergence.tolerance"), "{e}");
+    let late = StructuredConfig {
+        convergence: Some(dgp_traits::model::Convergence {
+            min_steps: 500,
+            ..BACKEND_CONVERGENCE
+        }),
+        ..c
+    };
+    let mut model = StructuredDgp::new(late, &data).unwrap();
+    let e = model
+        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .unwrap_err();
+    assert!(
+        matches!(e, dgp_traits::Error::Config(_))
+            && e.to_string().contains("convergence.min_steps"),
+        "{e}"
+    );
+}

@@ -91,13 +91,13 @@ impl SviConfig {
     /// Checks every range; called by [`crate::DeepGp::new`].
     pub fn validate(&self) -> Result<()> {
         if self.layers == 0 {
-            return Err(Error::Config("svi: layers must be at least 1".into()));
+            return Err(Error::config("layers", "must be at least 1"));
         }
         if self.num_inducing == 0 {
-            return Err(Error::Config("svi: num_inducing must be at least 1".into()));
+            return Err(Error::config("num_inducing", "must be at least 1"));
         }
         if self.hidden_width == Some(0) {
-            return Err(Error::Config("svi: hidden_width must be at least 1".into()));
+            return Err(Error::config("hidden_width", "must be at least 1"));
         }
         dgp_traits::skeleton::check_sizes(
             "svi",
@@ -106,17 +106,13 @@ impl SviConfig {
             self.num_inducing,
         )?;
         if self.train_samples == 0 {
-            return Err(Error::Config(
-                "svi: train_samples must be at least 1".into(),
-            ));
+            return Err(Error::config("train_samples", "must be at least 1"));
         }
         if !(self.inner_white_noise >= 0.0 && self.inner_white_noise.is_finite()) {
-            return Err(Error::Config(
-                "svi: inner_white_noise must be finite and ≥ 0".into(),
-            ));
+            return Err(Error::config("inner_white_noise", "must be finite and ≥ 0"));
         }
         if !(self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0) {
-            return Err(Error::Config("svi: inner_q_scale must be in (0, 1]".into()));
+            return Err(Error::config("inner_q_scale", "must be in (0, 1]"));
         }
         if let Some(n) = &self.natgrad {
             n.validate()?;

@@ -412,13 +412,14 @@ pub fn describe_generic(settings: &Settings) -> String {
 /// [`Error::Config`] without `=` or with an empty key or key part.
 pub fn parse_assignment(s: &str) -> Result<(String, Value)> {
     let Some((key, value)) = s.split_once('=') else {
-        return Err(Error::Config(format!(
-            "setting '{s}' is not of the form key=value"
-        )));
+        return Err(Error::config(
+            "setting",
+            format!("'{s}' is not of the form key=value"),
+        ));
     };
     let key = key.trim();
     if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(Error::Config(format!("setting '{s}' has an empty key")));
+        return Err(Error::config("setting", format!("'{s}' has an empty key")));
     }
     let value = value.trim();
     let v = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.into()));
@@ -445,20 +446,25 @@ pub fn insert_dotted(settings: &mut Settings, key: &str, value: Value) -> Result
             .entry(p.to_string())
             .or_insert_with(|| Value::Object(Map::new()));
         map = slot.as_object_mut().ok_or_else(|| {
-            Error::Config(format!(
-                "setting '{key}': '{path}' already holds a value, not an object"
-            ))
+            Error::config(
+                key.to_string(),
+                format!("'{key}': '{path}' already holds a value, not an object"),
+            )
         })?;
     }
     map.insert(last.to_string(), value);
     Ok(())
 }
 
-/// Merges `over` into `into`: objects key by key (recursively), everything else replaced.
+/// Merges `over` into `into`: objects key by key (recursively), everything else replaced;
+/// an object naming another variant of a tagged enum ([`switches_variant`]) replaces the
+/// old object wholesale.
 pub fn merge_settings(into: &mut Settings, over: &Settings) {
     for (k, v) in over {
         match (into.get_mut(k), v) {
-            (Some(Value::Object(a)), Value::Object(b)) => merge_settings(a, b),
+            (Some(Value::Object(a)), Value::Object(b)) if !switches_variant(a, b) => {
+                merge_settings(a, b)
+            }
             _ => {
                 into.insert(k.clone(), v.clone());
             }
@@ -549,10 +555,13 @@ fn check_keys(
         if path.is_empty()
             && let Some((_, flag)) = schema.reserved.iter().find(|(r, _)| r == k)
         {
-            return Err(Error::Config(format!(
-                "{}: '{k}' is set by {flag}, not by a backend setting",
-                schema.backend
-            )));
+            return Err(Error::config(
+                k.to_string(),
+                format!(
+                    "{}: '{k}' is set by {flag}, not by a backend setting",
+                    schema.backend
+                ),
+            ));
         }
         let Some(b) = base.get(k) else {
             let mut allowed: Vec<&str> = base
@@ -566,22 +575,47 @@ fn check_keys(
             } else {
                 format!(" under '{path}'")
             };
-            return Err(Error::Config(format!(
-                "{}: unknown setting '{full}' (allowed{under}: {})",
-                schema.backend,
-                allowed.join(", ")
-            )));
+            return Err(Error::config(
+                full.to_string(),
+                format!(
+                    "{}: unknown setting '{full}' (allowed{under}: {})",
+                    schema.backend,
+                    allowed.join(", ")
+                ),
+            ));
         };
-        if let (Value::Object(bm), Value::Object(om)) = (b, v) {
+        // A new variant of a tagged enum brings its own keys; deserialising checks them.
+        if let (Value::Object(bm), Value::Object(om)) = (b, v)
+            && !switches_variant(bm, om)
+        {
             check_keys(schema, &full, bm, om)?;
         }
     }
     Ok(())
 }
 
+/// The keys that name the variant of an internally tagged enum in the configurations of
+/// this workspace (`#[serde(tag = "kind")]`, e.g. [`crate::likelihoods::Likelihood`], and
+/// `#[serde(tag = "type")]`).
+pub const VARIANT_TAGS: &[&str] = &["kind", "type"];
+
+/// True when the settings object `over` names another variant of a tagged enum than the
+/// object `base` holds (a string under one of the [`VARIANT_TAGS`] in both, different).
+/// Such an object replaces `base` wholesale in [`merge_settings`] and [`apply_settings`]:
+/// the fields of one variant are not fields of another, so a key-by-key merge would mix
+/// them.
+pub fn switches_variant(base: &Map<String, Value>, over: &Map<String, Value>) -> bool {
+    VARIANT_TAGS.iter().any(|t| {
+        matches!(
+            (base.get(*t), over.get(*t)),
+            (Some(Value::String(a)), Some(Value::String(b))) if a != b
+        )
+    })
+}
+
 fn merge_value(into: &mut Value, over: &Value) {
     match (into, over) {
-        (Value::Object(a), Value::Object(b)) => merge_settings(a, b),
+        (Value::Object(a), Value::Object(b)) if !switches_variant(a, b) => merge_settings(a, b),
         (slot, v) => *slot = v.clone(),
     }
 }
@@ -605,11 +639,12 @@ pub fn apply_settings<C: Serialize + DeserializeOwned + Clone>(
         return Ok(base.clone());
     }
     let backend = schema.backend;
-    let ser = |e: serde_json::Error| Error::Config(format!("{backend}: {e}"));
+    let ser = |e: serde_json::Error| Error::config("setting", format!("{backend}: {e}"));
     let Value::Object(mut value) = serde_json::to_value(base).map_err(ser)? else {
-        return Err(Error::Config(format!(
-            "{backend}: the configuration is not a JSON object"
-        )));
+        return Err(Error::config(
+            "setting",
+            format!("{backend}: the configuration is not a JSON object"),
+        ));
     };
     for (key, default) in schema.sections {
         if settings.get(*key).is_some_and(Value::is_object)
@@ -625,7 +660,10 @@ pub fn apply_settings<C: Serialize + DeserializeOwned + Clone>(
             merge_value(slot, v);
         }
         if let Err(e) = serde_json::from_value::<C>(Value::Object(one)) {
-            return Err(Error::Config(format!("{backend}: setting '{k}': {e}")));
+            return Err(Error::config(
+                k.to_string(),
+                format!("{backend}: setting '{k}': {e}"),
+            ));
         }
     }
     merge_settings(&mut value, settings);
@@ -676,6 +714,75 @@ mod tests {
             insert_dotted(&mut s, &k, v).unwrap();
         }
         s
+    }
+
+    #[test]
+    fn a_new_variant_of_a_tagged_enum_replaces_the_old_one() {
+        use crate::likelihoods::Likelihood;
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct WithLik {
+            beta: f64,
+            likelihood: Likelihood,
+        }
+        let schema = ConfigSchema {
+            backend: "toy",
+            reserved: &[],
+            sections: &[],
+        };
+        let base = WithLik {
+            beta: 0.1,
+            likelihood: Likelihood::gaussian(0.05),
+        };
+        let mut s = Settings::new();
+        s.insert(
+            "likelihood".into(),
+            serde_json::to_value(Likelihood::robust_max(10)).unwrap(),
+        );
+        let c = apply_settings(&schema, &base, &s).unwrap();
+        assert_eq!(c.likelihood, Likelihood::robust_max(10));
+        assert_eq!(c.beta, 0.1);
+        // Dotted settings build the same object.
+        let c = apply_settings(
+            &schema,
+            &base,
+            &set(&[
+                "likelihood.kind=bernoulli_probit",
+                "likelihood.gh_points=30",
+            ]),
+        );
+        let mut probit = Likelihood::probit();
+        if let Likelihood::BernoulliProbit(p) = &mut probit {
+            p.gh_points = 30;
+        }
+        assert_eq!(c.unwrap().likelihood, probit);
+        // The same variant still merges key by key.
+        let c = apply_settings(&schema, &base, &set(&["likelihood.init_variance=0.2"]));
+        assert_eq!(c.unwrap().likelihood, Likelihood::gaussian(0.2));
+        // A field of another variant without switching is still an unknown key, and a
+        // new variant with a foreign field is refused by deserialisation.
+        let e = apply_settings(&schema, &base, &set(&["likelihood.num_classes=3"]));
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("likelihood.num_classes")
+        );
+        let e = apply_settings(
+            &schema,
+            &base,
+            &set(&[
+                "likelihood.kind=bernoulli_probit",
+                "likelihood.init_variance=1",
+            ]),
+        );
+        assert!(e.is_err());
+        // merge_settings applies the same rule.
+        let mut into = set(&["likelihood.kind=gaussian", "likelihood.init_variance=1"]);
+        merge_settings(&mut into, &set(&["likelihood.kind=bernoulli_probit"]));
+        assert_eq!(
+            into["likelihood"],
+            serde_json::json!({"kind": "bernoulli_probit"})
+        );
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl CostFunction for HeldOut<'_> {
 /// [`Error::Numerical`] when the search fails.
 pub fn variance_scale(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
     if pred.class_probs().is_some() {
-        return Err(Error::Config(
+        return Err(Error::Unsupported(
             "variance_scale: a classification predictive has no variances to calibrate".into(),
         ));
     }
@@ -125,12 +125,13 @@ pub fn variance_scale(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
 /// [`Error::Config`] for `c` not finite and > 0 or a predictive with class probabilities.
 pub fn scale_variances(pred: &Predictive, c: f64) -> Result<Predictive> {
     if !(c.is_finite() && c > 0.0) {
-        return Err(Error::Config(format!(
-            "scale_variances: the scale must be finite and > 0, got {c}"
-        )));
+        return Err(Error::config(
+            "scale",
+            format!("the scale must be finite and > 0, got {c}"),
+        ));
     }
     if pred.class_probs().is_some() {
-        return Err(Error::Config(
+        return Err(Error::Unsupported(
             "scale_variances: a classification predictive has no variances to scale".into(),
         ));
     }

@@ -134,7 +134,7 @@ impl ClassProbs {
     pub fn from_predictive(pred: &Predictive) -> Result<Self> {
         let p = pred
             .class_probs()
-            .ok_or_else(|| Error::Config("predictive has no class probabilities".into()))?;
+            .ok_or_else(|| Error::Unsupported("predictive has no class probabilities".into()))?;
         ClassProbs::new(p.to_owned())
     }
 
@@ -248,31 +248,102 @@ pub fn brier(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
 /// # Errors
 /// As [`error_rate`]; [`Error::Config`] for `bins == 0`.
 pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize) -> Result<f64> {
-    p.check_labels(labels, "expected_calibration_error")?;
-    if bins == 0 {
-        return Err(Error::Config("ECE needs at least one bin".into()));
+    let bins = reliability_bins(p, labels, bins)?;
+    let n: usize = bins.iter().map(|b| b.count).sum();
+    Ok(bins
+        .iter()
+        .filter_map(|b| Some((b.count, b.accuracy()?, b.confidence()?)))
+        .map(|(m, acc, conf)| (m as f64 / n as f64) * (acc - conf).abs())
+        .sum())
+}
+
+/// One bin of a reliability diagram (see [`reliability_bins`]): the points whose
+/// top-class confidence lies in `(lower, upper]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReliabilityBin {
+    /// Lower edge (exclusive, except 0 for the first bin).
+    pub lower: f64,
+    /// Upper edge (inclusive).
+    pub upper: f64,
+    /// Points in the bin.
+    pub count: usize,
+    /// Sum of their top-class confidences.
+    pub confidence_sum: f64,
+    /// How many of them have the label as their top class.
+    pub correct: usize,
+}
+
+impl ReliabilityBin {
+    /// Fraction of the bin's points classified correctly; `None` for an empty bin.
+    pub fn accuracy(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.correct as f64 / self.count as f64)
     }
+
+    /// Mean top-class confidence of the bin's points; `None` for an empty bin.
+    pub fn confidence(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.confidence_sum / self.count as f64)
+    }
+
+    /// The bins of several test sets pooled (counts and sums added bin by bin).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the sets have different bin counts.
+    pub fn pool(sets: &[Vec<ReliabilityBin>]) -> Result<Vec<ReliabilityBin>> {
+        let Some(first) = sets.first() else {
+            return Ok(Vec::new());
+        };
+        let mut out = first.clone();
+        for s in &sets[1..] {
+            if s.len() != out.len() {
+                return Err(Error::shape("ReliabilityBin::pool", out.len(), s.len()));
+            }
+            for (o, b) in out.iter_mut().zip(s) {
+                o.count += b.count;
+                o.confidence_sum += b.confidence_sum;
+                o.correct += b.correct;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The reliability diagram's bins of the top-class confidence `conf_n = max_c p_nc`:
+/// `bins` equal-width bins b = ((b − 1)/bins, b/bins], b = 1, …, bins (a confidence of 0
+/// falls in the first bin), each with its count, confidence sum and correct count. The
+/// binning of [`expected_calibration_error`].
+///
+/// # Errors
+/// As [`error_rate`]; [`Error::Config`] for `bins == 0`.
+pub fn reliability_bins(
+    p: &ClassProbs,
+    labels: &[usize],
+    bins: usize,
+) -> Result<Vec<ReliabilityBin>> {
+    p.check_labels(labels, "reliability_bins")?;
+    if bins == 0 {
+        return Err(Error::config(
+            "bins",
+            "a reliability diagram needs at least one bin",
+        ));
+    }
+    let mut out: Vec<ReliabilityBin> = (0..bins)
+        .map(|b| ReliabilityBin {
+            lower: b as f64 / bins as f64,
+            upper: (b + 1) as f64 / bins as f64,
+            ..ReliabilityBin::default()
+        })
+        .collect();
     let pred = p.predicted();
-    let mut count = vec![0usize; bins];
-    let mut correct = vec![0usize; bins];
-    let mut conf_sum = vec![0.0; bins];
     for (i, &y) in labels.iter().enumerate() {
         let conf = p.probs[(i, pred[i])];
         let b = ((conf * bins as f64).ceil() as usize).clamp(1, bins) - 1;
-        count[b] += 1;
-        conf_sum[b] += conf;
+        out[b].count += 1;
+        out[b].confidence_sum += conf;
         if pred[i] == y {
-            correct[b] += 1;
+            out[b].correct += 1;
         }
     }
-    let n = labels.len() as f64;
-    Ok((0..bins)
-        .filter(|&b| count[b] > 0)
-        .map(|b| {
-            let m = count[b] as f64;
-            (m / n) * (correct[b] as f64 / m - conf_sum[b] / m).abs()
-        })
-        .sum())
+    Ok(out)
 }
 
 /// Area under the ROC curve of the positive-class probability `p_n1` of a binary problem:
@@ -286,7 +357,7 @@ pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize)
 pub fn auc(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
     p.check_labels(labels, "auc")?;
     if p.n_classes() != 2 {
-        return Err(Error::Config(format!(
+        return Err(Error::Unsupported(format!(
             "AUC is defined here for binary problems, got K = {}",
             p.n_classes()
         )));

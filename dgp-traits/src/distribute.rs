@@ -66,9 +66,12 @@ static RUNNER: OnceLock<Box<dyn ChunkRunner>> = OnceLock::new();
 /// # Errors
 /// [`Error::Config`] when a runner was installed already or [`runner`] was read before.
 pub fn install(runner: Box<dyn ChunkRunner>) -> Result<()> {
-    RUNNER
-        .set(runner)
-        .map_err(|_| Error::Config("a chunk runner is already installed for this process".into()))
+    RUNNER.set(runner).map_err(|_| {
+        Error::config(
+            "runner",
+            "a chunk runner is already installed for this process",
+        )
+    })
 }
 
 /// The process-wide runner ([`Local`] unless [`install`] set another).

@@ -70,9 +70,10 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// A configuration value outside its allowed range.
+    /// A configuration value outside its allowed range, or settings that contradict each
+    /// other: [`ConfigError`] names the field.
     #[error("invalid configuration: {0}")]
-    Config(String),
+    Config(ConfigError),
     /// A computation produced NaN or infinity (an objective, a gradient, a prediction).
     #[error("numerical failure: {0}")]
     Numerical(String),
@@ -100,6 +101,30 @@ pub enum Error {
     /// candidates, an L-BFGS run between evaluations); names what was stopped.
     #[error("interrupted: {0}")]
     Interrupted(String),
+}
+
+/// A configuration value that cannot be used: which field, and why.
+///
+/// `field` is the setting's path as a user writes it — a configuration field (`layers`,
+/// `natgrad.gamma`, `early_stopping.patience`), a function argument (`chunk_rows`), or a
+/// setting key (`dspp:rule`) — so that an error can be traced to the one value to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ConfigError {
+    /// The setting's path (see the type's docs).
+    pub field: String,
+    /// What is wrong with its value, and what is allowed.
+    pub message: String,
+}
+
+impl Error {
+    /// [`Error::Config`] for `field` with `message` (what is wrong and what is allowed).
+    pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Config(ConfigError {
+            field: field.into(),
+            message: message.into(),
+        })
+    }
 }
 
 /// What is wrong with the class labels of a classification problem (labels are the

@@ -162,7 +162,7 @@ impl JointQ {
     /// not have n rows.
     pub fn block_rows(&self, tape: &mut Tape, v: Var, layer: usize, gp: usize) -> Result<Var> {
         let b = self.block(layer, gp).ok_or_else(|| {
-            Error::Config(format!("joint q: no block for layer {layer}, GP {gp}"))
+            Error::config("block", format!("no block for layer {layer}, GP {gp}"))
         })?;
         if tape.shape(v).0 != self.size() {
             return Err(Error::shape("joint q rows", self.size(), tape.shape(v).0));

@@ -116,9 +116,12 @@ impl SparseLayer {
             )));
         }
         if !(init.lengthscale > HYPER_FLOOR && init.variance > HYPER_FLOOR && white_noise >= 0.0) {
-            return Err(Error::Config(format!(
-                "{name}: lengthscale and variance must exceed {HYPER_FLOOR}, white noise must be ≥ 0"
-            )));
+            return Err(Error::config(
+                "hyper",
+                format!(
+                    "{name}: lengthscale and variance must exceed {HYPER_FLOOR}, white noise must be ≥ 0"
+                ),
+            ));
         }
         let num_inducing = init.z.nrows();
         let z = store.add(

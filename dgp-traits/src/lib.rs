@@ -134,4 +134,4 @@ pub mod testing;
 pub mod train;
 pub mod transforms;
 
-pub use error::{Error, Result};
+pub use error::{ConfigError, Error, Result};

@@ -73,9 +73,10 @@ impl JitterConfig {
         if ok {
             Ok(())
         } else {
-            Err(Error::Config(format!(
-                "jitter: need rel ≥ 0, abs_floor ≥ 0 (finite) and growth > 1, got {self:?}"
-            )))
+            Err(Error::config(
+                "jitter",
+                format!("need rel ≥ 0, abs_floor ≥ 0 (finite) and growth > 1, got {self:?}"),
+            ))
         }
     }
 }

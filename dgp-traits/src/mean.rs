@@ -180,10 +180,13 @@ impl MeanFunction {
     /// Checks dimensions (≥ 1) and a given W's size.
     pub fn validate(&self) -> Result<()> {
         if self.input_dim == 0 || self.output_dim == 0 {
-            return Err(Error::Config(format!(
-                "mean function dimensions must be at least 1, got {}→{}",
-                self.input_dim, self.output_dim
-            )));
+            return Err(Error::config(
+                "mean",
+                format!(
+                    "function dimensions must be at least 1, got {}→{}",
+                    self.input_dim, self.output_dim
+                ),
+            ));
         }
         if let MeanKind::Linear {
             init: LinearInit::Given { rows, cols, data },
@@ -249,8 +252,9 @@ impl MeanFunction {
                     LinearInit::Identity => identity_projection(din, p),
                     LinearInit::Pca => {
                         let x = x.ok_or_else(|| {
-                            Error::Config(
-                                "a PCA linear mean function needs the layer's input data".into(),
+                            Error::config(
+                                "mean",
+                                "a PCA linear mean function needs the layer's input data",
                             )
                         })?;
                         if x.ncols() != din {
@@ -340,9 +344,10 @@ pub fn identity_projection(d_in: usize, d_out: usize) -> Mat<f64> {
 pub fn pca_projection(x: MatRef<'_, f64>, d_out: usize) -> Result<Mat<f64>> {
     let d_in = x.ncols();
     if d_out == 0 || d_in == 0 {
-        return Err(Error::Config(format!(
-            "PCA projection {d_in}→{d_out}: dimensions must be ≥ 1"
-        )));
+        return Err(Error::config(
+            "mean",
+            format!("PCA projection {d_in}→{d_out}: dimensions must be ≥ 1"),
+        ));
     }
     if d_in <= d_out {
         return Ok(identity_projection(d_in, d_out));

@@ -161,9 +161,10 @@ fn check_level(level: f64) -> Result<()> {
     if level > 0.0 && level < 1.0 {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "interval level must be in (0, 1), got {level}"
-        )))
+        Err(Error::config(
+            "level",
+            format!("interval level must be in (0, 1), got {level}"),
+        ))
     }
 }
 
@@ -320,7 +321,7 @@ impl Metrics {
 fn class_probs_for<'a>(pred: &'a Predictive, labels: &[usize]) -> Result<MatRef<'a, f64>> {
     let probs = pred
         .class_probs()
-        .ok_or_else(|| Error::Config("predictive has no class probabilities".into()))?;
+        .ok_or_else(|| Error::Unsupported("predictive has no class probabilities".into()))?;
     if labels.len() != probs.nrows() {
         return Err(Error::shape(
             "classification labels",
@@ -333,10 +334,13 @@ fn class_probs_for<'a>(pred: &'a Predictive, labels: &[usize]) -> Result<MatRef<
         .enumerate()
         .find(|(_, c)| **c >= probs.ncols())
     {
-        return Err(Error::Config(format!(
-            "label {c} of point {i} is not a class (C = {})",
-            probs.ncols()
-        )));
+        return Err(Error::config(
+            "labels",
+            format!(
+                "label {c} of point {i} is not a class (C = {})",
+                probs.ncols()
+            ),
+        ));
     }
     Ok(probs)
 }
@@ -395,9 +399,10 @@ pub fn labels_from_targets(y: MatRef<'_, f64>) -> Result<Vec<usize>> {
             if v >= 0.0 && v.fract() == 0.0 && v < usize::MAX as f64 {
                 Ok(v as usize)
             } else {
-                Err(Error::Config(format!(
-                    "target {v} of row {i} is not a class label 0, 1, …"
-                )))
+                Err(Error::config(
+                    "labels",
+                    format!("target {v} of row {i} is not a class label 0, 1, …"),
+                ))
             }
         })
         .collect()

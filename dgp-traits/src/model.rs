@@ -18,7 +18,7 @@
 use crate::data::Dataset;
 use crate::data::RowSource;
 use crate::error::{Error, Result};
-pub use crate::fit::{FitConfig, FitObserver, FitReport, Silent, StopOnly};
+pub use crate::fit::{Convergence, FitConfig, FitObserver, FitReport, Silent, StopOnly};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};
@@ -51,10 +51,10 @@ impl<'a> Batch<'a> {
             return Err(Error::Empty("minibatch has no rows".into()));
         }
         if num_data < x.nrows() {
-            return Err(Error::Config(format!(
-                "num_data {num_data} is smaller than the batch ({} rows)",
-                x.nrows()
-            )));
+            return Err(Error::config(
+                "num_data",
+                format!("{num_data} is smaller than the batch ({} rows)", x.nrows()),
+            ));
         }
         Ok(Batch { x, y, num_data })
     }

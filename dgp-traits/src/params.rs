@@ -121,7 +121,10 @@ impl ParamStore {
     pub fn add(&mut self, name: impl Into<String>, value: Mat<f64>, role: Role) -> Result<ParamId> {
         let name = name.into();
         if self.id(&name).is_some() {
-            return Err(Error::Config(format!("duplicate parameter name {name}")));
+            return Err(Error::config(
+                "name",
+                format!("duplicate parameter name {name}"),
+            ));
         }
         crate::error::check_finite(&name, value.as_ref())?;
         self.blocks.push(ParamBlock { name, value, role });

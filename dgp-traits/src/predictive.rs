@@ -407,10 +407,10 @@ impl Predictive {
         }
         for p in 0..pdim {
             if !(y_mean[p].is_finite() && y_std[p].is_finite() && y_std[p] > 0.0) {
-                return Err(Error::Config(format!(
-                    "unstandardize: output {p} has mean {} and std {}",
-                    y_mean[p], y_std[p]
-                )));
+                return Err(Error::config(
+                    "standardizer",
+                    format!("output {p} has mean {} and std {}", y_mean[p], y_std[p]),
+                ));
             }
         }
         let means = self

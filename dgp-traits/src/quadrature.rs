@@ -128,11 +128,12 @@ impl GaussHermite {
 pub fn gh_grid(n: usize, dims: usize) -> Result<(Mat<f64>, Vec<f64>)> {
     let rule = GaussHermite::probabilists(n)?;
     let dims_u32 = u32::try_from(dims)
-        .map_err(|_| Error::Config(format!("gh_grid: {dims} dimensions is too many")))?;
+        .map_err(|_| Error::config("dims", format!("{dims} dimensions is too many")))?;
     let rows = n.checked_pow(dims_u32).ok_or_else(|| {
-        Error::Config(format!(
-            "gh_grid: {n}^{dims} grid points overflow the address space"
-        ))
+        Error::config(
+            "dims",
+            format!("{n}^{dims} grid points overflow the address space"),
+        )
     })?;
     let mut nodes = Mat::zeros(rows, dims);
     let mut weights = vec![1.0; rows];
@@ -175,8 +176,9 @@ fn hermite_orthonormal(n: usize, x: f64) -> (f64, f64, i32) {
 /// Physicists' nodes (increasing) and weights of the `n`-point rule.
 fn physicists_rule(n: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     if n == 0 {
-        return Err(Error::Config(
-            "Gauss–Hermite rule needs at least one node".into(),
+        return Err(Error::config(
+            "nodes",
+            "Gauss–Hermite rule needs at least one node",
         ));
     }
     // Golub–Welsch: eigenvalues of the Jacobi matrix J with J_{k,k+1} = √((k+1)/2).

@@ -40,7 +40,7 @@
 //! impl Toy {
 //!     fn new(width: usize) -> Result<Toy> {
 //!         if width == 0 {
-//!             return Err(Error::Config("toy: width must be at least 1".into()));
+//!             return Err(Error::config("width", "must be at least 1"));
 //!         }
 //!         let mut params = ParamStore::new();
 //!         params.add("w", Mat::zeros(width, 1), Role::Optimised)?;
@@ -468,7 +468,7 @@ pub fn standard_checkpoint_edits() -> Vec<CheckpointEdit> {
 ///     let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::Serde(e.to_string()))?;
 ///     match v["layers"].as_u64() {
 ///         Some(n) if n > 0 => Ok(n as u32),
-///         _ => Err(Error::Config("layers must be at least 1".into())),
+///         _ => Err(Error::config("layers", "must be at least 1")),
 ///     }
 /// }
 /// assert_checkpoint_rejects(r#"{"layers": 2}"#, restore, &[CheckpointEdit::set_numbers("layers", 0.0)]);
@@ -535,7 +535,7 @@ pub fn set_numbers(json: &str, key: &str, value: f64) -> Option<String> {
 /// use dgp_traits::error::{Error, Result};
 /// fn build(width: usize) -> Result<usize> {
 ///     if width == 0 {
-///         return Err(Error::Config("toy: width must be at least 1".into()));
+///         return Err(Error::config("width", "must be at least 1"));
 ///     }
 ///     Ok(width)
 /// }
@@ -750,8 +750,9 @@ mod tests {
             serde_json::from_str(json).map_err(|e| Error::Serde(e.to_string()))?;
         match (v["config"]["layers"].as_u64(), v["num_inducing"].as_u64()) {
             (Some(l), Some(m)) if l > 0 && m > 0 => Ok(l * m),
-            _ => Err(Error::Config(
-                "layers and num_inducing must be at least 1".into(),
+            _ => Err(Error::config(
+                "layers",
+                "layers and num_inducing must be at least 1",
             )),
         }
     }
@@ -786,7 +787,7 @@ mod tests {
     #[should_panic(expected = "does not name \"depth\"")]
     fn config_errors_must_name_their_key_words() {
         assert_config_errors(&[(0usize, &["depth"][..])], |_| {
-            Err::<(), _>(Error::Config("layers must be at least 1".into()))
+            Err::<(), _>(Error::config("layers", "must be at least 1"))
         });
     }
 

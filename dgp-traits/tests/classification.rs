@@ -245,3 +245,29 @@ fn shared_classification_folders_load() {
     let s = digits.split(0).unwrap();
     assert_eq!((s.train.n(), s.test.n()), (3_823, 1_797));
 }
+
+#[test]
+fn reliability_bins_are_the_ece_bins_and_pool_by_addition() {
+    use dgp_traits::classification::{ReliabilityBin, reliability_bins};
+    let (p, y) = example();
+    let bins = reliability_bins(&p, &y, ECE_BINS).unwrap();
+    assert_eq!(bins.len(), 15);
+    assert_eq!(bins.iter().map(|b| b.count).sum::<usize>(), 4);
+    // Confidences 0.65 ×2 (both wrong) fall in bin 10 = (9/15, 10/15].
+    assert_eq!((bins[9].count, bins[9].correct), (2, 0));
+    assert!((bins[9].confidence().unwrap() - 0.65).abs() < 1e-15);
+    assert_eq!(bins[9].accuracy(), Some(0.0));
+    assert_eq!(bins[0].accuracy(), None);
+    assert!((bins[9].lower - 0.6).abs() < 1e-15 && (bins[9].upper - 10.0 / 15.0).abs() < 1e-15);
+    let ece: f64 = bins
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| b.count as f64 / 4.0 * (b.accuracy().unwrap() - b.confidence().unwrap()).abs())
+        .sum();
+    assert_eq!(ece, expected_calibration_error(&p, &y, ECE_BINS).unwrap());
+    let pooled = ReliabilityBin::pool(&[bins.clone(), bins.clone()]).unwrap();
+    assert_eq!(pooled[9].count, 4);
+    assert_eq!(pooled[9].confidence(), bins[9].confidence());
+    assert!(ReliabilityBin::pool(&[bins, vec![ReliabilityBin::default()]]).is_err());
+    assert!(reliability_bins(&p, &y, 0).is_err());
+}

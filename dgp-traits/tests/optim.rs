@@ -387,7 +387,7 @@ fn lbfgs_errors_instead_of_panicking() {
         |x: &[f64]| {
             calls += 1;
             if calls > 3 {
-                Err(Error::Config("stop".into()))
+                Err(Error::config("test", "stop"))
             } else {
                 Ok(rosenbrock(x))
             }
@@ -396,7 +396,7 @@ fn lbfgs_errors_instead_of_panicking() {
         &LbfgsConfig::default(),
     );
     assert!(
-        matches!(r, Err(Error::Config(ref m)) if m == "stop"),
+        matches!(r, Err(Error::Config(ref c)) if c.message == "stop"),
         "{r:?}"
     );
     // Wrong gradient length.

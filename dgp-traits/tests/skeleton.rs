@@ -155,7 +155,7 @@ fn checkpoints_round_trip_and_validate() {
         if t.value > 0.0 {
             Ok(())
         } else {
-            Err(Error::Config("value must be positive".into()))
+            Err(Error::config("value", "must be positive"))
         }
     };
     assert_eq!(checkpoint::from_json(&s, ok).unwrap().value, 2.0);

@@ -73,7 +73,7 @@ pub(super) fn cmd_convert(args: &ConvertArgs) -> Result<()> {
                 path: args.out.clone(),
                 message: e.to_string(),
             },
-            dgp_traits::Error::Config(m) => BenchError::Usage(m),
+            dgp_traits::Error::Config(c) => BenchError::Usage(c.to_string()),
             e => BenchError::data(e),
         })?;
     let secs = t0.elapsed().as_secs_f64();

@@ -42,6 +42,10 @@ pub(super) fn cmd_default(out: &Path, seed: u64, progress: bool) -> Result<()> {
     println!();
     print!("{}", result.table);
     println!("\n{TABLE_NOTE}");
+    if !result.class_table.is_empty() {
+        print!("\nclassification (magic-small):\n{}", result.class_table);
+        println!("\n{}", crate::classification::CLASS_TABLE_NOTE);
+    }
     println!(
         "\nwall time {:.1} s; wrote {}",
         t0.elapsed().as_secs_f64(),

@@ -43,6 +43,7 @@ use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
 
 mod backends;
+mod classify;
 mod compare;
 mod convert;
 mod default;

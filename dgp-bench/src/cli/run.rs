@@ -108,6 +108,18 @@ pub struct RunArgs {
     /// available memory, MemAvailable of /proc/meminfo].
     #[arg(long, value_name = "SIZE")]
     pub memory_budget: Option<String>,
+    /// Task: regression (default) or classification (the target column holds class
+    /// labels 0..K-1; metrics error, log loss, Brier, ECE, AUC for K = 2).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Likelihood of a classification run: probit or logit (K = 2), robust-max or softmax
+    /// (any K; K latent GPs) [default: probit for K = 2, robust-max otherwise]; implies
+    /// --task classification.
+    #[arg(long, value_name = "NAME")]
+    pub likelihood: Option<String>,
+    /// Number of classes K of a classification run [default: the largest label + 1].
+    #[arg(long, value_name = "K")]
+    pub classes: Option<usize>,
     /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N`.
     #[command(flatten)]
     pub ckpt: crate::checkpointing::CheckpointFlags,
@@ -126,7 +138,7 @@ impl RunArgs {
 }
 
 /// The protocol and split kind of the command line (checked before any data is read).
-fn protocol_of(a: &RunArgs) -> Result<(Protocol, SplitKind)> {
+pub(super) fn protocol_of(a: &RunArgs) -> Result<(Protocol, SplitKind)> {
     let p = Protocol::parse(&a.protocol)?;
     let given = a.split_kind.as_deref().map(SplitKind::parse).transpose()?;
     let k = p.split_kind(given, &parse_layers(&a.layers)?)?;
@@ -239,7 +251,7 @@ fn training_note(spec: &ExperimentSpec<'_>) -> String {
 }
 
 /// The command line of this process, for the records (`dgp-bench run ...`).
-fn command_line() -> String {
+pub(super) fn command_line() -> String {
     let mut parts = vec!["dgp-bench".to_string()];
     parts.extend(std::env::args().skip(1).map(|a| {
         if !a.is_empty()
@@ -256,7 +268,7 @@ fn command_line() -> String {
 
 /// Every (backend, layers) experiment of the command line, built and checked before any
 /// training.
-fn build_specs<'d>(
+pub(super) fn build_specs<'d>(
     a: &RunArgs,
     data: &'d BenchData,
     splits: &[usize],
@@ -505,6 +517,9 @@ fn write_outputs(
 }
 
 pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
+    if let Some(likelihood) = super::classify::requested(a)? {
+        return super::classify::cmd_run_classification(a, likelihood.as_deref());
+    }
     // Before the backends' configs see M, so the message names the flag.
     crate::validate::check_inducing(a.model.inducing)?;
     let (protocol, kind) = protocol_of(a)?;
@@ -605,7 +620,7 @@ pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
 
 /// Refuses an experiment whose estimated peak memory exceeds the budget
 /// ([`crate::memory`]), naming the flag that dominates the estimate.
-fn check_memory(
+pub(super) fn check_memory(
     budget: Option<&str>,
     data: &BenchData,
     specs: &[ExperimentSpec<'_>],

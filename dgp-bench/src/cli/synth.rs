@@ -68,7 +68,7 @@ pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
         }
     })
     .map_err(|e| match e {
-        dgp_traits::Error::Config(m) => BenchError::Usage(m),
+        dgp_traits::Error::Config(c) => BenchError::Usage(c.to_string()),
         e => BenchError::Output {
             path: args.out.clone(),
             message: e.to_string(),

@@ -18,14 +18,25 @@ pub struct TableArgs {
 
 pub(super) fn cmd_table(a: &TableArgs) -> Result<()> {
     crate::validate::check_stdout(&a.files)?;
-    let mut records = Vec::new();
+    let (mut records, mut class) = (Vec::new(), Vec::new());
     for f in &a.files {
-        records.extend(read_json_lines(f)?);
+        if crate::classification::holds_class_records(f)? {
+            class.extend(crate::classification::read_class_records(f)?);
+        } else {
+            records.extend(read_json_lines(f)?);
+        }
     }
-    if records.is_empty() {
+    if records.is_empty() && class.is_empty() {
         return Err(BenchError::Usage("table: the files hold no records".into()));
     }
-    print!("{}", markdown_table(&summarise(&records)));
-    println!("\n{TABLE_NOTE}");
+    if !records.is_empty() {
+        print!("{}", markdown_table(&summarise(&records)));
+        println!("\n{TABLE_NOTE}");
+    }
+    if !class.is_empty() {
+        let rows = crate::classification::summarise_class(&class);
+        print!("{}", crate::classification::class_table(&rows));
+        println!("\n{}", crate::classification::CLASS_TABLE_NOTE);
+    }
     Ok(())
 }

@@ -69,12 +69,15 @@ pub struct TimeArgs {
 }
 
 /// What `time` sets for every backend whose configuration has the key, unless the command
-/// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr). `time`
-/// measures training steps, and in a fit of a few dozen steps that rule would evaluate the
-/// held-out rows after every step (its period is a hundredth of the fit's steps) and
-/// could stop the fit early.
-pub const TIME_DEFAULTS: &[(&str, serde_json::Value)] =
-    &[("early_stopping", serde_json::Value::Null)];
+/// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr) and no
+/// convergence stop of its own (star, mf, fc). `time` measures training steps, and in a
+/// fit of a few dozen steps that rule would evaluate the held-out rows after every step
+/// (its period is a hundredth of the fit's steps) and either rule could stop the fit
+/// early.
+pub const TIME_DEFAULTS: &[(&str, serde_json::Value)] = &[
+    ("early_stopping", serde_json::Value::Null),
+    ("convergence", serde_json::Value::Null),
+];
 
 /// The backends of `--backend` with their architectures and settings.
 fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {

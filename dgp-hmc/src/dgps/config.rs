@@ -84,9 +84,7 @@ impl DgpsConfig {
     /// The first field out of range.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, range: &str, got: String| {
-            Err(Error::Config(format!(
-                "dgps: {field} must be {range}, got {got}"
-            )))
+            Err(Error::config(field, format!("must be {range}, got {got}")))
         };
         let at_least_1 = [
             ("layers", self.layers),
@@ -126,7 +124,7 @@ impl DgpsConfig {
         }
         self.lbfgs
             .validate()
-            .map_err(|e| Error::Config(format!("dgps: lbfgs: {e}")))
+            .map_err(|e| Error::config("lbfgs", format!("lbfgs: {e}")))
     }
 
     /// Units of every hidden layer (1 unless [`DgpsConfig::hidden_width`] says otherwise).

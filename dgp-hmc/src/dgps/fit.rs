@@ -150,10 +150,10 @@ impl Model for Dgps {
             ));
         }
         if cfg.early_stopping.is_some() {
-            return Err(Error::Config(
+            return Err(Error::config(
+                "early_stopping",
                 "early_stopping: not supported by dgps (its objective is a whole-data \
-                 L-BFGS fit, thesis Procedure 3); leave it unset"
-                    .into(),
+                 L-BFGS fit, thesis Procedure 3); leave it unset",
             ));
         }
         let start = Instant::now();

@@ -104,11 +104,14 @@ impl Dgps {
         self.config.validate()?;
         let widths = self.widths();
         if self.layers.len() != self.config.layers || self.input_dim == 0 || self.output_dim == 0 {
-            return Err(Error::Config(format!(
-                "dgps: checkpoint has {} layers, configuration says {}",
-                self.layers.len(),
-                self.config.layers
-            )));
+            return Err(Error::config(
+                "checkpoint",
+                format!(
+                    "has {} layers, configuration says {}",
+                    self.layers.len(),
+                    self.config.layers
+                ),
+            ));
         }
         for (l, units) in self.layers.iter().enumerate() {
             if units.len() != widths[l + 1] || units.iter().any(|u| u.kernel.input_dim != widths[l])

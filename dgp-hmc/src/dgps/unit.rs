@@ -105,9 +105,10 @@ impl GpUnit {
             ("noise variance", init.noise),
         ] {
             if !(v.is_finite() && v > HYPER_FLOOR) {
-                return Err(Error::Config(format!(
-                    "{name}: initial {what} must be finite and > {HYPER_FLOOR}, got {v}"
-                )));
+                return Err(Error::config(
+                    "init",
+                    format!("{name}: initial {what} must be finite and > {HYPER_FLOOR}, got {v}"),
+                ));
             }
         }
         let raw = |v: f64| Mat::from_fn(1, 1, |_, _| inv_softplus(v - HYPER_FLOOR));

@@ -10,6 +10,6 @@ mod model;
 mod progress;
 
 pub use backend::{SGHMC_BACKEND, SghmcBackend};
-pub use config::{MAX_HIDDEN_WIDTH, SghmcDgpConfig};
+pub use config::{DEFAULT_BURN_IN, DEFAULT_STEP_SIZE, MAX_HIDDEN_WIDTH, Potential, SghmcDgpConfig};
 pub use model::{NOISE_FLOOR, SghmcDgp, VAR_FLOOR};
 pub use progress::PhaseProgress;

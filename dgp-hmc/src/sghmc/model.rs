@@ -2,7 +2,8 @@
 //! an [`Objective`], sampling through the core executor and the predictive mixture over
 //! kept samples.
 
-use crate::sghmc::config::SghmcDgpConfig;
+use crate::sghmc::config::{Potential, SghmcDgpConfig};
+use crate::sghmc::diagnostics::effective_sample_size;
 use dgp_traits::conditional::{QPart, conditional};
 use dgp_traits::data::{Dataset, RowSource, kmeans, require_in_memory};
 use dgp_traits::error::{Error, Result};
@@ -48,6 +49,10 @@ pub struct SghmcDgp {
     input_dim: usize,
     output_dim: usize,
     sampler: Option<SghmcState>,
+    /// Effective sample size of the potential over the kept samples, set when a run ends
+    /// ([`SghmcDgp::potential_ess`]).
+    #[serde(default)]
+    potential_ess: Option<f64>,
 }
 
 impl SghmcDgp {
@@ -143,6 +148,7 @@ impl SghmcDgp {
             input_dim: d_in,
             output_dim: p,
             sampler: None,
+            potential_ess: None,
         })
     }
 
@@ -282,10 +288,10 @@ impl SghmcDgp {
         extra: Option<&mut dyn Observer<SghmcDgp>>,
     ) -> Result<FitReport> {
         if cfg.early_stopping.is_some() {
-            return Err(Error::Config(
+            return Err(Error::config(
+                "early_stopping",
                 "early_stopping: not supported by sghmc (a sampler keeps every sample after \
-                 burn-in; the reference has no held-out stopping); leave it unset"
-                    .into(),
+                 burn-in; the reference has no held-out stopping); leave it unset",
             ));
         }
         let (schedule, seed, done) = match &self.sampler {
@@ -307,7 +313,35 @@ impl SghmcDgp {
         if let Some(o) = extra {
             ex = ex.observe(o);
         }
-        ex.run(self, data)
+        let report = ex.run(self, data)?;
+        if self.sampler.as_ref().is_some_and(|st| st.finished()) {
+            let potentials = self.kept_potentials(data)?;
+            self.potential_ess = Some(effective_sample_size(&potentials));
+        }
+        Ok(report)
+    }
+
+    /// The potential U = −log joint (full batch of `data`, model units) of every kept
+    /// sample, all with the same inner-layer noise (common random numbers, seed 1), so
+    /// that the series moves only with the sampled U.
+    ///
+    /// # Errors
+    /// Shape errors of `data`; numerical failures of the forward pass.
+    pub fn kept_potentials(&self, data: &Dataset) -> Result<Vec<f64>> {
+        let batch = Batch::new(data.x(), data.y(), data.n())?;
+        let mut tape = Tape::new();
+        let mut out = Vec::with_capacity(self.kept_samples().len());
+        for flat in self.component_params() {
+            let (v, _) = self.value_and_grad_at(&flat, &mut tape, &batch, &mut stream(1, 0))?;
+            out.push(-v);
+        }
+        Ok(out)
+    }
+
+    /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
+    /// data, computed when the run's last sample was kept (`None` before that).
+    pub fn potential_ess(&self) -> Option<f64> {
+        self.potential_ess
     }
 }
 
@@ -330,12 +364,14 @@ impl Objective for SghmcDgp {
         &self.params
     }
 
-    /// The log joint of the potential of cambridge-mlg/sghmc_dgp on a minibatch, `−U = (N/|B|) Σ_b log N(y_b | μ_L,b,
-    /// σ²_L,b + s²) − ½ Σ_l ‖U_l‖²_F`, with one sample of the inner layers (noise from
-    /// `rng`). This is the reference's `−N·nll`. Because the log density is taken of a
-    /// single inner-layer sample, its expectation over the noise is a Jensen lower bound
-    /// of the exact log marginal: the chain targets `p(U) exp(E_ε log p(y | U, ε))`, not
-    /// exactly `p(U | y)` (as the reference does; exact for L = 1).
+    /// The log joint on a minibatch, `−U = (N/|B|) Σ_b ℓ_b − ½ Σ_l ‖U_l‖²_F`, with one
+    /// sample of the inner layers (noise from `rng`) and the data term ℓ_b of
+    /// [`SghmcDgpConfig::potential`]: `log N(y_b | μ_L,b, σ²_L,b + s²)` (the reference's,
+    /// cambridge-mlg/sghmc_dgp: this is its `−N·nll`) or
+    /// `E_{N(f|μ_L,b, σ²_L,b)} log N(y_b | f, s²)`. Because ℓ_b is taken of a single
+    /// inner-layer sample, its expectation over the noise is a Jensen lower bound of the
+    /// exact log marginal: the chain targets `p(U) exp(E_ε ℓ(U, ε))`, not exactly
+    /// `p(U | y)` (as the reference does; exact for L = 1 with the marginal term).
     fn record(
         &self,
         tape: &mut Tape,
@@ -348,7 +384,12 @@ impl Objective for SghmcDgp {
         let (mu, var) = self.forward(tape, params, x, NoiseMode::PerPoint, rng)?;
         let y = tape.constant(batch.y.to_owned());
         let s2 = tape.positive(self.noise.var(params), NOISE_FLOOR);
-        let lp = self.likelihood.log_predictive(tape, y, mu, var, Some(s2))?;
+        let lp = match self.config.potential {
+            Potential::Marginal => self.likelihood.log_predictive(tape, y, mu, var, Some(s2))?,
+            Potential::Expected => self
+                .likelihood
+                .expected_log_lik(tape, y, mu, var, Some(s2))?,
+        };
         let data = tape.sum(lp);
         let mut joint = tape.scale(data, batch.num_data as f64 / batch.len() as f64);
         for id in &self.u {
@@ -485,6 +526,15 @@ impl Model for SghmcDgp {
             s.window,
             if s.mcem { " MCEM" } else { "" }
         );
+        let extra = match self.potential_ess {
+            Some(ess) => format!(
+                "{extra}; {:?} potential, s²={:.3e}, ESS(potential)={ess:.1}/{}",
+                self.config.potential,
+                self.noise_variance(),
+                self.kept_samples().len()
+            ),
+            None => format!("{extra}; {:?} potential", self.config.potential),
+        };
         describe_stack("sghmc", &widths, self.config.num_inducing, &extra)
     }
 }
@@ -501,16 +551,23 @@ impl SghmcDgp {
             |m: &SghmcDgp| {
                 m.config.validate()?;
                 if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
-                    return Err(Error::Config(
-                        "sghmc checkpoint: layer count mismatch".into(),
-                    ));
+                    return Err(Error::config("checkpoint", "layer count mismatch"));
                 }
                 for l in &m.layers {
                     if l.num_inducing != m.config.num_inducing {
-                        return Err(Error::Config(
-                            "sghmc checkpoint: num_inducing does not match the layers".into(),
+                        return Err(Error::config(
+                            "checkpoint",
+                            "num_inducing does not match the layers",
                         ));
                     }
+                }
+                if m.potential_ess
+                    .is_some_and(|e| !(e.is_finite() && e >= 0.0))
+                {
+                    return Err(Error::config(
+                        "checkpoint",
+                        "potential_ess must be finite and ≥ 0",
+                    ));
                 }
                 let n: usize = m.params.ranges(Role::Sampled).iter().map(|r| r.len()).sum();
                 if let Some(st) = &m.sampler
@@ -524,8 +581,9 @@ impl SghmcDgp {
                         || st.window.len() > st.schedule.window
                         || st.window_next >= st.schedule.window)
                 {
-                    return Err(Error::Config(
-                        "sghmc checkpoint: sampler state does not fit the sampled blocks".into(),
+                    return Err(Error::config(
+                        "checkpoint",
+                        "sampler state does not fit the sampled blocks",
                     ));
                 }
                 Ok(())
@@ -537,7 +595,7 @@ impl SghmcDgp {
                     &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
-            &["sampler"],
+            &["sampler", "potential_ess"],
         )
     }
 }

@@ -220,10 +220,13 @@ pub(crate) fn check_inputs(
     for j in 0..var.ncols() {
         for i in 0..var.nrows() {
             if var[(i, j)] < 0.0 {
-                return Err(Error::Config(format!(
-                    "psi-statistics input variance ({i}, {j}) is negative: {}",
-                    var[(i, j)]
-                )));
+                return Err(Error::config(
+                    "input_variance",
+                    format!(
+                        "psi-statistics input variance ({i}, {j}) is negative: {}",
+                        var[(i, j)]
+                    ),
+                ));
             }
         }
     }

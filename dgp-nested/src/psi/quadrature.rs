@@ -70,23 +70,32 @@ impl ExpectationRule {
         match *self {
             ExpectationRule::GaussHermite { points } => {
                 if points == 0 {
-                    return Err(Error::Config("Gauss–Hermite rule needs ≥ 1 point".into()));
+                    return Err(Error::config(
+                        "points",
+                        "Gauss–Hermite rule needs ≥ 1 point",
+                    ));
                 }
                 let too_many = u32::try_from(q)
                     .ok()
                     .and_then(|q| points.checked_pow(q))
                     .is_none_or(|n| n > MAX_GRID_NODES);
                 if too_many {
-                    return Err(Error::Config(format!(
-                        "Gauss–Hermite grid {points}^{q} exceeds {MAX_GRID_NODES} nodes; \
+                    return Err(Error::config(
+                        "points",
+                        format!(
+                            "Gauss–Hermite grid {points}^{q} exceeds {MAX_GRID_NODES} nodes; \
                          use ExpectationRule::MonteCarlo for wide layers"
-                    )));
+                        ),
+                    ));
                 }
                 gh_grid(points, q)
             }
             ExpectationRule::MonteCarlo { samples, seed } => {
                 if samples == 0 {
-                    return Err(Error::Config("Monte Carlo rule needs ≥ 1 sample".into()));
+                    return Err(Error::config(
+                        "samples",
+                        "Monte Carlo rule needs ≥ 1 sample",
+                    ));
                 }
                 let xi = standard_normal(&mut seeded(seed), samples, q);
                 Ok((xi, vec![1.0 / samples as f64; samples]))

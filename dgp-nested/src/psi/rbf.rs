@@ -35,8 +35,8 @@
 //! ## Speed
 //! The hot loops run over contiguous columns of the lower triangle with a vectorisable
 //! exponential (`fastexp`) and 8-lane reductions, compiled twice: portable, and with
-//! AVX2 + FMA selected at run time. Ψ1 and Ψ2 with all gradients at N = 1000, M = 128,
-//! Q = 5 take ≈ 20 ms on 2 cores (`benches/psi.rs`).
+//! AVX2 + FMA selected at run time. `benches/psi.rs` times Ψ1 and Ψ2 with all gradients
+//! (N = 1000, M = 128, Q = 5).
 
 use super::{assert_cols, assert_same_shape, chunk_ranges, fold_per_dim, per_dim};
 use dgp_traits::fastexp;

@@ -124,7 +124,10 @@ impl Minibatches {
             return Err(Error::Empty("minibatches over zero rows".into()));
         }
         if batch_size == 0 {
-            return Err(Error::Config("minibatch size must be at least 1".into()));
+            return Err(Error::config(
+                "batch_size",
+                "minibatch size must be at least 1",
+            ));
         }
         let mut rng = seeded(seed);
         let full = batch_size >= n;

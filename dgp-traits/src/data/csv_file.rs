@@ -71,7 +71,7 @@ fn csv_err(path: &Path, e: csv::Error) -> Error {
 
 fn parse_csv_bytes(bytes: &[u8], targets: &[&str], path: &Path) -> Result<Dataset> {
     if targets.is_empty() {
-        return Err(Error::Config("load_csv: no target column given".into()));
+        return Err(Error::config("target", "no target column given"));
     }
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)

@@ -65,7 +65,7 @@ fn validate(x: MatRef<'_, f64>, k: usize) -> Result<()> {
         )));
     }
     if k == 0 {
-        return Err(Error::Config("k-means with k = 0 centres".into()));
+        return Err(Error::config("k", "k-means with k = 0 centres"));
     }
     check_finite("k-means inputs", x)
 }

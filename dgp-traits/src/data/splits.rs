@@ -45,15 +45,17 @@ pub fn permutation(n: usize, rng: &mut Rng) -> Vec<usize> {
 /// Number of held-out rows for a fraction, as NumPy's `int(fraction * n)` (floor).
 fn held_out_count(n: usize, fraction: f64, what: &str) -> Result<usize> {
     if !(fraction > 0.0 && fraction < 1.0) {
-        return Err(Error::Config(format!(
-            "{what} fraction must be in (0, 1), got {fraction}"
-        )));
+        return Err(Error::config(
+            "fraction",
+            format!("{what} fraction must be in (0, 1), got {fraction}"),
+        ));
     }
     let k = (fraction * n as f64).floor() as usize;
     if k == 0 || k >= n {
-        return Err(Error::Config(format!(
-            "{what} fraction {fraction} of {n} rows leaves an empty set"
-        )));
+        return Err(Error::config(
+            "fraction",
+            format!("{what} fraction {fraction} of {n} rows leaves an empty set"),
+        ));
     }
     Ok(k)
 }
@@ -193,8 +195,9 @@ pub fn extrapolation_split(x: MatRef<'_, f64>, seed: u64) -> Result<Extrapolatio
         }
     }
     if projected_features.is_empty() {
-        return Err(Error::Config(
-            "extrapolation split: no feature has std > 1e-3".into(),
+        return Err(Error::config(
+            "split",
+            "extrapolation split: no feature has std > 1e-3",
         ));
     }
     let mut rng = seeded(seed);

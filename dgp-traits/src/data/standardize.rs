@@ -131,10 +131,13 @@ fn standardise_entry(v: f64, mean: f64, std: f64, what: &str, j: usize) -> Resul
     if z.is_finite() {
         Ok(z)
     } else {
-        Err(Error::Config(format!(
-            "standardising {what} column {j}: ({v} − {mean}) / {std} is not representable as \
+        Err(Error::config(
+            "data",
+            format!(
+                "standardising {what} column {j}: ({v} − {mean}) / {std} is not representable as \
              an f64; rescale the data"
-        )))
+            ),
+        ))
     }
 }
 
@@ -143,10 +146,13 @@ fn check_scale(std: f64, what: &str, j: usize) -> Result<()> {
     if std >= f64::MIN_POSITIVE && std.is_finite() {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "{what} column {j} has scale {std:e}, below the smallest normal f64 (2.2e-308): \
+        Err(Error::config(
+            "data",
+            format!(
+                "{what} column {j} has scale {std:e}, below the smallest normal f64 (2.2e-308): \
              its standardised values cannot be represented; rescale the data"
-        )))
+            ),
+        ))
     }
 }
 
@@ -211,9 +217,10 @@ impl Standardizer {
         if let Some(t) = opts.drop_features_below
             && !(t.is_finite() && t >= 0.0)
         {
-            return Err(Error::Config(format!(
-                "feature-dropping threshold must be finite and ≥ 0, got {t}"
-            )));
+            return Err(Error::config(
+                "drop_threshold",
+                format!("feature-dropping threshold must be finite and ≥ 0, got {t}"),
+            ));
         }
         if x_stats.is_empty() || y_stats.is_empty() {
             return Err(Error::Empty(
@@ -356,11 +363,14 @@ impl Standardizer {
         let (lo, hi) = TARGET_SCALE_RANGE;
         for (j, &s) in self.y_std.iter().enumerate() {
             if !(lo..=hi).contains(&s) {
-                return Err(Error::Config(format!(
-                    "target column {j} has scale (std) {s:e}: its predictive variance in \
+                return Err(Error::config(
+                    "data",
+                    format!(
+                        "target column {j} has scale (std) {s:e}: its predictive variance in \
                      original units (scale²) is not a normal f64; the scale must lie in \
                      [{lo:e}, {hi:e}] (rescale the target)"
-                )));
+                    ),
+                ));
             }
         }
         Ok(())

@@ -215,10 +215,13 @@ fn assemble(
     if let SplitSource::Embedded(s) = &splits
         && s.len() > n_splits
     {
-        return Err(Error::Config(format!(
-            "{name}: {} embedded splits but n_splits = {n_splits}",
-            s.len()
-        )));
+        return Err(Error::config(
+            "n_splits",
+            format!(
+                "{name}: {} embedded splits but n_splits = {n_splits}",
+                s.len()
+            ),
+        ));
     }
     let mut warnings = Vec::new();
     let leaked: Vec<usize> = targets
@@ -322,10 +325,13 @@ impl UciDataset {
     /// if a split file cannot be read; the validation errors above.
     pub fn split(&self, k: usize) -> Result<(Vec<usize>, Vec<usize>)> {
         if k >= self.n_splits {
-            return Err(Error::Config(format!(
-                "{}: split {k} requested but there are {} splits",
-                self.name, self.n_splits
-            )));
+            return Err(Error::config(
+                "split",
+                format!(
+                    "{}: split {k} requested but there are {} splits",
+                    self.name, self.n_splits
+                ),
+            ));
         }
         let train_name = format!("index_train_{k}.txt");
         let test_name = format!("index_test_{k}.txt");
@@ -339,7 +345,10 @@ impl UciDataset {
             }
             SplitSource::Embedded(s) => {
                 let (ta, tb) = s.get(k).ok_or_else(|| {
-                    Error::Config(format!("{}: split {k} was not embedded", self.name))
+                    Error::config(
+                        "split",
+                        format!("{}: split {k} was not embedded", self.name),
+                    )
                 })?;
                 let p = |f: &str| PathBuf::from(format!("embedded:{}/splits/{f}", self.name));
                 (p(&train_name), p(&test_name), ta.clone(), tb.clone())
@@ -361,10 +370,13 @@ impl UciDataset {
             in_train[i] = true;
         }
         if let Some(&i) = test.iter().find(|&&i| in_train[i]) {
-            return Err(Error::Config(format!(
-                "{}: split {k}: row {i} is in both the train and the test set",
-                self.name
-            )));
+            return Err(Error::config(
+                "split",
+                format!(
+                    "{}: split {k}: row {i} is in both the train and the test set",
+                    self.name
+                ),
+            ));
         }
         Ok((train, test))
     }

@@ -16,7 +16,9 @@ mod run_state;
 mod schedule;
 mod summary;
 
-pub use rules::{EarlyStopping, HeldOutRule, LindingerStopping, PATIENCE_SCORE_SAMPLES, Restore};
+pub use rules::{
+    Convergence, EarlyStopping, HeldOutRule, LindingerStopping, PATIENCE_SCORE_SAMPLES, Restore,
+};
 pub use run_state::{RUN_STATE_VERSION, RunState};
 pub use schedule::LrSchedule;
 pub use summary::FitSummary;
@@ -48,6 +50,11 @@ pub struct FitConfig {
     /// Backends with a schedule of their own (dspp's `lr_drops`) keep theirs.
     #[serde(default = "constant_schedule")]
     pub lr_schedule: LrSchedule,
+    /// Stop when the smoothed training objective stops improving ([`Convergence`];
+    /// `None`: run every step). Honoured by every backend that trains on the core's
+    /// [`crate::train::Executor`]; `steps` is then the cap.
+    #[serde(default)]
+    pub convergence: Option<Convergence>,
 }
 
 fn constant_schedule() -> LrSchedule {
@@ -63,6 +70,7 @@ impl Default for FitConfig {
             seed: 0,
             early_stopping: None,
             lr_schedule: LrSchedule::Constant,
+            convergence: None,
         }
     }
 }
@@ -148,4 +156,9 @@ pub struct FitReport {
     /// [`FitConfig::early_stopping`] ran; `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out: Option<FitSummary>,
+    /// The number of steps after which the convergence stop ([`FitConfig::convergence`])
+    /// ended the run; `None` when it did not (no stop configured, or the run reached its
+    /// step cap or ended otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converged_after: Option<usize>,
 }

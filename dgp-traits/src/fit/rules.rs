@@ -5,7 +5,9 @@
 //! * [`LindingerStopping`] — the rule of Lindinger et al. (2020)'s reference code
 //!   (`optimise.py::run_adam`: smoothed held-out test log-likelihood), decided by
 //!   `crate::train`'s trace of the logged scores;
-//! * [`HeldOutRule`] — one of the two, as `FitConfig::early_stopping` holds it.
+//! * [`HeldOutRule`] — one of the two, as `FitConfig::early_stopping` holds it;
+//! * [`Convergence`] — the stop on the smoothed training objective
+//!   (`FitConfig::convergence`), which needs no held-out rows.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -39,10 +41,10 @@ impl EarlyStopping {
     /// Checks the ranges: `fraction` in (0, 1).
     pub fn validate(&self) -> Result<()> {
         if !(self.fraction > 0.0 && self.fraction < 1.0) {
-            return Err(Error::Config(format!(
-                "early_stopping.fraction must be in (0, 1), got {}",
-                self.fraction
-            )));
+            return Err(Error::config(
+                "early_stopping.fraction",
+                format!("must be in (0, 1), got {}", self.fraction),
+            ));
         }
         Ok(())
     }
@@ -124,10 +126,10 @@ impl LindingerStopping {
     /// Checks the ranges: `holdout_fraction` in (0, 1), every count at least 1.
     pub fn validate(&self) -> Result<()> {
         if !(self.holdout_fraction > 0.0 && self.holdout_fraction < 1.0) {
-            return Err(Error::Config(format!(
-                "early_stopping.holdout_fraction must be in (0, 1), got {}",
-                self.holdout_fraction
-            )));
+            return Err(Error::config(
+                "early_stopping.holdout_fraction",
+                format!("must be in (0, 1), got {}", self.holdout_fraction),
+            ));
         }
         for (name, v) in [
             ("every", self.every),
@@ -137,9 +139,10 @@ impl LindingerStopping {
             ("checks", self.checks),
         ] {
             if v == 0 {
-                return Err(Error::Config(format!(
-                    "early_stopping.{name} must be at least 1"
-                )));
+                return Err(Error::config(
+                    format!("early_stopping.{name}"),
+                    "must be at least 1",
+                ));
             }
         }
         Ok(())
@@ -193,5 +196,85 @@ impl HeldOutRule {
             HeldOutRule::Patience(_) => PATIENCE_SCORE_SAMPLES,
             HeldOutRule::Lindinger(l) => l.samples,
         }
+    }
+}
+
+/// Stop on convergence of the training objective (no rows held out), as
+/// [`crate::fit::FitConfig::convergence`] holds it.
+///
+/// The objective values the stepper reports are averaged over consecutive, non-overlapping
+/// windows of `window` steps; with `m_k` the mean of window k and `N` the number of
+/// training rows, the gain of window k is `(m_k − m_{k−1}) / N`, in nats per training row
+/// (the objective is maximised and scales with N). Once at least `min_steps` steps are
+/// done, the run stops at the end of the first window that completes `patience`
+/// consecutive windows whose gain is below `tolerance`. A window with a non-finite mean
+/// resets the count. The parameters of the last step are kept.
+///
+/// ```
+/// use dgp_traits::model::Convergence;
+/// let c = Convergence::default();
+/// assert!(c.validate(c.min_steps).is_ok());
+/// let bad = Convergence { patience: 0, ..c };
+/// assert!(bad.validate(10_000).unwrap_err().to_string().contains("convergence.patience"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Convergence {
+    /// Steps per averaging window; 100.
+    pub window: usize,
+    /// Smallest gain per window, in nats per training row, that counts as progress; 1e-3.
+    pub tolerance: f64,
+    /// Consecutive windows without progress that stop the run; 3.
+    pub patience: usize,
+    /// The run never stops before this many steps; 500.
+    pub min_steps: usize,
+}
+
+impl Default for Convergence {
+    fn default() -> Self {
+        Convergence::DEFAULT
+    }
+}
+
+impl Convergence {
+    /// The defaults (window 100, tolerance 1e-3 nats per row, patience 3, at least 500
+    /// steps), usable in constants.
+    pub const DEFAULT: Convergence = Convergence {
+        window: 100,
+        tolerance: 1e-3,
+        patience: 3,
+        min_steps: 500,
+    };
+
+    /// Checks the ranges for a run of at most `steps` steps: `tolerance` finite and > 0,
+    /// `window` and `patience` at least 1, `min_steps` ≤ `steps`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the field (`convergence.tolerance`, …).
+    pub fn validate(&self, steps: usize) -> Result<()> {
+        if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
+            return Err(Error::config(
+                "convergence.tolerance",
+                format!("must be finite and > 0, got {}", self.tolerance),
+            ));
+        }
+        for (name, v) in [("window", self.window), ("patience", self.patience)] {
+            if v == 0 {
+                return Err(Error::config(
+                    format!("convergence.{name}"),
+                    "must be at least 1",
+                ));
+            }
+        }
+        if self.min_steps > steps {
+            return Err(Error::config(
+                "convergence.min_steps",
+                format!(
+                    "{} must not exceed the maximum number of steps ({steps})",
+                    self.min_steps
+                ),
+            ));
+        }
+        Ok(())
     }
 }

@@ -62,16 +62,20 @@ impl RunState {
         ];
         for (what, saved, now) in pairs {
             if saved != now {
-                return Err(Error::Config(format!(
-                    "resume: the saved run has {what} {saved}, this run has {now}"
-                )));
+                return Err(Error::config(
+                    "resume",
+                    format!("the saved run has {what} {saved}, this run has {now}"),
+                ));
             }
         }
         if self.steps_done > self.steps || self.report.steps != self.steps_done {
-            return Err(Error::Config(format!(
-                "resume: saved state says {} of {} steps done, its report {}",
-                self.steps_done, self.steps, self.report.steps
-            )));
+            return Err(Error::config(
+                "resume",
+                format!(
+                    "saved state says {} of {} steps done, its report {}",
+                    self.steps_done, self.steps, self.report.steps
+                ),
+            ));
         }
         Ok(())
     }

@@ -63,18 +63,22 @@ impl LrSchedule {
             LrSchedule::Constant => Ok(()),
             LrSchedule::Exponential { gamma, every, .. } => {
                 if !(*gamma > 0.0 && *gamma <= 1.0) || *every == 0 {
-                    Err(Error::Config(format!(
-                        "exponential lr decay needs 0 < gamma <= 1 and every >= 1, got gamma={gamma}, every={every}"
-                    )))
+                    Err(Error::config(
+                        "lr_schedule",
+                        format!(
+                            "exponential lr decay needs 0 < gamma <= 1 and every >= 1, got gamma={gamma}, every={every}"
+                        ),
+                    ))
                 } else {
                     Ok(())
                 }
             }
             LrSchedule::StepDrops { factor, .. } => {
                 if !(*factor > 0.0 && *factor <= 1.0) {
-                    Err(Error::Config(format!(
-                        "step-drop lr schedule needs 0 < factor <= 1, got {factor}"
-                    )))
+                    Err(Error::config(
+                        "lr_schedule",
+                        format!("step-drop lr schedule needs 0 < factor <= 1, got {factor}"),
+                    ))
                 } else {
                     Ok(())
                 }

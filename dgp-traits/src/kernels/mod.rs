@@ -150,7 +150,10 @@ impl Kernel {
     /// Checks the configuration (e.g. after deserialisation).
     pub fn validate(&self) -> Result<()> {
         if self.input_dim == 0 {
-            return Err(Error::Config("kernel input_dim must be at least 1".into()));
+            return Err(Error::config(
+                "kernel.input_dim",
+                "kernel input_dim must be at least 1",
+            ));
         }
         Ok(())
     }
@@ -197,21 +200,27 @@ impl Kernel {
                 v < 0.0
             };
             if bad {
-                return Err(Error::Config(format!(
-                    "kernel {} {q} must be positive, got {v}",
-                    if self.kind.is_stationary() {
-                        "lengthscale"
-                    } else {
-                        "weight"
-                    }
-                )));
+                return Err(Error::config(
+                    "kernel",
+                    format!(
+                        "{} {q} must be positive, got {v}",
+                        if self.kind.is_stationary() {
+                            "lengthscale"
+                        } else {
+                            "weight"
+                        }
+                    ),
+                ));
             }
         }
         if self.has_variance() && !(hyper.variance.is_finite() && hyper.variance >= 0.0) {
-            return Err(Error::Config(format!(
-                "kernel variance must be finite and non-negative, got {}",
-                hyper.variance
-            )));
+            return Err(Error::config(
+                "kernel.variance",
+                format!(
+                    "kernel variance must be finite and non-negative, got {}",
+                    hyper.variance
+                ),
+            ));
         }
         Ok(())
     }

@@ -361,9 +361,10 @@ impl Likelihood {
     pub fn validate(&self) -> Result<()> {
         let gh = |what: &str, n: usize| {
             if n == 0 {
-                Err(Error::Config(format!(
-                    "{what} likelihood: gh_points must be at least 1"
-                )))
+                Err(Error::config(
+                    "gh_points",
+                    format!("{what} likelihood: gh_points must be at least 1"),
+                ))
             } else {
                 Ok(())
             }
@@ -378,18 +379,24 @@ impl Likelihood {
         match self {
             Likelihood::Gaussian(g) => {
                 if !(g.init_variance > 0.0 && g.init_variance.is_finite()) {
-                    return Err(Error::Config(format!(
-                        "Gaussian likelihood: init_variance must be positive and finite, got {}",
-                        g.init_variance
-                    )));
+                    return Err(Error::config(
+                        "init_variance",
+                        format!(
+                            "Gaussian likelihood: init_variance must be positive and finite, got {}",
+                            g.init_variance
+                        ),
+                    ));
                 }
             }
             Likelihood::BernoulliProbit(p) => {
                 if !(0.0..0.5).contains(&p.squash) {
-                    return Err(Error::Config(format!(
-                        "probit likelihood: squash must be in [0, 0.5), got {}",
-                        p.squash
-                    )));
+                    return Err(Error::config(
+                        "squash",
+                        format!(
+                            "probit likelihood: squash must be in [0, 0.5), got {}",
+                            p.squash
+                        ),
+                    ));
                 }
                 gh("probit", p.gh_points)?;
             }
@@ -397,10 +404,13 @@ impl Likelihood {
             Likelihood::RobustMax(r) => {
                 classes(r.num_classes)?;
                 if !(r.epsilon > 0.0 && r.epsilon < 1.0) {
-                    return Err(Error::Config(format!(
-                        "robust-max likelihood: epsilon must be in (0, 1), got {}",
-                        r.epsilon
-                    )));
+                    return Err(Error::config(
+                        "epsilon",
+                        format!(
+                            "robust-max likelihood: epsilon must be in (0, 1), got {}",
+                            r.epsilon
+                        ),
+                    ));
                 }
                 gh("robust-max", r.gh_points)?;
             }
@@ -411,9 +421,12 @@ impl Likelihood {
                     ("predict_points", s.predict_points),
                 ] {
                     if n < 2 || n % 2 != 0 {
-                        return Err(Error::Config(format!(
-                            "softmax likelihood: {what} must be even and at least 2 (antithetic pairs), got {n}"
-                        )));
+                        return Err(Error::config(
+                            "samples",
+                            format!(
+                                "softmax likelihood: {what} must be even and at least 2 (antithetic pairs), got {n}"
+                            ),
+                        ));
                     }
                 }
             }
@@ -453,9 +466,12 @@ impl Likelihood {
                 for i in 0..y.nrows() {
                     let v = y[(i, j)];
                     if v != 1.0 && v != 0.0 && v != -1.0 {
-                        return Err(Error::Config(format!(
-                            "binary label at row {i}, column {j} is {v}; expected 1 (positive) or 0/−1 (negative)"
-                        )));
+                        return Err(Error::config(
+                            "labels",
+                            format!(
+                                "binary label at row {i}, column {j} is {v}; expected 1 (positive) or 0/−1 (negative)"
+                            ),
+                        ));
                     }
                 }
             }
@@ -613,8 +629,8 @@ impl Likelihood {
             }
             Likelihood::Softmax(s) => {
                 let rng = rng.ok_or_else(|| {
-                    Error::Config(
-                        "the softmax expectations are Monte Carlo estimates: call the _with_rng variant with a generator".into(),
+                    Error::config("rng", 
+                        "the softmax expectations are Monte Carlo estimates: call the _with_rng variant with a generator"
                     )
                 })?;
                 let rows = tape.shape(mu).0;
@@ -732,7 +748,7 @@ impl Likelihood {
     ) -> Result<(Mat<f64>, Mat<f64>)> {
         self.validate()?;
         if self.is_multiclass() {
-            return Err(Error::Config(
+            return Err(Error::Unsupported(
                 "multiclass likelihoods have no per-column predictive moments; use class_probs"
                     .into(),
             ));
@@ -769,7 +785,7 @@ impl Likelihood {
                         .clamp(0.0, 1.0)
                 }))
             }
-            _ => Err(Error::Config(
+            _ => Err(Error::Unsupported(
                 "positive-class probabilities need a Bernoulli likelihood".into(),
             )),
         }
@@ -792,7 +808,7 @@ impl Likelihood {
     pub fn class_probs(&self, mu: MatRef<'_, f64>, var: MatRef<'_, f64>) -> Result<Mat<f64>> {
         self.validate()?;
         let k = self.num_classes().ok_or_else(|| {
-            Error::Config("the Gaussian likelihood has no class probabilities".into())
+            Error::Unsupported("the Gaussian likelihood has no class probabilities".into())
         })?;
         let cols = if self.is_multiclass() { k } else { 1 };
         for (what, m) in [("means", mu), ("variances", var)] {
@@ -988,11 +1004,13 @@ fn check_tape_shapes(
         ));
     }
     match (lik.has_noise_variance(), noise_var) {
-        (true, None) => Err(Error::Config(
-            "the Gaussian likelihood needs a noise variance node".into(),
+        (true, None) => Err(Error::config(
+            "noise",
+            "the Gaussian likelihood needs a noise variance node",
         )),
-        (false, Some(_)) => Err(Error::Config(
-            "only the Gaussian likelihood has a noise variance; pass None".into(),
+        (false, Some(_)) => Err(Error::config(
+            "noise",
+            "only the Gaussian likelihood has a noise variance; pass None",
         )),
         (true, Some(n)) => {
             let ns = t.shape(n);

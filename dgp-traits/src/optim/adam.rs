@@ -65,10 +65,13 @@ impl AdamConfig {
             && self.eps >= 0.0
             && self.eps.is_finite();
         if !ok {
-            return Err(Error::Config(format!(
-                "Adam needs lr > 0, beta1, beta2 in [0, 1), eps >= 0; got lr={}, beta1={}, beta2={}, eps={}",
-                self.lr, self.beta1, self.beta2, self.eps
-            )));
+            return Err(Error::config(
+                "adam",
+                format!(
+                    "Adam needs lr > 0, beta1, beta2 in [0, 1), eps >= 0; got lr={}, beta1={}, beta2={}, eps={}",
+                    self.lr, self.beta1, self.beta2, self.eps
+                ),
+            ));
         }
         self.schedule.validate()
     }

@@ -47,13 +47,19 @@ impl LbfgsConfig {
     /// Checks the documented ranges.
     pub fn validate(&self) -> Result<()> {
         if self.memory == 0 {
-            return Err(Error::Config("L-BFGS memory must be at least 1".into()));
+            return Err(Error::config(
+                "lbfgs.memory",
+                "L-BFGS memory must be at least 1",
+            ));
         }
         if !(self.tol_grad >= 0.0 && self.tol_cost >= 0.0) {
-            return Err(Error::Config(format!(
-                "L-BFGS tolerances must be non-negative, got tol_grad={}, tol_cost={}",
-                self.tol_grad, self.tol_cost
-            )));
+            return Err(Error::config(
+                "lbfgs.tol",
+                format!(
+                    "L-BFGS tolerances must be non-negative, got tol_grad={}, tol_cost={}",
+                    self.tol_grad, self.tol_cost
+                ),
+            ));
         }
         Ok(())
     }
@@ -355,7 +361,7 @@ where
     let solver: Solver = LBFGS::new(MoreThuenteLineSearch::new(), cfg.memory)
         .with_tolerance_grad(scale * cfg.tol_grad)
         .and_then(|s| s.with_tolerance_cost(scale * cfg.tol_cost))
-        .map_err(|e| Error::Config(format!("L-BFGS: {e}")))?;
+        .map_err(|e| Error::config("lbfgs", format!("{e}")))?;
     // Only the point is passed: a preset cost would make argmin's cost-change test fire at
     // once (init copies it into `prev_cost`); the cached evaluation makes the
     // re-evaluation free.

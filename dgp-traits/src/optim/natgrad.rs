@@ -82,10 +82,13 @@ impl NatGradConfig {
     /// Checks that γ is in (0, 1].
     pub fn validate(&self) -> Result<()> {
         if !(self.gamma > 0.0 && self.gamma <= 1.0) {
-            return Err(Error::Config(format!(
-                "natural-gradient step size gamma must be in (0, 1], got {}",
-                self.gamma
-            )));
+            return Err(Error::config(
+                "natgrad.gamma",
+                format!(
+                    "natural-gradient step size gamma must be in (0, 1], got {}",
+                    self.gamma
+                ),
+            ));
         }
         Ok(())
     }

@@ -77,9 +77,10 @@ pub fn from_json_checked<T: Serialize + DeserializeOwned>(
     let model: T = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
     validate(&model)?;
     let fresh = rebuild(&model).map_err(|e| {
-        Error::Config(format!(
-            "checkpoint: its configuration does not build a model: {e}"
-        ))
+        Error::config(
+            "checkpoint",
+            format!("its configuration does not build a model: {e}"),
+        )
     })?;
     let fresh = serde_json::to_value(&fresh).map_err(|e| Error::Serde(e.to_string()))?;
     // Compare the state as this version writes it: fields an older checkpoint lacks and
@@ -102,9 +103,12 @@ pub fn synthetic_data(d: usize, p: usize, n: usize) -> Result<Dataset> {
         .checked_mul(d.saturating_add(p))
         .filter(|&e| e <= MAX_SYNTHETIC_ENTRIES && n <= MAX_SYNTHETIC_ROWS && d > 0 && p > 0);
     if entries.is_none() {
-        return Err(Error::Config(format!(
-            "checkpoint: implausible dimensions (input_dim {d}, output_dim {p}, {n} inducing-scale rows)"
-        )));
+        return Err(Error::config(
+            "checkpoint",
+            format!(
+                "implausible dimensions (input_dim {d}, output_dim {p}, {n} inducing-scale rows)"
+            ),
+        ));
     }
     let mut rng = seeded(0xC4EC);
     let x = standard_normal(&mut rng, n, d);
@@ -148,7 +152,7 @@ pub fn compare_states(loaded: &Value, fresh: &Value, skip: &[&str]) -> Result<()
 }
 
 fn mismatch(path: &str, what: impl std::fmt::Display) -> Error {
-    Error::Config(format!("checkpoint: {path}: {what}"))
+    Error::config("checkpoint", format!("{path}: {what}"))
 }
 
 fn compare(a: &Value, b: &Value, skip: &[&str], path: &str) -> Result<()> {

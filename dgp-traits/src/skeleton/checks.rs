@@ -73,9 +73,10 @@ pub fn check_sizes(
     num_inducing: usize,
 ) -> crate::error::Result<()> {
     let over = |what: &str, v: usize, max: usize| {
-        Err(crate::error::Error::Config(format!(
-            "{backend}: {what} must be at most {max}, got {v}"
-        )))
+        Err(crate::error::Error::config(
+            what,
+            format!("must be at most {max} for {backend}, got {v}"),
+        ))
     };
     if layers > MAX_LAYERS {
         return over("layers", layers, MAX_LAYERS);

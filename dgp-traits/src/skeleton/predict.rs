@@ -112,7 +112,7 @@ pub fn finish_predictive(
     match likelihood {
         Likelihood::Gaussian(_) => {
             let noise = noise.filter(|v| !v.is_empty()).ok_or_else(|| {
-                Error::Config("Gaussian predictive without a noise variance".into())
+                Error::config("noise", "Gaussian predictive without a noise variance")
             })?;
             for (d, v) in vars.iter_mut().enumerate() {
                 let s2 = noise[d.min(noise.len() - 1)];

@@ -119,6 +119,24 @@ impl InitRun {
         })
     }
 
+    /// [`InitRun::kmeans`] with at most one inducing input per data point: `min(m, N)`
+    /// centres on the N rows of `x` (with `m ≥ N` every row is one inducing input, never a
+    /// jittered copy). Extra inducing points on N rows add O(M²) cost per row and nothing
+    /// the N points do not already span; a backend that sizes its q by the inducing count
+    /// reads it from `z.nrows()`.
+    ///
+    /// # Errors
+    /// The errors of [`kmeans`].
+    pub fn kmeans_at_most_rows(
+        x: MatRef<'_, f64>,
+        m: usize,
+        iters: usize,
+        keep_x: bool,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::kmeans(x, m.min(x.nrows()), iters, keep_x, rng)
+    }
+
     /// The mean function of layer `plan` (`hidden` or `last`) and its initial parameters,
     /// a PCA map fitted to the running `data`.
     ///

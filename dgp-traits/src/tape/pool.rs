@@ -23,8 +23,7 @@
 //! [`GradSink::acc_or_new`](super::GradSink::acc_or_new) and *assign* the first
 //! contribution (products with `Accum::Replace`, elementwise rules with `=`), instead of
 //! zero-filling a buffer and adding into it: the same values (up to the sign of an exact
-//! zero) without a memset pass per adjoint (a perf profile of a DSPP step on protein
-//! had memset at ~12 %; measured after this change: the step ~10–17 % faster).
+//! zero) without a memset pass per adjoint.
 //!
 //! [`Gradients`]: super::Gradients
 

@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::model::{Batch, FitConfig, FitReport, Model};
 use crate::rng::stream;
 use crate::tape::Tape;
+use crate::train::convergence::ConvergenceTrace;
 use crate::train::observer::{Control, Observer, StepInfo};
 use crate::train::resume::{RUN_STATE_VERSION, RunState};
 use crate::train::stepper::{StepContext, Stepper};
@@ -27,11 +28,17 @@ pub const HISTORY_EVERY: usize = 10;
 /// [`Error::NotPositiveDefinite`]) ends the run quietly when an observer can recover from
 /// it ([`Observer::absorbs_failure`]), else it is returned. At the end every observer's
 /// [`Observer::on_finish`] runs (e.g. restoring the best parameters).
+///
+/// With [`FitConfig::convergence`] set, the executor also ends the run when the smoothed
+/// objective stops improving ([`crate::model::Convergence`], gains per training row of the
+/// rows it trains on), after the observers have seen that step, and reports it in
+/// [`FitReport::converged_after`].
 pub struct Executor<'a, M: ?Sized, S> {
     stepper: S,
     steps: usize,
     batch_size: usize,
     seed: u64,
+    convergence: Option<crate::model::Convergence>,
     observers: Vec<&'a mut dyn Observer<M>>,
 }
 
@@ -44,6 +51,7 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             steps: cfg.steps,
             batch_size: cfg.batch_size,
             seed: cfg.seed,
+            convergence: cfg.convergence,
             observers: Vec::new(),
         }
     }
@@ -69,7 +77,8 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     /// are on).
     ///
     /// # Errors
-    /// [`Error::Empty`] for data without rows; the source's read errors; the stepper's and observers' errors; a
+    /// [`Error::Empty`] for data without rows; [`Error::Config`] naming the field for
+    /// convergence settings out of range; the source's read errors; the stepper's and observers' errors; a
     /// stepper or observer that cannot be checkpointed when checkpoints are asked for; a
     /// saved state of another run.
     pub fn run(&mut self, model: &mut M, data: &dyn RowSource) -> Result<FitReport> {
@@ -81,6 +90,10 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             n
         } else {
             self.batch_size
+        };
+        let mut conv = match &self.convergence {
+            Some(rule) => Some(ConvergenceTrace::new(rule, self.steps, n)?),
+            None => None,
         };
         let mut batches = Minibatches::new(n, b, self.seed)?;
         let mut noise = stream(self.seed, 1);
@@ -95,10 +108,12 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         let every = self.control().map_or(0, |c| c.checkpoint_every());
         let resume = self.control().and_then(|c| c.take_run_state());
         if every > 0 || resume.is_some() {
-            self.save_state(model, &noise, &report, (0, b, n))?;
+            self.save_state(model, &noise, &report, conv.as_ref(), (0, b, n))?;
         }
         let first = match resume {
-            Some(state) => self.restore(model, state, (b, n), &mut noise, &mut report)?,
+            Some(state) => {
+                self.restore(model, state, (b, n), &mut noise, &mut report, conv.as_mut())?
+            }
             None => 0,
         };
         for _ in 0..first {
@@ -130,11 +145,15 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             for o in self.observers.iter_mut() {
                 stop |= o.on_step(model, &info)? == Control::Stop;
             }
+            if conv.as_mut().is_some_and(|c| c.after_step(step, value)) && !stop {
+                stop = true;
+                report.converged_after = Some(step + 1);
+            }
             let asked = self.control().is_some_and(|c| c.should_stop());
             let done = step + 1;
             let due = asked || done.is_multiple_of(every.max(1));
             if every > 0 && (done == self.steps || (!stop && due)) {
-                let state = self.save_state(model, &noise, &report, (done, b, n))?;
+                let state = self.save_state(model, &noise, &report, conv.as_ref(), (done, b, n))?;
                 if let Some(c) = self.control() {
                     c.save_run_state(&state)?;
                 }
@@ -157,19 +176,24 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     }
 
     /// The run's state after `done` steps (`(done, batch_size, n)`); also the check,
-    /// before the first step, that the stepper and every observer can save theirs.
+    /// before the first step, that the stepper and every observer can save theirs. The
+    /// convergence trace, when there is one, is saved after the observers' states.
     fn save_state(
         &self,
         model: &M,
         noise: &crate::rng::Rng,
         report: &FitReport,
+        conv: Option<&ConvergenceTrace>,
         (done, b, n): (usize, usize, usize),
     ) -> Result<RunState> {
-        let observers = self
+        let mut observers = self
             .observers
             .iter()
             .map(|o| o.save_state())
             .collect::<Result<Vec<_>>>()?;
+        if let Some(c) = conv {
+            observers.push(serde_json::to_value(c).map_err(|e| Error::Serde(e.to_string()))?);
+        }
         Ok(RunState {
             version: RUN_STATE_VERSION,
             steps_done: done,
@@ -194,15 +218,22 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         (b, n): (usize, usize),
         noise: &mut crate::rng::Rng,
         report: &mut FitReport,
+        conv: Option<&mut ConvergenceTrace>,
     ) -> Result<usize> {
         let num_free = model.params().num_free();
         state.check_matches(self.steps, self.seed, b, n, num_free)?;
-        if state.observers.len() != self.observers.len() {
-            return Err(Error::Config(format!(
-                "resume: the saved run had {} observers, this run has {}",
-                state.observers.len(),
-                self.observers.len()
-            )));
+        let expected = self.observers.len() + usize::from(conv.is_some());
+        if state.observers.len() != expected {
+            return Err(Error::config(
+                "resume",
+                format!(
+                    "the saved run had {} observer states, this run has {expected}",
+                    state.observers.len(),
+                ),
+            ));
+        }
+        if let (Some(c), Some(saved)) = (conv, state.observers.last()) {
+            *c = serde_json::from_value(saved.clone()).map_err(|e| Error::Serde(e.to_string()))?;
         }
         model.params_mut().set_flat(&state.params)?;
         self.stepper.load_state(model, &state.stepper)?;

@@ -13,7 +13,8 @@
 //! 2. trains on the kept rows only (the executor's `N` is the kept count);
 //! 3. scores the model by its own predictive NLL on the held-out rows
 //!    ([`heldout_nll`]: [`Model::predict`] with [`HeldOutRule::score_samples`] samples,
-//!    then the mixture log density) inside the rule's observer ([`HeldOutStopping`] or
+//!    then [`predictive_nll`]: the mixture log density, or the log loss of the labels
+//!    when the predictive carries class probabilities) inside the rule's observer ([`HeldOutStopping`] or
 //!    [`LindingerObserver`]), which stops the run and restores the parameters the rule
 //!    keeps.
 //!
@@ -26,6 +27,7 @@
 use crate::data::{Dataset, RowSource, holdout_with_replacement, require_in_memory};
 use crate::error::Result;
 use crate::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use crate::predictive::Predictive;
 use crate::train::early_stopping::{
     FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
 };
@@ -33,6 +35,7 @@ use crate::train::executor::Executor;
 use crate::train::observer::{Observer, Progress};
 use crate::train::rules::HeldOutRule;
 use crate::train::stepper::Stepper;
+use faer::MatRef;
 
 /// Offset of the held-out rows' seed from the fit seed (as [`heldout_split`]).
 pub const HOLDOUT_SEED_OFFSET: u64 = 0x5EED;
@@ -66,8 +69,9 @@ pub fn held_out_rows(
     Ok(Some(split))
 }
 
-/// The model's mean negative log predictive density on `heldout` (model units), predicted
-/// with `samples` samples and seed `seed`; `+∞` when prediction fails or is not finite.
+/// The model's held-out score on `heldout` (model units), predicted with `samples`
+/// samples and seed `seed` ([`predictive_nll`]); `+∞` when prediction or scoring fails or
+/// the score is not finite.
 pub fn heldout_nll<M: Model + ?Sized>(
     model: &M,
     heldout: &Dataset,
@@ -75,16 +79,41 @@ pub fn heldout_nll<M: Model + ?Sized>(
     seed: u64,
 ) -> f64 {
     let cfg = PredictConfig { samples, seed };
-    let ld = model
+    match model
         .predict(heldout.x(), &cfg)
-        .and_then(|p| p.log_density(heldout.y()));
-    match ld {
-        Ok(v) if !v.is_empty() => {
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            if m.is_finite() { -m } else { f64::INFINITY }
-        }
+        .and_then(|p| predictive_nll(&p, heldout.y()))
+    {
+        Ok(v) if v.is_finite() => v,
         _ => f64::INFINITY,
     }
+}
+
+/// The mean negative log predictive probability of the targets `y` under `pred`, through
+/// the model's likelihood:
+///
+/// * a classification predictive (it carries class probabilities `p_nc`, N×K): the log
+///   loss `−(1/N) Σ_n log p_{n,y_n}` of the labels `y` (one column of integers in
+///   `0..K`; see [`crate::classification::log_loss`]);
+/// * otherwise the mixture density, `−(1/N) Σ_n log Σ_s w_s N(y_n | μ_ns, v_ns)`
+///   ([`Predictive::log_density`]).
+///
+/// # Errors
+/// [`Error::Empty`](crate::error::Error::Empty) for no rows; label errors for targets that
+/// are not class labels of a classification predictive; the shape errors of
+/// [`Predictive::log_density`].
+pub fn predictive_nll(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
+    if y.nrows() == 0 {
+        return Err(crate::error::Error::Empty(
+            "no held-out rows to score".into(),
+        ));
+    }
+    if let Some(p) = pred.class_probs() {
+        let labels = crate::classification::class_labels(y, p.ncols())?;
+        let probs = crate::classification::ClassProbs::new(p.to_owned())?;
+        return crate::classification::log_loss(&probs, &labels);
+    }
+    let v = pred.log_density(y)?;
+    Ok(-v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// Trains `model` on the rows of `data` with `stepper` on the core executor, honouring
@@ -169,4 +198,35 @@ where
 fn with_summary(mut report: FitReport, summary: &FitSummary) -> FitReport {
     report.held_out = Some(summary.clone());
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::{Mat, mat};
+
+    #[test]
+    fn classification_is_scored_by_the_log_loss_of_the_labels() {
+        // Latent means/variances (one output) with attached class probabilities: the
+        // score must be the labels' log loss, not a Gaussian density of the labels.
+        let pred = Predictive::single_gaussian(mat![[0.3], [-1.0]], mat![[0.5], [0.2]])
+            .unwrap()
+            .with_class_probs(mat![[0.2, 0.8], [0.9, 0.1]])
+            .unwrap();
+        let y = mat![[1.0], [0.0]];
+        let want = -(0.8f64.ln() + 0.9f64.ln()) / 2.0;
+        let got = predictive_nll(&pred, y.as_ref()).unwrap();
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+        // Labels outside 0..K are an error, not a score.
+        assert!(predictive_nll(&pred, mat![[2.0], [0.0]].as_ref()).is_err());
+    }
+
+    #[test]
+    fn regression_is_scored_by_the_mixture_density() {
+        let pred = Predictive::single_gaussian(mat![[0.0]], mat![[1.0]]).unwrap();
+        let got = predictive_nll(&pred, mat![[0.0]].as_ref()).unwrap();
+        let want = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        assert!((got - want).abs() < 1e-14);
+        assert!(predictive_nll(&pred, Mat::<f64>::zeros(0, 1).as_ref()).is_err());
+    }
 }

@@ -107,6 +107,7 @@ impl FullBatchLbfgs {
             seconds: start.elapsed().as_secs_f64(),
             history,
             held_out: None,
+            converged_after: None,
         })
     }
 }

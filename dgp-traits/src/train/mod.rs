@@ -21,6 +21,9 @@
 //!   [`LindingerStopping`]); a backend's `fit` honours it by calling
 //!   [`fit_with_held_out`] (rows split, rule observer attached, scored by the model's own
 //!   held-out predictive NLL), which is the plain executor run when it is `None`.
+//! * A stop on convergence of the training objective for every executor run:
+//!   `FitConfig::convergence` ([`crate::model::Convergence`], decided by
+//!   [`ConvergenceTrace`]); the report's `converged_after` says when it stopped.
 //! * [`FullBatchLbfgs`]: full-batch L-BFGS as its own driver, backing off from trial points
 //!   where the objective cannot be evaluated.
 //! * [`best_of`]: random restarts — train candidates briefly and keep the best-scoring.
@@ -33,6 +36,7 @@
 //!     .run(self, data)
 //! ```
 
+mod convergence;
 mod early_stopping;
 mod executor;
 mod held_out;
@@ -47,13 +51,14 @@ mod stepper;
 #[cfg(test)]
 mod tests;
 
+pub use convergence::ConvergenceTrace;
 pub use early_stopping::{
     FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
 };
 pub use executor::{Executor, HISTORY_EVERY};
 pub use held_out::{
     HOLDOUT_SEED_OFFSET, SCORE_SEED_OFFSET, fit_with_held_out, fit_with_held_out_observed,
-    held_out_rows, heldout_nll,
+    held_out_rows, heldout_nll, predictive_nll,
 };
 pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};

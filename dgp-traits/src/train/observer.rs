@@ -123,7 +123,10 @@ impl<F: FnMut(usize, String) -> Result<()>> Checkpoint<F> {
     /// [`Error::Config`] for `every == 0`.
     pub fn new(every: usize, sink: F) -> Result<Self> {
         if every == 0 {
-            return Err(Error::Config("checkpoint every must be at least 1".into()));
+            return Err(Error::config(
+                "checkpoint.every",
+                "checkpoint every must be at least 1",
+            ));
         }
         Ok(Checkpoint {
             every,
@@ -180,9 +183,12 @@ impl SampleCollector {
     /// [`Error::Config`] for `thin == 0` or `max_kept == 0`.
     pub fn new(burn_in: usize, thin: usize, max_kept: usize) -> Result<Self> {
         if thin == 0 || max_kept == 0 {
-            return Err(Error::Config(format!(
-                "sample collector needs thin >= 1 and max_kept >= 1, got thin={thin}, max_kept={max_kept}"
-            )));
+            return Err(Error::config(
+                "collector",
+                format!(
+                    "sample collector needs thin >= 1 and max_kept >= 1, got thin={thin}, max_kept={max_kept}"
+                ),
+            ));
         }
         Ok(SampleCollector {
             burn_in,

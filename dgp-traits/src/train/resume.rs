@@ -38,8 +38,7 @@ impl RunState {
     /// [`Error::Config`] naming the field (`params[3]`, `noise.s`, `stepper.state.v[7]`,
     /// `stepper.state.step`, ...) and what is wrong with it.
     pub fn validate(&self) -> Result<()> {
-        let bad =
-            |field: String, what: String| Err(Error::Config(format!("field {field}: {what}")));
+        let bad = |field: String, what: String| Err(Error::config(field, what));
         if self.steps_done > self.steps {
             return bad(
                 "steps_done".into(),
@@ -115,9 +114,12 @@ impl RunState {
 
 /// The error of a stepper or observer (`type_name`) that cannot save its state.
 pub fn not_resumable(type_name: &str) -> Error {
-    Error::Config(format!(
-        "checkpoint/resume: {type_name} cannot save its state yet, so this training cannot be checkpointed"
-    ))
+    Error::config(
+        "checkpoint",
+        format!(
+            "checkpoint/resume: {type_name} cannot save its state yet, so this training cannot be checkpointed"
+        ),
+    )
 }
 
 /// An Adam stepper's state as JSON ([`crate::train::Stepper::save_state`]).
@@ -127,7 +129,7 @@ pub fn not_resumable(type_name: &str) -> Error {
 pub fn save_adam(adam: &Option<Adam>) -> Result<Value> {
     let adam = adam
         .as_ref()
-        .ok_or_else(|| Error::Config("stepper state saved before Stepper::start".into()))?;
+        .ok_or_else(|| Error::config("stepper", "state saved before Stepper::start"))?;
     serde_json::to_value(adam).map_err(|e| Error::Serde(e.to_string()))
 }
 
@@ -141,10 +143,11 @@ pub fn load_adam(adam: &mut Option<Adam>, state: &Value) -> Result<()> {
     let saved = Adam::from_parts(saved.config().clone(), saved.state().clone())?;
     let now = adam
         .as_ref()
-        .ok_or_else(|| Error::Config("stepper state loaded before Stepper::start".into()))?;
+        .ok_or_else(|| Error::config("stepper", "state loaded before Stepper::start"))?;
     if saved.config() != now.config() || saved.len() != now.len() {
-        return Err(Error::Config(
-            "resume: the saved Adam state has other settings or another size".into(),
+        return Err(Error::config(
+            "resume",
+            "the saved Adam state has other settings or another size",
         ));
     }
     *adam = Some(saved);

@@ -128,5 +128,5 @@ impl<M: Model + ?Sized> Stepper<M> for AdamStepper {
 /// The optimiser of a started stepper.
 pub(crate) fn started(adam: &mut Option<Adam>) -> Result<&mut Adam> {
     adam.as_mut()
-        .ok_or_else(|| crate::error::Error::Config("stepper used before Stepper::start".into()))
+        .ok_or_else(|| crate::error::Error::config("stepper", "used before Stepper::start"))
 }

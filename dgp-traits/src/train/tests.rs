@@ -81,7 +81,7 @@ impl Model for Toy {
         .run(self, data)
     }
     fn predict(&self, _x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
-        Err(Error::Config("toy has no predictive".into()))
+        Err(Error::config("test", "toy has no predictive"))
     }
     fn to_json(&self) -> Result<String> {
         serde_json::to_string(&self.params).map_err(|e| Error::Serde(e.to_string()))
@@ -534,7 +534,7 @@ fn best_of_keeps_the_first_lowest_finite_score_and_skips_failures() {
     assert!(
         best_of(
             2,
-            |_| Err::<usize, _>(Error::Config("x".into())),
+            |_| Err::<usize, _>(Error::config("test", "x")),
             |_, _| Ok(FitReport::default()),
             |_| 0.0
         )
@@ -681,4 +681,131 @@ fn lindinger_observer_stops_where_the_trace_says_and_restores_per_setting() {
             }
         }
     }
+}
+
+fn converging(steps: usize) -> FitConfig {
+    FitConfig {
+        convergence: Some(crate::model::Convergence {
+            window: 20,
+            tolerance: 1e-3,
+            patience: 2,
+            min_steps: 100,
+        }),
+        ..cfg(steps)
+    }
+}
+
+#[test]
+fn convergence_stops_a_flat_run_early_on_the_same_trajectory_and_says_so() {
+    let data = toy_regression(30, 2, 1.0, 1);
+    let mut stopped = toy(Role::Optimised);
+    let report = stopped
+        .fit(&data, &converging(3000), &mut Trace::default())
+        .unwrap();
+    let k = report.steps;
+    assert!((100..3000).contains(&k), "stopped after {k} steps");
+    assert_eq!(k % 20, 0, "stops at the end of a window");
+    assert_eq!(report.converged_after, Some(k));
+    // The same trajectory as a plain run of k steps.
+    let mut plain = toy(Role::Optimised);
+    let plain_report = plain.fit(&data, &cfg(k), &mut Trace::default()).unwrap();
+    assert_eq!(bits(&stopped.params.flat()), bits(&plain.params.flat()));
+    assert_eq!(plain_report.converged_after, None);
+    // A cap below the stop: the run ends at the cap, not converged.
+    let mut capped = toy(Role::Optimised);
+    let r = capped
+        .fit(&data, &converging(k - 20), &mut Trace::default())
+        .unwrap();
+    assert_eq!((r.steps, r.converged_after), (k - 20, None));
+}
+
+#[test]
+fn convergence_settings_out_of_range_are_config_errors_naming_the_field() {
+    let data = toy_regression(30, 2, 1.0, 1);
+    let base = converging(1000).convergence.unwrap();
+    let cases = [
+        (
+            crate::model::Convergence {
+                tolerance: 0.0,
+                ..base
+            },
+            "convergence.tolerance",
+        ),
+        (
+            crate::model::Convergence {
+                patience: 0,
+                ..base
+            },
+            "convergence.patience",
+        ),
+        (
+            crate::model::Convergence {
+                min_steps: 1001,
+                ..base
+            },
+            "convergence.min_steps",
+        ),
+    ];
+    for (c, field) in cases {
+        let mut m = toy(Role::Optimised);
+        let before = m.params.flat();
+        let fit = FitConfig {
+            convergence: Some(c),
+            ..cfg(1000)
+        };
+        let e = m.fit(&data, &fit, &mut Trace::default()).unwrap_err();
+        assert!(
+            matches!(e, Error::Config(_)) && e.to_string().contains(field),
+            "{e}"
+        );
+        assert_eq!(m.params.flat(), before, "no step taken");
+    }
+}
+
+/// Keeps every saved run state; hands `resume` to the executor once.
+#[derive(Default)]
+struct Saves {
+    every: usize,
+    saved: Vec<crate::train::RunState>,
+    resume: Option<crate::train::RunState>,
+}
+
+impl FitObserver for Saves {
+    fn checkpoint_every(&self) -> usize {
+        self.every
+    }
+    fn save_run_state(&mut self, state: &crate::train::RunState) -> Result<()> {
+        self.saved.push(state.clone());
+        Ok(())
+    }
+    fn take_run_state(&mut self) -> Option<crate::train::RunState> {
+        self.resume.take()
+    }
+}
+
+#[test]
+fn a_resumed_run_stops_on_convergence_where_the_uninterrupted_run_does() {
+    let data = toy_regression(30, 2, 1.0, 1);
+    let mut whole = toy(Role::Optimised);
+    let mut saves = Saves {
+        every: 30,
+        ..Saves::default()
+    };
+    let want = whole.fit(&data, &converging(3000), &mut saves).unwrap();
+    // A state in the middle of a window, after the comparisons began.
+    let state = saves
+        .saved
+        .iter()
+        .find(|s| s.steps_done > 40 && s.steps_done % 20 != 0)
+        .unwrap()
+        .clone();
+    let mut resumed = toy(Role::Optimised);
+    let mut again = Saves {
+        every: 30,
+        resume: Some(state),
+        ..Saves::default()
+    };
+    let got = resumed.fit(&data, &converging(3000), &mut again).unwrap();
+    assert_eq!(got.converged_after, want.converged_after);
+    assert_eq!(bits(&resumed.params.flat()), bits(&whole.params.flat()));
 }

@@ -89,36 +89,36 @@ impl SghmcConfig {
     /// `window > burn_in`, a step size or learning rate that is not finite and positive,
     /// `mdecay` outside (0, 1].
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Config(format!("sghmc: {m}")));
+        let bad = |field: &str, m: String| Err(Error::config(field, m));
         if self.kept == 0 {
-            return bad("kept must be at least 1 (zero kept samples)".into());
+            return bad("kept", "must be at least 1 (zero kept samples)".into());
         }
         if self.thinning == 0 {
-            return bad("thinning must be at least 1".into());
+            return bad("thinning", "must be at least 1".into());
         }
         if self.window == 0 {
-            return bad("window must be at least 1".into());
+            return bad("window", "must be at least 1".into());
         }
         if self.window > self.burn_in {
-            return bad(format!(
-                "window ({}) must not exceed burn_in ({})",
-                self.window, self.burn_in
-            ));
+            return bad(
+                "window",
+                format!("{} must not exceed burn_in ({})", self.window, self.burn_in),
+            );
         }
         if !(self.step_size.is_finite() && self.step_size > 0.0) {
-            return bad(format!(
-                "step_size must be finite and > 0, got {}",
-                self.step_size
-            ));
+            return bad(
+                "step_size",
+                format!("must be finite and > 0, got {}", self.step_size),
+            );
         }
         if !(self.mdecay.is_finite() && self.mdecay > 0.0 && self.mdecay <= 1.0) {
-            return bad(format!("mdecay must be in (0, 1], got {}", self.mdecay));
+            return bad("mdecay", format!("must be in (0, 1], got {}", self.mdecay));
         }
         if !(self.hyper_lr.is_finite() && self.hyper_lr > 0.0) {
-            return bad(format!(
-                "hyper_lr must be finite and > 0, got {}",
-                self.hyper_lr
-            ));
+            return bad(
+                "hyper_lr",
+                format!("must be finite and > 0, got {}", self.hyper_lr),
+            );
         }
         Ok(())
     }
@@ -151,9 +151,10 @@ impl SghmcConfig {
             return Ok(full);
         }
         if budget < 2 {
-            return Err(Error::Config(format!(
-                "sghmc: steps ({budget}) must be at least 2 (one burn-in step, one kept sample)"
-            )));
+            return Err(Error::config(
+                "steps",
+                format!("must be at least 2 (one burn-in step, one kept sample), got {budget}"),
+            ));
         }
         let f = budget as f64 / full.total() as f64;
         let burn_min = ((self.burn_in as f64 * f).round() as usize).clamp(1, budget - 1);

@@ -46,9 +46,12 @@ impl SghmcStepper {
             || schedule.window == 0
             || schedule.window > schedule.burn_in
         {
-            return Err(Error::Config(format!(
-                "sghmc: the schedule needs kept, thinning and window ≥ 1 and window ≤ burn_in, got {schedule:?}"
-            )));
+            return Err(Error::config(
+                "schedule",
+                format!(
+                    "the schedule needs kept, thinning and window ≥ 1 and window ≤ burn_in, got {schedule:?}"
+                ),
+            ));
         }
         Ok(SghmcStepper {
             config,
@@ -188,9 +191,7 @@ impl<M: SampledModel + ?Sized> Stepper<M> for SghmcStepper {
         self.optimised = merged_ranges(params, Role::Optimised);
         let n_sampled: usize = self.sampled.iter().map(|r| r.len()).sum();
         if n_sampled == 0 {
-            return Err(Error::Config(
-                "sghmc: the model has no sampled blocks".into(),
-            ));
+            return Err(Error::config("model", "the model has no sampled blocks"));
         }
         let n_free = params.num_free();
         self.flat = vec![0.0; n_free];
@@ -235,16 +236,20 @@ impl<M: SampledModel + ?Sized> Stepper<M> for SghmcStepper {
     /// of the schedule are errors.
     fn step(&mut self, model: &mut M, batch: &Batch<'_>, ctx: &mut StepContext<'_>) -> Result<f64> {
         let Some(mut st) = model.sampler_state_mut().take() else {
-            return Err(Error::Config(
-                "sghmc stepper used before Stepper::start".into(),
+            return Err(Error::config(
+                "stepper",
+                "sghmc stepper used before Stepper::start",
             ));
         };
         let t = st.step;
         let result = if st.finished() {
-            Err(Error::Config(format!(
-                "sghmc: step {t} is past the end of the schedule ({} steps)",
-                st.schedule.total()
-            )))
+            Err(Error::config(
+                "step",
+                format!(
+                    "{t} is past the end of the schedule ({} steps)",
+                    st.schedule.total()
+                ),
+            ))
         } else {
             match self.propose(model, &st, batch, ctx) {
                 Ok(prop) => {

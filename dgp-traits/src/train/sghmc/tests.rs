@@ -176,13 +176,13 @@ impl Model for Toy {
         _: &FitConfig,
         _: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
     fn predict(&self, _: MatRef<'_, f64>, _: &PredictConfig) -> Result<Predictive> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
     fn to_json(&self) -> Result<String> {
-        Err(Error::Config("not used".into()))
+        Err(Error::config("test", "not used"))
     }
 }
 
@@ -452,5 +452,5 @@ fn config_errors_name_the_field_and_schedules_fit_the_budget() {
         );
     }
     let e = c.schedule(1).unwrap_err().to_string();
-    assert!(e.contains("steps (1)"), "{e}");
+    assert!(e.contains("steps: must be at least 2"), "{e}");
 }

@@ -1,0 +1,243 @@
+//! `dgp-bench run --task classification` (or `--likelihood NAME`): the run of
+//! [`super::run`] with class labels as targets.
+//!
+//! Before any training: the target column must hold class labels `0..K` (K from
+//! `--classes`, else the largest label plus one; every class present, in every training
+//! split), the likelihood must suit K, and every backend must declare the likelihood's
+//! family in its capabilities. Per split: inputs standardised with the training rows'
+//! statistics (labels untouched), the backend built with the likelihood in its settings,
+//! trained, and its class probabilities scored ([`run_class_split`]).
+
+use std::path::Path;
+
+use dgp_traits::likelihoods::Likelihood;
+
+use super::run::{RunArgs, build_specs, check_memory, command_line, protocol_of};
+use crate::classification::{
+    CLASS_TABLE_NOTE, CLASSIFICATION_TASK, ClassSplitRecord, check_training_classes,
+    class_labels_of, class_table, default_likelihood_name, likelihood_by_name, likelihood_name,
+    reliability_file_name, reliability_series, run_class_split, summarise_class, with_likelihood,
+};
+use crate::datasets::{BenchData, parse_splits};
+use crate::error::{BenchError, Result};
+use crate::experiment::model_label;
+use crate::report::write_text;
+
+/// The classification likelihood the command line asks for: `None` for a regression run,
+/// else the likelihood name (`None` inside = the default for K).
+///
+/// # Errors
+/// [`BenchError::Usage`] for an unknown task, or a classification likelihood with
+/// `--task regression`.
+pub(super) fn requested(a: &RunArgs) -> Result<Option<Option<String>>> {
+    if a.likelihood.as_deref() == Some("gaussian") && a.task.as_deref() == Some(CLASSIFICATION_TASK)
+    {
+        return Err(BenchError::Usage(
+            "--likelihood gaussian is the regression likelihood; a classification run takes \
+             probit, logit, robust-max or softmax"
+                .into(),
+        ));
+    }
+    let lik = a.likelihood.as_deref().filter(|l| *l != "gaussian");
+    match a.task.as_deref() {
+        None | Some("regression") if lik.is_none() => Ok(None),
+        None | Some(CLASSIFICATION_TASK) => Ok(Some(lik.map(str::to_string))),
+        Some("regression") => Err(BenchError::Usage(format!(
+            "--likelihood {} is a classification likelihood but --task is regression",
+            lik.unwrap_or_default()
+        ))),
+        Some(other) => Err(BenchError::Usage(format!(
+            "--task: unknown task '{other}' (regression, classification)"
+        ))),
+    }
+}
+
+/// Runs the classification experiments of `a` (see the module docs).
+pub(super) fn cmd_run_classification(a: &RunArgs, lik_name: Option<&str>) -> Result<()> {
+    crate::validate::check_inducing(a.model.inducing)?;
+    if a.per_point {
+        return Err(BenchError::Usage(
+            "--per-point applies to regression runs (log densities for `compare`)".into(),
+        ));
+    }
+    if a.ckpt.checkpoint.is_some() || a.ckpt.resume.is_some() {
+        return Err(BenchError::Usage(
+            "--checkpoint / --resume apply to regression runs only".into(),
+        ));
+    }
+    let (protocol, kind) = protocol_of(a)?;
+    let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
+    let splits = parse_splits(&a.splits, data.n_splits())?;
+    let (k, labels) = class_labels_of(&data.name, data.data().y(), a.classes)?;
+    let name = lik_name.unwrap_or(default_likelihood_name(k));
+    let likelihood = likelihood_by_name(name, k)?;
+    for &s in &splits {
+        let (train_idx, _) = data.split(s)?;
+        check_training_classes(&data.name, s, &labels, &train_idx, k)?;
+    }
+    let specs = build_specs(a, &data, &splits)?;
+    check_memory(a.memory_budget.as_deref(), &data, &specs)?;
+    for spec in &specs {
+        let b = spec.backend;
+        if !b.capabilities().supports(likelihood.family()) {
+            return Err(BenchError::Usage(format!(
+                "--backend {}: it does not train {} likelihoods ({} classes, likelihood {name}); \
+                 `dgp-bench backends` lists what each backend supports",
+                b.name(),
+                serde_json::to_value(likelihood.family())
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                k
+            )));
+        }
+        if spec.arch.settings.contains_key("likelihood") {
+            return Err(BenchError::Usage(
+                "a classification run sets the likelihood from --likelihood; remove \
+                 'likelihood' from --set / --config"
+                    .into(),
+            ));
+        }
+        // The backend checks its settings with the likelihood in them before any training.
+        let settings = with_likelihood(&spec.arch.settings, &likelihood)
+            .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
+        b.backend
+            .check(&spec.arch.common(), &settings)
+            .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
+    }
+    // Prints the data's warnings (constant features, ...) and checks the outputs.
+    crate::validate::check_run(&a.io_paths(), &data, &specs)?;
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            BenchError::Usage(format!("--out {}: cannot create it: {e}", dir.display()))
+        })?;
+    }
+    let mut json = a
+        .json
+        .as_deref()
+        .map(|p| {
+            crate::report::JsonLinesWriter::create(p)
+                .map(|_| p.to_path_buf())
+                .map_err(|e| BenchError::Usage(format!("--json {}: {}", p.display(), e.one_line())))
+        })
+        .transpose()?
+        .map(|p| (p, String::new()));
+    println!(
+        "data {} ({}; N = {}, D = {}, K = {k} classes), {}",
+        data.name,
+        data.origin,
+        data.data().n(),
+        data.data().input_dim(),
+        data.split_protocol()
+    );
+    println!(
+        "classification, likelihood {name}; protocol {} (split kind {}), splits {:?}; inputs standardised with training-split statistics",
+        protocol.name(),
+        kind.name(),
+        splits
+    );
+    let command = command_line();
+    let mut records: Vec<ClassSplitRecord> = Vec::new();
+    for spec in &specs {
+        println!(
+            "\n{} {}: M = {}, hidden {}, batch min(N_train, {}), {} steps, Adam lr {}, {} predictive samples, seed {}",
+            spec.backend.name(),
+            model_label(spec.arch.layers),
+            spec.arch.num_inducing,
+            spec.arch
+                .hidden_width
+                .map_or("default".to_string(), |h| h.to_string()),
+            spec.batch_size,
+            spec.steps,
+            spec.learning_rate,
+            spec.arch.predict_samples,
+            spec.seed
+        );
+        for &s in &spec.splits {
+            let mut r = run_class_split(spec, &likelihood, &labels, s)?;
+            r.command = command.clone();
+            println!(
+                "split {:>2}: error {:.4}  log loss {:.4}  Brier {:.4}  ECE {:.4}{}  train {:.1} s ({} steps)",
+                s,
+                r.metrics.error_rate,
+                r.metrics.log_loss,
+                r.metrics.brier,
+                r.metrics.ece,
+                r.metrics
+                    .auc
+                    .map_or(String::new(), |v| format!("  AUC {v:.4}")),
+                r.train_seconds,
+                r.steps
+            );
+            if let Some((path, text)) = json.as_mut() {
+                text.push_str(
+                    &serde_json::to_string(&r).map_err(|e| BenchError::output(&*path, e))?,
+                );
+                text.push('\n');
+                write_text(path, text)?;
+            }
+            records.push(r);
+            if let Some(dir) = &a.out {
+                write_class_outputs(dir, &data, &likelihood, &records)?;
+            }
+        }
+    }
+    if let Some((p, _)) = &json {
+        println!(
+            "records: {} (JSON Lines, one object per split)",
+            p.display()
+        );
+    }
+    if let Some(dir) = &a.out {
+        println!("report: {}", dir.join("report.md").display());
+    }
+    print!("\n{}", class_table(&summarise_class(&records)));
+    println!("\n{CLASS_TABLE_NOTE}");
+    Ok(())
+}
+
+/// Writes report.md, results.json and the reliability diagram of a classification run.
+fn write_class_outputs(
+    dir: &Path,
+    data: &BenchData,
+    likelihood: &Likelihood,
+    records: &[ClassSplitRecord],
+) -> Result<()> {
+    let rows = summarise_class(records);
+    let svg = reliability_file_name(&data.name);
+    let n_splits = {
+        let mut s: Vec<usize> = records.iter().map(|r| r.split).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    };
+    let title = format!(
+        "Reliability on {} (test points of {n_splits} split(s), 15 equal-width confidence bins)",
+        data.name
+    );
+    crate::reliability::write_reliability(&dir.join(&svg), &title, &reliability_series(records))?;
+    let mut md = format!(
+        "# dgp-bench run: classification on {}\n\n* data: {} ({}), {}\n* likelihood: {}\n\n## Results\n\n",
+        data.name,
+        data.name,
+        data.origin,
+        data.split_protocol(),
+        likelihood_name(likelihood)
+    );
+    md.push_str(&class_table(&rows));
+    md.push('\n');
+    md.push_str(CLASS_TABLE_NOTE);
+    md.push_str(&format!(
+        "\n\n## Plots\n\n### {title}\n\n![{title}]({svg})\n"
+    ));
+    write_text(&dir.join("report.md"), &md)?;
+    let doc = serde_json::json!({
+        "tool": "dgp-bench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "task": CLASSIFICATION_TASK,
+        "records": records,
+        "summary": rows,
+        "standard_error": "sd/sqrt(n), sd with ddof = 1",
+    });
+    crate::report::write_json(&dir.join("results.json"), &doc)
+}
