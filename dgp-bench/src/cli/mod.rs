@@ -129,7 +129,7 @@ pub enum Command {
 pub fn execute(cli: Cli) -> Result<()> {
     match cli.command {
         None => default::cmd_default(&cli.out, cli.seed, !cli.quiet),
-        Some(Command::Run(a)) => run::cmd_run(&a),
+        Some(Command::Run(a)) => run_command(&a),
         Some(Command::Stream(a)) => stream::cmd_stream(&a),
         Some(Command::Time(a)) => time::cmd_time(&a),
         Some(Command::Table(a)) => table::cmd_table(&a),
@@ -332,6 +332,15 @@ impl ModelFlags {
             s.insert("natgrad".into(), v);
         }
         Ok(s)
+    }
+}
+
+/// `run`: a classification run when the task or a likelihood asks for one, else the
+/// regression run.
+fn run_command(a: &run::RunArgs) -> Result<()> {
+    match classify::requested(a)? {
+        Some(likelihood) => classify::cmd_run_classification(a, likelihood.as_deref()),
+        None => run::cmd_run(a),
     }
 }
 

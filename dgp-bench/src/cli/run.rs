@@ -516,10 +516,9 @@ fn write_outputs(
     Ok(())
 }
 
+/// `run` for regression targets (classification runs go to `classify`, chosen in
+/// [`super::run_command`]).
 pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
-    if let Some(likelihood) = super::classify::requested(a)? {
-        return super::classify::cmd_run_classification(a, likelihood.as_deref());
-    }
     // Before the backends' configs see M, so the message names the flag.
     crate::validate::check_inducing(a.model.inducing)?;
     let (protocol, kind) = protocol_of(a)?;
