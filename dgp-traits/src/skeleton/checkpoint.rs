@@ -214,8 +214,18 @@ fn compare_numbers(x: &serde_json::Number, y: &serde_json::Number, path: &str) -
     }
 }
 
-/// The parameter store's blocks: same names, roles and shapes; finite values of
-/// magnitude at most [`MAX_UNCONSTRAINED`].
+/// True when the saved block `saved` is `natural` where the freshly built `built` is
+/// `optimised`: a natural-gradient stepper marks the blocks it owns as
+/// [`crate::params::Role::Natural`] when training starts
+/// ([`crate::train::NaturalAdamStepper`]), so a model saved after such training carries
+/// that role while a model built from its configuration does not yet.
+fn marked_natural(saved: &Value, built: &Value) -> bool {
+    saved.get("role").and_then(Value::as_str) == Some("natural")
+        && built.get("role").and_then(Value::as_str) == Some("optimised")
+}
+
+/// The parameter store's blocks: same names, roles (up to [`marked_natural`]) and shapes;
+/// finite values of magnitude at most [`MAX_UNCONSTRAINED`].
 fn compare_blocks(a: &Value, b: &Value, path: &str) -> Result<()> {
     let (Some(x), Some(y)) = (a.as_array(), b.as_array()) else {
         return Err(mismatch(path, "the parameter blocks are not a list"));
@@ -233,7 +243,7 @@ fn compare_blocks(a: &Value, b: &Value, path: &str) -> Result<()> {
     for (i, (u, w)) in x.iter().zip(y).enumerate() {
         let p = format!("{path}[{i}]");
         for key in ["name", "role"] {
-            if u.get(key) != w.get(key) {
+            if u.get(key) != w.get(key) && !(key == "role" && marked_natural(u, w)) {
                 return Err(mismatch(
                     &p,
                     format!(
@@ -314,6 +324,26 @@ mod tests {
             json!({"z": 3, "w": [1, 2], "f": 0.5, "params": fresh["params"].clone(), "s": []});
         assert!(compare_states(&skipped, &fresh_s, &["s"]).is_ok());
         assert!(compare_states(&skipped, &fresh_s, &[]).is_err());
+    }
+
+    /// A block that natural-gradient training marked `natural` loads against the
+    /// `optimised` block of a freshly built model; no other role change does.
+    #[test]
+    fn natural_marks_from_training_are_the_only_accepted_role_change() {
+        let block = |role: &str| {
+            json!({"params": {"blocks": [
+                {"name": "q", "role": role, "value": {"nrows": 1, "ncols": 1, "data": [0.5]}}]}})
+        };
+        assert!(compare_states(&block("natural"), &block("optimised"), &[]).is_ok());
+        for (saved, built) in [
+            ("optimised", "natural"),
+            ("natural", "fixed"),
+            ("sampled", "optimised"),
+            ("fixed", "optimised"),
+        ] {
+            let e = compare_states(&block(saved), &block(built), &[]).unwrap_err();
+            assert!(e.to_string().contains("role"), "{saved} vs {built}: {e}");
+        }
     }
 
     #[test]
