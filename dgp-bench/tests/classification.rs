@@ -13,8 +13,14 @@ use dgp_traits::model::{FitConfig, PredictConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 
 /// `k` blobs in 2-D, 90 rows, one published split (first 60 rows train).
+/// A classification folder with `k` classes in a scratch directory of its own (tests run in
+/// parallel threads of one process: each call gets a fresh directory, so one test's
+/// clean-up never removes another's data).
 fn write_folder(k: usize) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dgp-bench-class-{k}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("dgp-bench-class-{k}-{}-{call}", std::process::id()));
     std::fs::create_dir_all(dir.join("splits")).unwrap();
     let raw = standard_normal(&mut seeded(1), 90, 2);
     let centres = [[0.0, 0.0], [3.0, 0.0], [1.5, 2.6]];
