@@ -24,6 +24,17 @@
 //! likelihood at `x` is `½ ln(2π σ²(x)) + ½` ([`bayes_nll`]), and a test set's optimum is
 //! the mean of that over its rows ([`mean_bayes_nll`]), computed from the inputs alone.
 //!
+//! A predictor `N(m(x), s²)` with one noise variance `s²` for every input (a Gaussian
+//! likelihood with a single noise parameter, once the model's own uncertainty about the
+//! mean has shrunk) cannot reach that optimum: its expected NLL over rows `x₁ … x_n` is
+//! `½ ln(2π s²) + mean_i(σ²(x_i) + (f(x_i) − m(x_i))²) / (2 s²)`, smallest at `m = f` and
+//! `s² = mean_i σ²(x_i)`, where it equals `½ ln(2π · mean_i σ²(x_i)) + ½`
+//! ([`NoiseFloor::homoscedastic_nll`]). Its distance to the Bayes optimum is Jensen's gap
+//! `½ (ln mean σ² − mean ln σ²)`; the rest of a model's gap comes from its mean, since at
+//! `s² = mean σ² + e²` with mean squared error `e²` of the mean the NLL is
+//! `½ ln(2π (mean σ² + e²)) + ½`. The expected RMSE of the exact mean is
+//! `√(mean σ²)` ([`NoiseFloor::rmse`]).
+//!
 //! # Seeding and chunks
 //!
 //! Rows are generated in chunks of [`SYNTH_CHUNK_ROWS`]: chunk `c` holds rows
@@ -87,25 +98,57 @@ pub fn bayes_nll(x: &[f64; SYNTH_INPUTS]) -> f64 {
 /// # Errors
 /// [`Error::Shape`] if `src` does not have 9 inputs; errors of [`RowSource::gather`].
 pub fn mean_bayes_nll<S: RowSource + ?Sized>(src: &S) -> Result<f64> {
+    Ok(noise_floor(src)?.bayes_nll)
+}
+
+/// What the noise of the synthetic problem leaves to any model on a set of rows (module
+/// docs): the Bayes-optimal mean NLL, the best mean NLL of a predictor with one noise
+/// variance, and the expected RMSE of the exact mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NoiseFloor {
+    /// Mean over the rows of `½ ln(2π σ²(x)) + ½` ([`bayes_nll`]).
+    pub bayes_nll: f64,
+    /// `½ ln(2π · mean σ²(x)) + ½`: the smallest expected mean NLL of any predictor
+    /// `N(m(x), s²)` with a single `s²` (reached at `m = f`, `s² = mean σ²`).
+    pub homoscedastic_nll: f64,
+    /// `√(mean σ²(x))`: the expected RMSE of the exact mean `f`.
+    pub rmse: f64,
+}
+
+/// The [`NoiseFloor`] of the rows of `src` (its inputs must be the 9 synthetic inputs in
+/// original units), in one pass, summed in row order.
+///
+/// # Errors
+/// [`Error::Shape`] if `src` does not have 9 inputs; errors of [`RowSource::gather`].
+pub fn noise_floor<S: RowSource + ?Sized>(src: &S) -> Result<NoiseFloor> {
     if src.input_dim() != SYNTH_INPUTS {
         return Err(Error::shape(
-            "mean_bayes_nll (inputs)",
+            "noise_floor (inputs)",
             SYNTH_INPUTS,
             src.input_dim(),
         ));
     }
-    let mut sum = 0.0;
+    let mut nll = 0.0;
+    let mut var = 0.0;
     for_each_chunk(src, DEFAULT_CHUNK_ROWS, |_, x, _| {
         let mut row = [0.0; SYNTH_INPUTS];
         for i in 0..x.nrows() {
             for (j, v) in row.iter_mut().enumerate() {
                 *v = x[(i, j)];
             }
-            sum += bayes_nll(&row);
+            nll += bayes_nll(&row);
+            let (_, s) = synth_mean_and_std(&row);
+            var += s * s;
         }
         Ok(())
     })?;
-    Ok(sum / src.n() as f64)
+    let n = src.n() as f64;
+    let mean_var = var / n;
+    Ok(NoiseFloor {
+        bayes_nll: nll / n,
+        homoscedastic_nll: 0.5 * (2.0 * std::f64::consts::PI * mean_var).ln() + 0.5,
+        rmse: mean_var.sqrt(),
+    })
 }
 
 /// Draws `rows` rows from `rng` into `out` (cleared first), row-major, 9 inputs then the
@@ -312,6 +355,45 @@ mod tests {
         let (nll, opt) = (nll / n as f64, opt / n as f64);
         assert!((nll - opt).abs() < 0.008, "{nll} vs {opt}");
         assert!((mean_bayes_nll(&data).unwrap() - opt).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_noise_variance_attains_the_stated_floor_and_no_other_variance_does_better() {
+        // Over 200000 rows, the predictor N(f(x), s²) with s² = mean σ²(x) scored on the
+        // noisy targets: its mean NLL minus ½ ln(2π s²) is the mean of σ²ε²/(2 s²), whose
+        // expectation is ½ and whose per-row sd is σ²/(√2 s²) ≤ 0.09/(√2 · 0.036) < 1.8, so
+        // the mean's sd is below 0.004; tolerance 0.02 (5 sd). Another single variance
+        // k·s² scores ½ ln k + ½ (1/k − 1) worse in expectation (0.036 at k = 0.7, 0.025 at
+        // k = 1.4; the same rows, so the noise of the comparison is far smaller), and the
+        // Bayes optimum lies below the floor by Jensen's gap.
+        let n = 200_000;
+        let data = synth_dataset(n, 2).unwrap();
+        let floor = noise_floor(&data).unwrap();
+        let var = floor.rmse * floor.rmse;
+        let score = |s2: f64| {
+            let mut nll = 0.0;
+            let mut x = [0.0; SYNTH_INPUTS];
+            for i in 0..n {
+                for (j, v) in x.iter_mut().enumerate() {
+                    *v = data.x()[(i, j)];
+                }
+                let (f, _) = synth_mean_and_std(&x);
+                let r = data.y()[(i, 0)] - f;
+                nll += 0.5 * (2.0 * std::f64::consts::PI * s2).ln() + 0.5 * r * r / s2;
+            }
+            nll / n as f64
+        };
+        let at_floor = score(var);
+        assert!(
+            (at_floor - floor.homoscedastic_nll).abs() < 0.02,
+            "{at_floor} vs {}",
+            floor.homoscedastic_nll
+        );
+        for k in [0.7, 1.4] {
+            assert!(score(k * var) > at_floor + 0.02, "s² × {k}");
+        }
+        assert!(floor.bayes_nll < floor.homoscedastic_nll - 0.1, "{floor:?}");
+        assert_eq!(floor.bayes_nll, mean_bayes_nll(&data).unwrap());
     }
 
     #[test]

@@ -121,6 +121,14 @@ pub struct StreamRecord {
     /// Bayes-optimal mean test NLL (synthetic data only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bayes_nll: Option<f64>,
+    /// Best mean test NLL of a predictor with one noise variance (synthetic data only;
+    /// [`dgp_io::synth::NoiseFloor::homoscedastic_nll`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homoscedastic_nll: Option<f64>,
+    /// Expected test RMSE of the exact mean (synthetic data only;
+    /// [`dgp_io::synth::NoiseFloor::rmse`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_rmse: Option<f64>,
     /// Largest anonymous resident memory seen, MiB (`RssAnon`).
     pub peak_rss_anon_mib: f64,
     /// Seconds spent predicting the test file.
@@ -286,9 +294,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     }
     let predict_seconds = t0.elapsed().as_secs_f64();
     obs.peak_anon_kib = obs.peak_anon_kib.max(rss_anon_kib());
-    let bayes_nll = if a.synth {
+    let floor = if a.synth {
         Some(
-            dgp_io::synth::mean_bayes_nll(&test_file)
+            dgp_io::synth::noise_floor(&test_file)
                 .map_err(|e| BenchError::run("the Bayes-optimal NLL of the test rows", e))?,
         )
     } else {
@@ -308,7 +316,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         ms_per_step: 1e3 * train_seconds / report.steps.max(1) as f64,
         nll: eval.nll,
         rmse: eval.rmse,
-        bayes_nll,
+        bayes_nll: floor.map(|f| f.bayes_nll),
+        homoscedastic_nll: floor.map(|f| f.homoscedastic_nll),
+        noise_rmse: floor.map(|f| f.rmse),
         peak_rss_anon_mib: obs.peak_anon_kib as f64 / 1024.0,
         predict_seconds,
     };
@@ -468,7 +478,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 fn print_record(r: &StreamRecord) {
     println!(
-        "{} L={} ({} rows from {}; batch {}, {} steps): test NLL {:.4}, RMSE {:.4}{}; train {:.1} s ({:.2} ms/step); predict {:.1} s; peak RssAnon {:.0} MiB",
+        "{} L={} ({} rows from {}; batch {}, {} steps): test NLL {:.4}, RMSE {:.4}{}{}; train {:.1} s ({:.2} ms/step); predict {:.1} s; peak RssAnon {:.0} MiB",
         r.backend,
         r.layers,
         r.n_train,
@@ -479,6 +489,10 @@ fn print_record(r: &StreamRecord) {
         r.rmse,
         r.bayes_nll
             .map(|b| format!(" (Bayes-optimal {b:.4}, gap {:.4})", r.nll - b))
+            .unwrap_or_default(),
+        r.homoscedastic_nll
+            .zip(r.noise_rmse)
+            .map(|(h, e)| format!(" (one noise variance: best NLL {h:.4}, RMSE floor {e:.4})"))
             .unwrap_or_default(),
         r.train_seconds,
         r.ms_per_step,
