@@ -6,7 +6,7 @@ use crate::lmc::lmc_marginals;
 use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS};
 use dgp_traits::data::{RowSource, require_in_memory};
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::skeleton::{
@@ -37,14 +37,14 @@ impl Model for Dspp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         let data = require_in_memory(
             data,
             "dspp",
             "its training holds validation rows out for early stopping",
         )?;
-        crate::train::fit(self, data, cfg, observer)
+        crate::train::fit(self, data, cfg, hooks)
     }
 
     /// The finite mixture of eq. (21)'s predictive: weights ω (shared by all points),

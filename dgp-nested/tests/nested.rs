@@ -136,7 +136,7 @@ fn one_layer_bound_is_below_the_exact_log_marginal_likelihood() {
         steps: 300,
         ..Default::default()
     };
-    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let bound = objective(&model, data.x(), data.y(), 20);
     assert!((bound - report.final_objective).abs() < 1e-9 * bound.abs());
     assert!(bound > before, "L-BFGS did not improve the bound");
@@ -534,7 +534,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         learning_rate: 0.03,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let after = model.bound_terms(&batch).unwrap().total;
     assert!(after > before, "bound {before} → {after}");
     for mode in [
@@ -613,7 +613,7 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
             learning_rate: 0.03,
             ..Default::default()
         };
-        model.fit(&data, &fit, &mut Silent).unwrap();
+        model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         let after = objective(&model, data.x(), data.y(), 60);
         assert!(after > before + 10.0, "{opt:?}: {before} → {after}");
         for mode in [

@@ -13,7 +13,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{Convergence, FitConfig, FitObserver, Model};
+use dgp_traits::model::{Convergence, FitConfig, FitHooks, Model};
 use dgp_traits::optim::NatGradConfig;
 use serde_json::Value;
 
@@ -153,7 +153,7 @@ impl ConfigBackend for StructuredBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
     }

@@ -8,7 +8,7 @@ use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
@@ -199,7 +199,7 @@ impl Model for StructuredDgp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // `cfg.adam()` carries `cfg.lr_schedule`; with `cfg.early_stopping == None`
         // `fit_with_held_out` is the plain executor run.
@@ -216,14 +216,10 @@ impl Model for StructuredDgp {
         };
         let adam = cfg.adam();
         match self.config.natgrad {
-            Some(nat) if self.config.family == Family::FullyCoupled => fit_with_held_out(
-                self,
-                data,
-                cfg,
-                NaturalAdamStepper::new(adam, nat)?,
-                observer,
-            ),
-            _ => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
+            Some(nat) if self.config.family == Family::FullyCoupled => {
+                fit_with_held_out(self, data, cfg, NaturalAdamStepper::new(adam, nat)?, hooks)
+            }
+            _ => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), hooks),
         }
     }
 

@@ -396,7 +396,7 @@ fn natural_steps_train_fc() {
         ..FitConfig::default()
     };
     model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
@@ -538,7 +538,7 @@ fn training_improves_the_elbo() {
         ..FitConfig::default()
     };
     model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
@@ -659,7 +659,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
     let report = model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     assert_eq!((report.steps, report.converged_after), (15, Some(15)));
     let off = FitConfig {
@@ -672,7 +672,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
     let report = model
-        .fit(&data, &off, &mut dgp_traits::model::Silent)
+        .fit(&data, &off, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     assert_eq!((report.steps, report.converged_after), (20, None));
 
@@ -695,7 +695,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(late, &data).unwrap();
     let e = model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err();
     assert!(
         matches!(e, dgp_traits::Error::Config(_))

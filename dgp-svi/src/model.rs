@@ -9,7 +9,7 @@ use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
     chunked_value_and_grad,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
@@ -432,7 +432,7 @@ impl Model for DeepGp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // `cfg.adam()` is `AdamConfig::with_lr(cfg.learning_rate)` plus `cfg.lr_schedule`;
         // with `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
@@ -440,9 +440,9 @@ impl Model for DeepGp {
         match self.config.natgrad {
             Some(nat) => {
                 let stepper = NaturalAdamStepper::new(adam, nat)?;
-                fit_with_held_out(self, data, cfg, stepper, observer)
+                fit_with_held_out(self, data, cfg, stepper, hooks)
             }
-            None => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
+            None => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), hooks),
         }
     }
 

@@ -59,7 +59,7 @@ fn train_error(
         learning_rate: 0.02,
         ..Default::default()
     };
-    model.fit(data, &fit, &mut Silent).unwrap();
+    model.fit(data, &fit, &mut FitHooks::none()).unwrap();
     let pred = model
         .predict(
             data.x(),
@@ -187,7 +187,7 @@ fn classification_checkpoints_round_trip() {
                     steps: 3,
                     ..Default::default()
                 },
-                &mut Silent,
+                &mut FitHooks::none(),
             )
             .unwrap();
         assert_checkpoint_round_trip(

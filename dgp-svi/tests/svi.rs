@@ -149,7 +149,7 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let bound = elbo(&model, &data, 0);
     // Exact log N(y | 0, K + σ²I) at the model's hyperparameters.
     let hyper = KernelHyper {

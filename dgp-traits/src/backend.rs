@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 pub use crate::likelihoods::LikelihoodFamily;
-use crate::model::{FitConfig, FitObserver, Model};
+use crate::model::{FitConfig, FitHooks, Model};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
@@ -115,7 +115,7 @@ pub struct Capabilities {
     pub training: Training,
     /// `fit` honours [`FitConfig::early_stopping`] (held-out early stopping).
     pub held_out_early_stopping: bool,
-    /// A run checkpointed through the caller's [`FitObserver`] continues bit for bit after
+    /// A run checkpointed through the caller's [`crate::fit::Checkpoints`] continues bit for bit after
     /// a restart (the whole fit is one executor run whose stepper and observers save
     /// their state).
     pub resumable: bool,
@@ -198,7 +198,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Builds an untrained model for the (standardised) training data. `fit` is what the
     /// caller will train with; a backend that tunes hyper-parameters on validation data
     /// (`common.tune`) trains its candidates with it, polling `stop`'s
-    /// [`FitObserver::should_stop`] (only that: the candidates' steps are not the caller's
+    /// [`crate::fit::RunControl::should_stop`] (only that: the candidates' steps are not the caller's
     /// run), so a search ends when the caller asks.
     ///
     /// # Errors
@@ -210,7 +210,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>>;
 
     /// A phrase per setting for a one-line description of a run (`", key value"` each by
@@ -302,7 +302,7 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>>;
 
     /// As [`Backend::describe_settings`].
@@ -358,7 +358,7 @@ impl<T: ConfigBackend> Backend for T {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         let config = self.config(common, settings)?;
         self.build_checked(config, common, settings, fit, train, stop)

@@ -96,7 +96,7 @@ pub enum Error {
     /// Class labels that a classification likelihood or loader cannot use.
     #[error("class labels: {0}")]
     Label(#[from] LabelError),
-    /// A run stopped because the caller asked it to ([`crate::model::FitObserver::should_stop`])
+    /// A run stopped because the caller asked it to ([`crate::fit::RunControl::should_stop`])
     /// at a point where it has no usable result to return (a hyper-parameter search between
     /// candidates, an L-BFGS run between evaluations); names what was stopped.
     #[error("interrupted: {0}")]

@@ -21,7 +21,7 @@
 //! original units and is saved and loaded through one checksummed model file.
 //!
 //! Training: what a fit is asked and reports is the plain data of [`fit`] ([`fit::FitConfig`],
-//! [`fit::FitObserver`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
+//! [`fit::FitHooks`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
 //! (in memory, or an out-of-core store); [`params`] (blocks with roles), the [`train`]ing
 //! executor with its steppers and observers; [`distribute`] decides which chunks of a
 //! minibatch gradient this process computes (all of them, or its share of a data-parallel
@@ -42,7 +42,7 @@
 //!   │         skeleton::propagate / predict ──▶ Predictive (likelihood finishes it)
 //!   └─ Model::fit = train::Executor { Stepper, Observers }   (or train::FullBatchLbfgs)
 //!                    │          │
-//!        params::Role decides   └─ Progress, HeldOutStopping, Checkpoint, SampleCollector
+//!        params::Role decides   └─ CallerHooks, HeldOutStopping, ModelSnapshots, SampleCollector
 //!        which flat positions
 //!        each stepper moves (Optimised: Adam; Natural: natural gradient; Sampled: a sampler)
 //! ```
@@ -56,7 +56,7 @@
 //!   default, so each backend states which stepper and observers it trains with.
 //! * Held-out early stopping is part of [`model::FitConfig`] (`early_stopping`: the
 //!   patience rule or Lindinger et al.'s, [`train::HeldOutRule`]); a backend honours it by
-//!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `Progress`
+//!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `CallerHooks`
 //!   when it is `None`, bit for bit).
 //! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
 //!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a

@@ -18,7 +18,7 @@
 use crate::data::Dataset;
 use crate::data::RowSource;
 use crate::error::{Error, Result};
-pub use crate::fit::{Convergence, FitConfig, FitObserver, FitReport, Silent, StopOnly};
+pub use crate::fit::{Convergence, FitConfig, FitHooks, FitReport};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};
@@ -303,7 +303,8 @@ pub trait Model: Objective + Send + Sync {
     }
 
     /// Trains on the rows of `data` (already in model units: an in-memory [`Dataset`] or
-    /// any other [`RowSource`]), reporting progress to `observer`. Each backend composes
+    /// any other [`RowSource`]), with the caller's `hooks` (progress, run control,
+    /// checkpoints: [`FitHooks::none`] for none). Each backend composes
     /// its scheme from the core's training pieces (`crate::train`: an executor with a
     /// stepper — Adam, natural gradient + Adam, a sampler — and observers, or the
     /// full-batch L-BFGS driver); there is no default. A backend that needs the rows in
@@ -315,7 +316,7 @@ pub trait Model: Objective + Send + Sync {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport>;
 
     /// Predictive distribution at `x` (N×D, model units).

@@ -75,7 +75,7 @@ use faer::{Mat, MatMut, MatRef};
 
 use crate::data::{Dataset, RowSource};
 use crate::error::Result;
-use crate::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use crate::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{seeded, standard_normal};
@@ -213,7 +213,7 @@ pub fn fit_and_predict<M: Model>(
     predict: &PredictConfig,
 ) -> Result<(Vec<f64>, Predictive)> {
     let mut model = build()?;
-    model.fit(data, fit, &mut Silent)?;
+    model.fit(data, fit, &mut FitHooks::none())?;
     let pred = model.predict(data.x(), predict)?;
     Ok((model.params().flat(), pred))
 }
@@ -279,7 +279,7 @@ pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
 ) {
     let run = |rows: &dyn RowSource| -> Result<(Vec<f64>, Predictive)> {
         let mut model = build()?;
-        model.fit(rows, fit, &mut Silent)?;
+        model.fit(rows, fit, &mut FitHooks::none())?;
         Ok((model.params().flat(), model.predict(data.x(), predict)?))
     };
     let memory = run(data).unwrap_or_else(|e| panic!("in-memory fit failed: {e}"));
@@ -294,7 +294,7 @@ pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
 /// # Panics
 /// When the fit does not fail with that error.
 pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &FitConfig) {
-    match model.fit(&Streamed(data), fit, &mut Silent) {
+    match model.fit(&Streamed(data), fit, &mut FitHooks::none()) {
         Err(crate::Error::Unsupported(_)) => {}
         other => panic!("expected Error::Unsupported for streamed rows, got {other:?}"),
     }
@@ -315,7 +315,7 @@ where
 {
     use crate::fitted::Fitted;
     let fitted = est
-        .fit_with(data, fit, &mut Silent)
+        .fit_with(data, fit, &mut FitHooks::none())
         .unwrap_or_else(|e| panic!("fit failed: {e}"));
     let cfg = PredictConfig {
         samples: 5,
@@ -826,14 +826,15 @@ mod tests {
     }
 }
 
-/// A [`crate::model::FitObserver`] that asks to stop once `after` steps have been reported
-/// to it, counting the steps it saw (`steps`) and how often it was asked (`polls`): the
+/// Hooks ([`crate::fit::Progress`] and [`crate::fit::RunControl`], passed with
+/// [`crate::fit::FitHooks::all`]) that ask to stop once `after` steps have been reported
+/// to them, counting the steps it saw (`steps`) and how often it was asked (`polls`): the
 /// check that a training loop ends when the caller asks (SIGTERM in `dgp-bench`) and that
 /// fits inside a fit (restarts, a hyper-parameter search) do not report their steps as
 /// the caller's.
 ///
 /// ```
-/// use dgp_traits::model::FitObserver;
+/// use dgp_traits::fit::{Progress, RunControl};
 /// use dgp_traits::testing::StopAfter;
 /// let mut stop = StopAfter::new(2);
 /// stop.on_step(0, 10, 0.0);
@@ -862,11 +863,15 @@ impl StopAfter {
     }
 }
 
-impl crate::model::FitObserver for StopAfter {
+impl crate::fit::Progress for StopAfter {
     fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
         self.steps += 1;
     }
+}
 
+impl crate::fit::Checkpoints for StopAfter {}
+
+impl crate::fit::RunControl for StopAfter {
     fn should_stop(&self) -> bool {
         self.polls.set(self.polls.get() + 1);
         self.steps >= self.after

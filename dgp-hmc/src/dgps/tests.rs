@@ -6,7 +6,7 @@
 use super::*;
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
@@ -303,7 +303,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
         ..FitConfig::default()
     };
     let mut model = Dgps::new(cfg.clone(), &data).unwrap();
-    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let kept = model.train_objective().unwrap();
     assert_eq!(report.final_objective, kept);
     // Each restart on its own: the kept J is their maximum, and restart r's J is higher
@@ -328,7 +328,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
             ..Default::default()
         };
         let rep = dgp_traits::train::FullBatchLbfgs::new(lbfgs, fit.seed)
-            .run(&mut single, &data, &mut Silent)
+            .run(&mut single, &data, &mut FitHooks::none())
             .unwrap();
         assert!(
             rep.final_objective > j0,
@@ -355,7 +355,7 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
     .unwrap();
     let mut stop = dgp_traits::testing::StopAfter::new(4);
     let e = model
-        .fit(&data, &FitConfig::default(), &mut stop)
+        .fit(&data, &FitConfig::default(), &mut FitHooks::all(&mut stop))
         .unwrap_err();
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert_eq!(
@@ -375,7 +375,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
                 seed: 3,
                 ..FitConfig::default()
             },
-            &mut Silent,
+            &mut FitHooks::none(),
         )
         .unwrap();
     let cfg = PredictConfig {

@@ -12,7 +12,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 
 use crate::sghmc::{SghmcDgp, SghmcDgpConfig};
 
@@ -94,7 +94,7 @@ impl ConfigBackend for SghmcBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(SghmcDgp::new(config.into_inner(), train)?))
     }

@@ -12,9 +12,7 @@ use dgp_traits::layer::{SparseLayer, SparseLayerInit};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::mean::LinearInit;
-use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
-};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, stream};
@@ -24,7 +22,9 @@ use dgp_traits::skeleton::{
     finish_predictive, predict_chunked, reparam_sample,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{Checkpoint, Executor, Observer, SampledModel, SghmcState, SghmcStepper};
+use dgp_traits::train::{
+    Executor, ModelSnapshots, Observer, SampledModel, SghmcState, SghmcStepper,
+};
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
@@ -271,12 +271,12 @@ impl SghmcDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
         every: usize,
         sink: impl FnMut(usize, String) -> Result<()>,
     ) -> Result<FitReport> {
-        let mut ckpt = Checkpoint::new(every, sink)?;
-        self.sample(data, cfg, observer, Some(&mut ckpt))
+        let mut ckpt = ModelSnapshots::new(every, sink)?;
+        self.sample(data, cfg, hooks, Some(&mut ckpt))
     }
 
     /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
@@ -284,7 +284,7 @@ impl SghmcDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
         extra: Option<&mut dyn Observer<SghmcDgp>>,
     ) -> Result<FitReport> {
         if cfg.early_stopping.is_some() {
@@ -308,7 +308,7 @@ impl SghmcDgp {
             learning_rate: self.config.sampler.hyper_lr,
             ..cfg.clone()
         };
-        let mut progress = crate::sghmc::progress::PhaseProgress::new(observer, schedule, done);
+        let mut progress = crate::sghmc::progress::PhaseProgress::new(hooks, schedule, done);
         let mut ex = Executor::new(stepper, &run).observe(&mut progress);
         if let Some(o) = extra {
             ex = ex.observe(o);
@@ -437,14 +437,14 @@ impl Model for SghmcDgp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         let data = require_in_memory(
             data,
             "sghmc",
             "its sampler is not yet written on a row source",
         )?;
-        self.sample(data, cfg, observer, None)
+        self.sample(data, cfg, hooks, None)
     }
 
     /// Spec §5: the equal-weight mixture over the kept samples — per sample s one
