@@ -1,5 +1,5 @@
 //! `impl Model for Dspp`: training (the scheme of [`crate::train`]), the finite-mixture
-//! predictive, descriptions and checkpoints. Kept apart from [`crate::model`] so that the
+//! predictive, descriptions and the model's JSON. Kept apart from [`crate::model`] so that the
 //! model module does not import the training module that imports it.
 
 use crate::lmc::lmc_marginals;
@@ -10,7 +10,7 @@ use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::skeleton::{
-    check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
+    check_inputs, describe_stack, finish_predictive, model_json, predict_chunked,
 };
 use faer::{Mat, MatRef};
 
@@ -82,7 +82,7 @@ impl Model for Dspp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// `count` coherent function draws for plots: each draw picks a mixture component k

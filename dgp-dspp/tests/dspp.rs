@@ -17,7 +17,7 @@ use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
@@ -893,7 +893,7 @@ fn checkpoint_round_trip_predicts_identically() {
         ..Default::default()
     };
     let m = model_with(cfg, &data, 0.1, 1);
-    assert_checkpoint_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
+    assert_model_json_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
 }
 
 #[test]

@@ -8,7 +8,7 @@ use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
+    assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
 };
 use dgp_traits::train::SghmcConfig;
@@ -195,7 +195,7 @@ fn resumed_run_equals_uninterrupted_run() {
     for k in [37, 60, 83] {
         let mut first = SghmcDgp::new(small_config(2), &data).unwrap();
         let mut saved = None;
-        let _ = first.fit_with_checkpoints(&data, &fit, &mut FitHooks::none(), k, |done, json| {
+        let _ = first.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), k, |done, json| {
             if done == k {
                 saved = Some(json);
                 // Simulate the interruption: stop the run here.
@@ -320,7 +320,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let p = PredictConfig::default();
-    assert_checkpoint_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
+    assert_model_json_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
     assert_predict_rejects_bad_inputs(&model, 2);
     // One mixture component per kept sample; the log density is a logsumexp over them.
     let pred = model.predict(data.x(), &p).unwrap();
@@ -438,12 +438,10 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         cfg.sampler.step_size = eps;
         let mut model = SghmcDgp::new(cfg, &data).unwrap();
         let mut last = None;
-        let Err(e) =
-            model.fit_with_checkpoints(&data, &fit, &mut FitHooks::none(), 1, |_, json| {
-                last = Some(json);
-                Ok(())
-            })
-        else {
+        let Err(e) = model.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), 1, |_, json| {
+            last = Some(json);
+            Ok(())
+        }) else {
             continue;
         };
         let msg = e.to_string();

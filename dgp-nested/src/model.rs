@@ -14,7 +14,7 @@ use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
-    check_inputs, checkpoint, describe_stack, layer_plans, predict_chunked,
+    check_inputs, describe_stack, layer_plans, model_json, predict_chunked,
 };
 use dgp_traits::train::{AdamStepper, CallerHooks, Executor, FullBatchLbfgs};
 use faer::{Mat, MatRef};
@@ -248,7 +248,7 @@ impl Model for NestedDgp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     fn function_samples(
@@ -281,16 +281,16 @@ impl NestedDgp {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
-    /// its ranges (an edited checkpoint).
+    /// its ranges (an edited model file).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &NestedDgp| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 NestedDgp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &[],

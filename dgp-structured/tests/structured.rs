@@ -8,7 +8,7 @@ use dgp_traits::optim::NatGradConfig;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
@@ -436,7 +436,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
             samples: 5,
             seed: 9,
         };
-        assert_checkpoint_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
+        assert_model_json_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
         assert_predict_rejects_bad_inputs(&model, 2);
     }
 }

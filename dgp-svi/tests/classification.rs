@@ -10,7 +10,7 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
+    assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, perturb,
 };
 
@@ -190,7 +190,7 @@ fn classification_checkpoints_round_trip() {
                 &mut FitHooks::none(),
             )
             .unwrap();
-        assert_checkpoint_round_trip(
+        assert_model_json_round_trip(
             &model,
             DeepGp::from_json,
             data.x(),

@@ -77,7 +77,7 @@ pub enum Error {
     /// A computation produced NaN or infinity (an objective, a gradient, a prediction).
     #[error("numerical failure: {0}")]
     Numerical(String),
-    /// (De)serialisation of a model or checkpoint failed.
+    /// (De)serialisation of a model or a run's state failed.
     #[error("serialisation: {0}")]
     Serde(String),
     /// A model file ([`crate::fitted::Fitted::load`]) that cannot be used: not a model

@@ -14,7 +14,7 @@
 //! Gaussian [`kl`] divergences (per layer, and one joint Gaussian against a block-diagonal
 //! prior, laid out by [`joint_q::JointQ`]), the shared [`layer::SparseLayer`], and the
 //! [`skeleton`] of a deep GP (layer-stack initialisation, the propagation loop, chunked
-//! prediction, checkpoints, input checks).
+//! prediction, the model's JSON, input checks).
 //!
 //! The user-facing shape: every backend's configuration is an [`fitted::Estimator`]
 //! (`fit(&data)` standardises internally) giving a [`fitted::Fitted`] model that predicts in

@@ -291,7 +291,7 @@ pub trait Model: Objective + Send + Sync {
     /// One-line description of the architecture (layers, widths, inducing points).
     fn describe(&self) -> String;
 
-    /// Mutable access to the parameters (optimisers, checkpoints).
+    /// Mutable access to the parameters (optimisers, restoring a run's state).
     fn params_mut(&mut self) -> &mut ParamStore;
 
     /// The Gaussian likelihood's noise variance σ² in model (standardised) units, of the
@@ -322,7 +322,9 @@ pub trait Model: Objective + Send + Sync {
     /// Predictive distribution at `x` (N×D, model units).
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive>;
 
-    /// The model (configuration and parameters) as JSON, for checkpoints.
+    /// The model (configuration and parameters) as JSON: the backend's part of a model
+    /// file ([`crate::fitted::Fitted::save`]), read back by its loader
+    /// ([`crate::fitted::Loadable::from_model_json`]).
     fn to_json(&self) -> Result<String>;
 
     /// `count` sampled functions at the rows of `x` (N×count, first output), for plots:

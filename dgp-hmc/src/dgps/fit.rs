@@ -11,7 +11,7 @@ use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
-    ChunkMoments, NoiseMode, check_inputs, checkpoint, describe_stack, predict_chunked,
+    ChunkMoments, NoiseMode, check_inputs, describe_stack, model_json, predict_chunked,
 };
 use dgp_traits::tape::Tape;
 use dgp_traits::train::{FullBatchLbfgs, best_of};
@@ -71,16 +71,16 @@ impl Dgps {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] / [`Error::Shape`] for an
-    /// edited checkpoint outside the configuration's ranges or inconsistent with it.
+    /// edited model file outside the configuration's ranges or inconsistent with it.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &Dgps| m.check_structure(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 Dgps::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &["train_objective", "restart", "crn"],
@@ -226,7 +226,7 @@ impl Model for Dgps {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// `count` coherent sample paths: one noise draw per path and hidden unit shared by

@@ -137,7 +137,7 @@ where
 }
 
 /// [`fit_with_held_out`] with `extra` observers (after progress, before the rule's
-/// observer, e.g. a sampler's collector or a checkpoint); the rule's [`FitSummary`] is
+/// observer, e.g. a sampler's collector or model snapshots); the rule's [`FitSummary`] is
 /// the report's [`FitReport::held_out`] (`None` when no early stopping ran).
 ///
 /// # Errors

@@ -29,7 +29,7 @@ pub struct StepInfo {
 }
 
 /// Watches a run of the executor: called after each step with the model and the step's
-/// value; may ask to stop; at the end may change the model (restore a checkpoint).
+/// value; may ask to stop; at the end may change the model (restore the best parameters).
 pub trait Observer<M: ?Sized> {
     /// Before the first step of a run of `steps` steps.
     fn on_start(&mut self, _model: &M, _steps: usize) -> Result<()> {
@@ -41,7 +41,8 @@ pub trait Observer<M: ?Sized> {
 
     /// A step failed numerically (`error` is [`Error::Numerical`] or
     /// [`Error::NotPositiveDefinite`]); return `true` when this observer can finish the run
-    /// from what it has kept (e.g. a good checkpoint), which ends the run without an error.
+    /// from what it has kept (e.g. the best parameters so far), which ends the run without
+    /// an error.
     fn absorbs_failure(&mut self, _model: &M, _error: &Error) -> bool {
         false
     }
