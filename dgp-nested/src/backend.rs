@@ -10,6 +10,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde_json::Value;
 
@@ -106,6 +107,21 @@ impl ConfigBackend for NestedBackend {
             _ => "",
         };
         format!("{}{mean}", describe_generic(&rest))
+    }
+
+    /// Nested's Ψ₂ statistics also hold an M×M matrix per minibatch row and layer.
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        let mut e = memory::sparse_dgp(shape, shape.clamped_input_width());
+        let (l, b, m) = (
+            shape.layers.max(1) as f64,
+            shape.batch.max(1) as f64,
+            shape.m as f64,
+        );
+        e.add(
+            MemoryPart::Inducing,
+            8.0 * l * b * m * m * memory::F64_BYTES,
+        );
+        e
     }
 }
 

@@ -13,6 +13,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use dgp_traits::model::{Convergence, FitConfig, FitHooks, Model};
 use dgp_traits::optim::NatGradConfig;
 use serde_json::Value;
@@ -156,5 +157,17 @@ impl ConfigBackend for StructuredBackend {
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
+    }
+
+    /// The fully coupled family also holds one dense (L·W·M)² joint covariance (its
+    /// factor, Adam moments, natural-gradient and tape copies).
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        let w = shape.clamped_input_width();
+        let mut e = memory::sparse_dgp(shape, w);
+        if self.family == Family::FullyCoupled {
+            let side = shape.outputs(shape.width(w)) * shape.m as f64;
+            e.add(MemoryPart::Inducing, 12.0 * side * side * memory::F64_BYTES);
+        }
+        e
     }
 }

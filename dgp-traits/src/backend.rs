@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 pub use crate::likelihoods::LikelihoodFamily;
+use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
@@ -229,6 +230,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> usize {
         0
     }
+
+    /// A conservative upper bound of the peak memory of a run of this backend with
+    /// `shape` ([`crate::memory`]), so a harness can refuse a run that would not fit
+    /// before anything is allocated. By default the sparse deep GP's bound with the input
+    /// dimension clamped to 5..=30 as the default width
+    /// ([`crate::memory::sparse_dgp`]); a backend whose memory has another shape
+    /// overrides it.
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        crate::memory::sparse_dgp(shape, shape.clamped_input_width())
+    }
 }
 
 /// A backend whose settings are the serde fields of one configuration type. Implementing
@@ -319,6 +330,11 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     ) -> usize {
         0
     }
+
+    /// As [`Backend::memory_estimate`] (the sparse deep GP's bound by default).
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        crate::memory::sparse_dgp(shape, shape.clamped_input_width())
+    }
 }
 
 impl<T: ConfigBackend> Backend for T {
@@ -375,6 +391,10 @@ impl<T: ConfigBackend> Backend for T {
         n_train: usize,
     ) -> usize {
         ConfigBackend::validation_rows(self, common, settings, n_train)
+    }
+
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        ConfigBackend::memory_estimate(self, shape)
     }
 }
 

@@ -119,6 +119,7 @@ pub mod layer;
 pub mod likelihoods;
 pub mod linalg;
 pub mod mean;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod optim;
