@@ -138,7 +138,6 @@ impl ConfigBackend for SviBackend {
 mod tests {
     use super::*;
     use dgp_traits::backend::Backend;
-    use dgp_traits::backend::{insert_dotted, parse_assignment};
 
     fn common() -> CommonSettings {
         CommonSettings {
@@ -153,12 +152,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        dgp_traits::testing::settings(pairs)
     }
 
     #[test]

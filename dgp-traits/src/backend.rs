@@ -7,8 +7,8 @@
 //! * the [`CommonSettings`] every deep GP has (layers, inducing points, hidden width,
 //!   sample counts, seed, whether to tune on validation data), and
 //! * backend-specific [`Settings`]: a JSON object of the backend configuration's fields,
-//!   e.g. from `--set natgrad.gamma=1` ([`parse_assignment`], [`insert_dotted`]) or a JSON
-//!   file ([`settings_from_json`], errors carry the line and column).
+//!   e.g. a harness's `--set natgrad.gamma=1` or settings file, put together with
+//!   [`insert_dotted`] (dotted keys) and [`merge_settings`].
 //!
 //! The backend turns both into its configuration with [`apply_settings`] (the settings
 //! merged onto the configuration the common part gives; an unknown key is an error naming
@@ -21,7 +21,6 @@
 //! round trip), so a harness that passes none builds exactly the model it built before.
 
 use std::ops::Deref;
-use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -424,28 +423,6 @@ pub fn describe_generic(settings: &Settings) -> String {
     out
 }
 
-/// Parses `key=value` (the `--set` syntax): the key may be dotted (`natgrad.gamma`); the
-/// value is JSON when it parses as JSON (numbers, `true`, `null`, `"text"`, objects,
-/// arrays) and a plain string otherwise (`rule=qr1`).
-///
-/// # Errors
-/// [`Error::Config`] without `=` or with an empty key or key part.
-pub fn parse_assignment(s: &str) -> Result<(String, Value)> {
-    let Some((key, value)) = s.split_once('=') else {
-        return Err(Error::config(
-            "setting",
-            format!("'{s}' is not of the form key=value"),
-        ));
-    };
-    let key = key.trim();
-    if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(Error::config("setting", format!("'{s}' has an empty key")));
-    }
-    let value = value.trim();
-    let v = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.into()));
-    Ok((key.to_string(), v))
-}
-
 /// Inserts `value` at the dotted `key` of `settings`, creating nested objects; a later
 /// value replaces an earlier one.
 ///
@@ -489,43 +466,6 @@ pub fn merge_settings(into: &mut Settings, over: &Settings) {
                 into.insert(k.clone(), v.clone());
             }
         }
-    }
-}
-
-/// Reads a settings object from JSON text (`origin` names it in errors, e.g. the file).
-///
-/// # Errors
-/// [`Error::Parse`] with the line and column of a syntax error, or when the text is not
-/// one JSON object.
-pub fn settings_from_json(text: &str, origin: &Path) -> Result<Settings> {
-    let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse {
-        path: origin.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        message: format!("not valid JSON: {e}"),
-    })?;
-    match v {
-        Value::Object(m) => Ok(m),
-        other => Err(Error::Parse {
-            path: origin.to_path_buf(),
-            line: 1,
-            column: 1,
-            message: format!(
-                "a settings file holds one JSON object of key: value pairs, not {}",
-                json_kind(&other)
-            ),
-        }),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -728,12 +668,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        crate::testing::settings(pairs)
     }
 
     #[test]
@@ -850,16 +785,9 @@ mod tests {
     }
 
     #[test]
-    fn assignments_and_json_files() {
-        assert!(parse_assignment("novalue").is_err());
-        assert!(parse_assignment("a..b=1").is_err());
+    fn dotted_keys_and_descriptions() {
         let mut s = set(&["a=1"]);
         assert!(insert_dotted(&mut s, "a.b", Value::Null).is_err());
-        let e = settings_from_json("{\n  \"a\": 1,\n  \"b\": \n}", Path::new("f.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("f.json:4:"), "{e}");
-        assert!(settings_from_json("[1]", Path::new("f.json")).is_err());
         assert_eq!(
             describe_generic(&set(&["beta=0.05", "rule=qr1"])),
             ", beta 0.05, rule qr1"

@@ -59,7 +59,8 @@
 //!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `CallerHooks`
 //!   when it is `None`, bit for bit).
 //! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
-//!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a
+//!   [`skeleton`] is the deep-GP scaffolding around them; `testing` (behind the `testing`
+//!   cargo feature, for tests only) is the kit a
 //!   backend's test suite calls. A conditional takes one of two routes, chosen from the
 //!   shapes by a cost model ([`conditional::Route::choose`]): through `A = L⁻¹Kuf`, or,
 //!   for whitened layers with many rows (DSVI's last layer with S samples), through M×M
@@ -129,8 +130,10 @@ pub mod quadrature;
 pub mod rng;
 pub mod skeleton;
 pub mod special;
+#[cfg(feature = "testing")]
 pub mod svgp_reference;
 pub mod tape;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod train;
 pub mod transforms;

@@ -9,7 +9,7 @@
 //! | a model's JSON restores the same model; edited, invalid model JSON is an error | [`assert_model_json_round_trip`], [`assert_model_json_rejects`] |
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
 //! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
-//! | a training loop ends when the caller asks | [`StopAfter`] as the fit's observer |
+//! | a training loop ends when the caller asks | [`StopAfter`] as the fit's hooks ([`crate::fit::FitHooks::all`]) |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
 //! parameter off its special initial value), and dense references for identities:
@@ -17,8 +17,10 @@
 //! (the q(u) factor transform and its inverse), [`exact_gp_log_marginal`]. The gradient check reuses the tape's own
 //! checker ([`crate::tape::check`]): fourth-order central differences with a relative step.
 //!
-//! They are public so that a backend written outside this workspace can hold itself to the
-//! same checks as the built-in ones (DESIGN.md: same seed ⇒ same result whatever the number
+//! They are public, behind the `testing` cargo feature (a backend enables it on its
+//! dev-dependency: `dgp-traits = { version = "…", features = ["testing"] }`), so that a
+//! backend written outside this workspace can hold itself to the same checks as the
+//! built-in ones (DESIGN.md: same seed ⇒ same result whatever the number
 //! of threads; a model restored from its JSON predicts exactly as the model it was written from). They panic
 //! with a message when a check fails: they are test assertions, not library code.
 //!
@@ -876,4 +878,31 @@ impl crate::fit::RunControl for StopAfter {
         self.polls.set(self.polls.get() + 1);
         self.steps >= self.after
     }
+}
+
+/// Backend settings from `key=value` assignments, in the spelling of `dgp-bench --set`
+/// (dotted keys; the value is JSON when it parses as JSON, else a string): the shorthand
+/// of a backend's settings tests.
+///
+/// ```
+/// let s = dgp_traits::testing::settings(&["natgrad.gamma=0.5", "rule=qr1"]);
+/// assert_eq!(s["natgrad"]["gamma"], 0.5);
+/// assert_eq!(s["rule"], "qr1");
+/// ```
+///
+/// # Panics
+/// On an assignment without `=` or a key that cannot be inserted.
+pub fn settings(assignments: &[&str]) -> crate::backend::Settings {
+    let mut s = crate::backend::Settings::new();
+    for a in assignments {
+        let (key, value) = a
+            .split_once('=')
+            .unwrap_or_else(|| panic!("'{a}' is not of the form key=value"));
+        let value = value.trim();
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        crate::backend::insert_dotted(&mut s, key.trim(), value)
+            .unwrap_or_else(|e| panic!("'{a}': {e}"));
+    }
+    s
 }

@@ -117,7 +117,7 @@ impl ConfigBackend for SghmcBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::backend::{Backend, insert_dotted, parse_assignment};
+    use dgp_traits::backend::Backend;
 
     fn common() -> CommonSettings {
         CommonSettings {
@@ -132,12 +132,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        dgp_traits::testing::settings(pairs)
     }
 
     #[test]
