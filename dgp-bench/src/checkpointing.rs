@@ -90,7 +90,8 @@ static AGREED: AtomicBool = AtomicBool::new(false);
 pub struct CheckpointFlags {
     /// Save each split's training state to this directory (every --checkpoint-every steps,
     /// on SIGINT/SIGTERM and at the end of the split; never a diverged state) so that
-    /// `--resume DIR` continues exactly; backends: svi, nested (Adam), star, fc, mf.
+    /// `--resume DIR` continues exactly (a backend that cannot resume is refused, naming
+    /// those that can).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub checkpoint: Option<PathBuf>,
     /// Continue a run checkpointed to DIR (same other flags; checked) and keep

@@ -246,3 +246,140 @@ impl std::fmt::Debug for FitHooks<'_> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fit::FitReport;
+
+    /// Answers all three hooks and records what it was told.
+    #[derive(Default)]
+    struct Everything {
+        steps: Vec<usize>,
+        phases: Vec<String>,
+        stop: bool,
+        resume: Option<RunState>,
+        saved: Vec<usize>,
+    }
+
+    impl Progress for Everything {
+        fn on_step(&mut self, step: usize, _total: usize, _objective: f64) {
+            self.steps.push(step);
+        }
+        fn on_phase(&mut self, phase: &str) {
+            self.phases.push(phase.into());
+        }
+    }
+
+    impl RunControl for Everything {
+        fn should_stop(&self) -> bool {
+            self.stop
+        }
+        fn take_resume_state(&mut self) -> Option<RunState> {
+            self.resume.take()
+        }
+    }
+
+    impl Checkpoints for Everything {
+        fn every(&self) -> usize {
+            7
+        }
+        fn save(&mut self, state: &RunState) -> Result<()> {
+            self.saved.push(state.steps_done);
+            Ok(())
+        }
+    }
+
+    fn state(done: usize) -> RunState {
+        RunState {
+            version: crate::fit::RUN_STATE_VERSION,
+            steps_done: done,
+            steps: 10,
+            seed: 0,
+            batch_size: 1,
+            n: 1,
+            params: vec![],
+            noise: crate::rng::seeded(1),
+            stepper: serde_json::Value::Null,
+            observers: vec![],
+            report: FitReport::default(),
+        }
+    }
+
+    #[test]
+    fn no_hooks_do_nothing() {
+        let mut h = FitHooks::none();
+        h.on_step(0, 1, 0.0);
+        h.on_phase("burn-in");
+        assert!(!h.should_stop());
+        assert!(h.take_resume_state().is_none());
+        assert_eq!(h.every(), 0);
+        assert!(h.save(&state(1)).is_ok());
+        assert!(!h.stop_only().should_stop());
+    }
+
+    #[test]
+    fn one_object_answers_every_role_and_a_setter_replaces_one() {
+        let mut all = Everything {
+            stop: true,
+            resume: Some(state(3)),
+            ..Everything::default()
+        };
+        let mut other = Everything::default();
+        {
+            let mut h = FitHooks::all(&mut all).progress(&mut other);
+            h.on_step(4, 10, 1.0);
+            h.on_phase("sampling");
+            assert!(h.should_stop());
+            assert_eq!(h.take_resume_state().map(|s| s.steps_done), Some(3));
+            assert!(h.take_resume_state().is_none(), "taken once");
+            assert_eq!(h.every(), 7);
+            h.save(&state(5)).unwrap();
+        }
+        assert_eq!((all.steps.len(), all.phases.len()), (0, 0), "progress replaced");
+        assert_eq!((other.steps, other.phases), (vec![4], vec!["sampling".into()]));
+        assert_eq!(all.saved, vec![5]);
+    }
+
+    #[test]
+    fn separate_hooks_each_see_their_own_role() {
+        let (mut p, mut c, mut k) = (
+            Everything::default(),
+            Everything {
+                stop: true,
+                ..Everything::default()
+            },
+            Everything::default(),
+        );
+        {
+            let mut h = FitHooks::none()
+                .progress(&mut p)
+                .control(&mut c)
+                .checkpoints(&mut k);
+            h.on_step(0, 2, 0.5);
+            assert!(h.should_stop());
+            h.save(&state(2)).unwrap();
+            assert_eq!(h.every(), 7);
+        }
+        assert_eq!((p.steps, c.steps.len(), k.steps.len()), (vec![0], 0, 0));
+        assert_eq!((p.saved.len(), c.saved.len(), k.saved), (0, 0, vec![2]));
+    }
+
+    #[test]
+    fn stop_only_forwards_the_stop_request_and_nothing_else() {
+        let mut all = Everything {
+            stop: true,
+            resume: Some(state(1)),
+            ..Everything::default()
+        };
+        let outer = FitHooks::all(&mut all);
+        let mut inner = outer.stop_only();
+        inner.on_step(0, 1, 0.0);
+        assert!(inner.should_stop());
+        assert!(inner.take_resume_state().is_none());
+        assert_eq!(inner.every(), 0);
+        inner.save(&state(1)).unwrap();
+        assert!(inner.stop_only().should_stop(), "nested restarts stop too");
+        assert!(all.steps.is_empty() && all.saved.is_empty() && all.resume.is_some());
+    }
+}
