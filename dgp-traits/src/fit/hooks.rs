@@ -336,8 +336,15 @@ mod tests {
             assert_eq!(h.every(), 7);
             h.save(&state(5)).unwrap();
         }
-        assert_eq!((all.steps.len(), all.phases.len()), (0, 0), "progress replaced");
-        assert_eq!((other.steps, other.phases), (vec![4], vec!["sampling".into()]));
+        assert_eq!(
+            (all.steps.len(), all.phases.len()),
+            (0, 0),
+            "progress replaced"
+        );
+        assert_eq!(
+            (other.steps, other.phases),
+            (vec![4], vec!["sampling".into()])
+        );
         assert_eq!(all.saved, vec![5]);
     }
 
