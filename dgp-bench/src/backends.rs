@@ -13,7 +13,7 @@
 
 use dgp_traits::backend::{Backend, Capabilities, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 
 use crate::error::{BenchError, Result};
 
@@ -214,7 +214,7 @@ impl BackendEntry {
         arch: &ArchSpec,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         self.backend
             .build(&arch.common(), &arch.settings, fit, train, stop)

@@ -3,7 +3,7 @@
 //! * **Interruption.** [`install_interrupt_handler`] (SIGINT, SIGTERM, SIGHUP through the
 //!   `ctrlc` crate, version pinned to 3.5.1 in `Cargo.toml`) sets a flag; every training
 //!   loop on the core executor polls it after each step
-//!   ([`dgp_traits::model::FitObserver::should_stop`]) and stops there. The split being
+//!   ([`dgp_traits::fit::RunControl::should_stop`]) and stops there. The split being
 //!   trained is then not recorded; `run` writes the outputs of the splits finished so far,
 //!   prints what it saved and how to resume, and exits with 130
 //!   ([`BenchError::Interrupted`]). A second signal exits at once.
@@ -65,7 +65,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use dgp_traits::model::FitObserver;
+use dgp_traits::fit::{Checkpoints, Progress, RunControl};
 use dgp_traits::train::RunState;
 
 use crate::error::{BenchError, Result};
@@ -90,7 +90,8 @@ static AGREED: AtomicBool = AtomicBool::new(false);
 pub struct CheckpointFlags {
     /// Save each split's training state to this directory (every --checkpoint-every steps,
     /// on SIGINT/SIGTERM and at the end of the split; never a diverged state) so that
-    /// `--resume DIR` continues exactly; backends: svi, nested (Adam), star, fc, mf.
+    /// `--resume DIR` continues exactly (a backend that cannot resume is refused, naming
+    /// those that can).
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub checkpoint: Option<PathBuf>,
     /// Continue a run checkpointed to DIR (same other flags; checked) and keep
@@ -201,6 +202,17 @@ pub fn stop_requested() -> bool {
 /// at the same point.
 pub fn stop_agreed() -> bool {
     AGREED.load(Ordering::SeqCst)
+}
+
+/// The run-control hook of a fit that stops on SIGINT/SIGTERM ([`stop_requested`]) and
+/// resumes nothing (e.g. a streamed fit).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StopOnSignal;
+
+impl RunControl for StopOnSignal {
+    fn should_stop(&self) -> bool {
+        stop_requested()
+    }
 }
 
 /// Makes [`stop_requested`] collective: `agree` receives this process's flag and returns
@@ -542,10 +554,13 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
     write().map_err(|e| BenchError::output(path, format!("I/O error: {e}")))
 }
 
-/// The [`FitObserver`] a split trains with: forwards progress to the bar and answers the
-/// executor's stop and checkpoint questions from the session (see the module docs).
+/// The hooks a split trains with (all three, passed with [`dgp_traits::fit::FitHooks::all`]:
+/// they share state, as a diverged objective stops the run and is never saved): forwards
+/// progress to the bar ([`Progress`]), answers stop requests and hands over the state to
+/// resume from ([`RunControl`]) and keeps the run's checkpoints ([`Checkpoints`]) from the
+/// session (see the module docs).
 pub struct SplitControl<'a> {
-    inner: &'a mut dyn FitObserver,
+    inner: &'a mut dyn Progress,
     path: Option<PathBuf>,
     every: usize,
     fingerprint: serde_json::Value,
@@ -581,11 +596,7 @@ impl<'a> SplitControl<'a> {
     /// # Errors
     /// [`BenchError::Usage`] for an unreadable state file or one written with other
     /// settings.
-    pub fn new(
-        inner: &'a mut dyn FitObserver,
-        spec: &ExperimentSpec<'_>,
-        k: usize,
-    ) -> Result<Self> {
+    pub fn new(inner: &'a mut dyn Progress, spec: &ExperimentSpec<'_>, k: usize) -> Result<Self> {
         if stop_requested() {
             return Err(BenchError::Interrupted(format!(
                 "interrupted before training split {k}"
@@ -674,7 +685,7 @@ impl<'a> SplitControl<'a> {
                  aggressive{resumed}"
             ),
         };
-        // The diverged parameters are never saved (`save_run_state`).
+        // The diverged parameters are never saved (`Checkpoints::save`).
         let kept = match (&self.path, self.saved_step) {
             (Some(p), Some(s)) => format!(
                 ". The checkpoint {} holds the last good state (step {s}), not the diverged \
@@ -858,7 +869,7 @@ fn config_message(e: &dgp_traits::Error) -> String {
     }
 }
 
-impl FitObserver for SplitControl<'_> {
+impl Progress for SplitControl<'_> {
     fn on_step(&mut self, step: usize, total: usize, objective: f64) {
         {
             let mut c = clock();
@@ -902,12 +913,20 @@ impl FitObserver for SplitControl<'_> {
         self.first_objective = None;
         self.inner.on_phase(phase);
     }
+}
 
+impl RunControl for SplitControl<'_> {
     fn should_stop(&self) -> bool {
         stop_requested() || self.diverged.is_some() || self.error.is_some()
     }
 
-    fn checkpoint_every(&self) -> usize {
+    fn take_resume_state(&mut self) -> Option<RunState> {
+        self.resume.take()
+    }
+}
+
+impl Checkpoints for SplitControl<'_> {
+    fn every(&self) -> usize {
         if self.path.is_some() {
             self.asked.set(true);
         }
@@ -918,17 +937,13 @@ impl FitObserver for SplitControl<'_> {
     /// have diverged (the next step's, see `on_step`), or when the fit ends without a
     /// failure ([`SplitControl::finish`]): a diverged state never replaces the last good
     /// one.
-    fn save_run_state(&mut self, state: &RunState) -> dgp_traits::Result<()> {
+    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
         if self.path.is_none() || !is_writer() || self.diverged.is_some() {
             return Ok(());
         }
         let text = checkpoint_text(&self.fingerprint, state)?;
         self.pending = Some((text, state.steps_done));
         Ok(())
-    }
-
-    fn take_run_state(&mut self) -> Option<RunState> {
-        self.resume.take()
     }
 }
 

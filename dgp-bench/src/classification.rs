@@ -33,7 +33,7 @@ use dgp_traits::classification::{
 use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::model::{FitConfig, Model, PredictConfig, Silent};
+use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
@@ -303,7 +303,9 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
         let test_x = stats.transform_x(split.test.x()).map_err(run)?;
         let t0 = Instant::now();
         let mut model = build_model(spec, &likelihood, &train).map_err(run)?;
-        let report = model.fit(&train, &spec.fit, &mut Silent).map_err(run)?;
+        let report = model
+            .fit(&train, &spec.fit, &mut FitHooks::none())
+            .map_err(run)?;
         let train_seconds = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let pred = model.predict(test_x.as_ref(), &spec.predict).map_err(run)?;
@@ -352,7 +354,7 @@ pub fn build_model(
 ) -> dgp_traits::Result<Box<dyn Model>> {
     let settings = with_likelihood(&spec.settings, likelihood)?;
     spec.backend
-        .build(&spec.common, &settings, &spec.fit, train, &Silent)
+        .build(&spec.common, &settings, &spec.fit, train, &FitHooks::none())
 }
 
 /// `settings` with the `likelihood` key set to `likelihood` (replacing the backend's
@@ -426,9 +428,13 @@ pub fn run_class_split(
         .map_err(|e| BenchError::run(ctx("settings"), e))?;
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
-    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &bar)?;
+    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &FitHooks::none())?;
     let fit = model
-        .fit(&train_std, &fit_cfg, &mut bar)
+        .fit(
+            &train_std,
+            &fit_cfg,
+            &mut FitHooks::none().progress(&mut bar),
+        )
         .map_err(|e| BenchError::run(ctx("training"), e))?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();

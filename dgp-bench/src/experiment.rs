@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use dgp_traits::backend::Settings;
 use dgp_traits::data::{Dataset, Standardizer};
+use dgp_traits::fit::FitHooks;
 use dgp_traits::metrics::{Metrics, pit};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
 use dgp_traits::predictive::Predictive;
@@ -232,8 +233,9 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
-    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std, &control)?;
-    let fit = model.fit(&train_std, &fit_cfg, &mut control);
+    let mut hooks = FitHooks::all(&mut control);
+    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std, &hooks)?;
+    let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
     let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
     control.finish(&label)?;
     let train_seconds = t0.elapsed().as_secs_f64();

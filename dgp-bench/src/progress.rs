@@ -1,9 +1,9 @@
-//! Progress bars for training runs (indicatif), fed through [`FitObserver`]: position,
+//! Progress bars for training runs (indicatif), fed through [`Progress`]: position,
 //! steps per second, the running objective, elapsed time and ETA.
 
 use std::time::Duration;
 
-use dgp_traits::model::FitObserver;
+use dgp_traits::fit::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The bar's indicatif template: label, bar, steps done/total, steps per second, message
@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub const TEMPLATE: &str =
     "{prefix:>28} [{bar:30}] {pos}/{len} {per_sec} {msg} ({elapsed}, ETA {eta})";
 
-/// A [`FitObserver`] drawing a progress bar on stderr. Hidden when `enabled` is false or
+/// A [`Progress`] hook drawing a progress bar on stderr. Hidden when `enabled` is false or
 /// stderr is not a terminal (indicatif's default), so logs and tests stay clean.
 pub struct BarObserver {
     bar: ProgressBar,
@@ -42,7 +42,7 @@ impl BarObserver {
     }
 }
 
-impl FitObserver for BarObserver {
+impl Progress for BarObserver {
     fn on_step(&mut self, step: usize, _total: usize, objective: f64) {
         self.bar.set_position(step as u64 + 1);
         if step.is_multiple_of(25) {

@@ -4,7 +4,7 @@
 //! Every backend trains through its own [`Model::fit`] — the stepper it really uses (Adam;
 //! natural gradient + Adam for the structured families with `natgrad`; SGHMC with MCEM
 //! hyper steps during burn-in), its minibatching, its observers — and a timing
-//! [`dgp_traits::model::FitObserver`] timestamps each `on_step` (module `turns`). The
+//! [`dgp_traits::fit::Progress`] hook timestamps each `on_step` (module `turns`). The
 //! backends run in one process, interleaved: after a warm-up turn (every backend, `warmup`
 //! steps, not kept; it also absorbs the model's build and the fit's set-up), each round
 //! gives every backend a block of `block` steps, in an order rotated from round to round,

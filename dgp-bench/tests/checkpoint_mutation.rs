@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, Model, PredictConfig, Silent};
+use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 use faer::Mat;
 use proptest::prelude::*;
@@ -52,8 +52,10 @@ fn checkpoint(name: &str) -> String {
         batch_size: 24,
         ..FitConfig::default()
     };
-    let mut model = b.build_model(&arch, &fit, &data, &Silent).unwrap();
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    let mut model = b
+        .build_model(&arch, &fit, &data, &FitHooks::none())
+        .unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     model.to_json().unwrap()
 }
 

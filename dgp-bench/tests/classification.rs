@@ -217,7 +217,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     use dgp_bench::classification::build_model;
     use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
     use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
-    use dgp_traits::model::Silent;
+    use dgp_traits::fit::FitHooks;
     use dgp_traits::train::{EarlyStopping, HeldOutRule, SCORE_SEED_OFFSET, held_out_rows};
     let dir = write_folder(3);
     let split = ClassDataset::load(&dir, None).unwrap().split(0).unwrap();
@@ -237,7 +237,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     s.fit.early_stopping = Some(rule.clone());
     let lik = likelihood_by_name("robust-max", 3).unwrap();
     let mut model = build_model(&s, &lik, &train).unwrap();
-    let report = model.fit(&train, &s.fit, &mut Silent).unwrap();
+    let report = model.fit(&train, &s.fit, &mut FitHooks::none()).unwrap();
     let best = report.held_out.unwrap().best_heldout_nll.unwrap();
     let (_, held) = held_out_rows(&rule, train.n(), s.fit.seed)
         .unwrap()

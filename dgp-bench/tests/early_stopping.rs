@@ -8,9 +8,8 @@ use dgp_traits::model::FitReport;
 use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use dgp_traits::testing::toy_regression;
 use dgp_traits::train::{
-    AdamStepper, Control, EarlyStopping, Executor, HeldOutRule, LindingerStopping,
-    NaturalAdamStepper, Observer, Progress, Restore, StepInfo, fit_with_held_out_observed,
-    held_out_rows,
+    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutRule, LindingerStopping,
+    NaturalAdamStepper, Observer, Restore, StepInfo, fit_with_held_out_observed, held_out_rows,
 };
 
 fn bits(v: &[f64]) -> Vec<u64> {
@@ -52,14 +51,14 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
     for nat in [None, Some(NatGradConfig::default())] {
         let mut a = svi(&data, nat);
         let mut b = a.clone();
-        let ra = a.fit(&data, &cfg, &mut Silent).unwrap();
+        let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
         let adam = AdamConfig::with_lr(cfg.learning_rate);
         let rb = match nat {
             Some(n) => Executor::new(NaturalAdamStepper::new(adam, n).unwrap(), &cfg)
-                .observe(&mut Progress::new(&mut Silent))
+                .observe(&mut CallerHooks::new(&mut FitHooks::none()))
                 .run(&mut b, &data),
             None => Executor::new(AdamStepper::new(adam), &cfg)
-                .observe(&mut Progress::new(&mut Silent))
+                .observe(&mut CallerHooks::new(&mut FitHooks::none()))
                 .run(&mut b, &data),
         }
         .unwrap();
@@ -74,12 +73,12 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
     };
     let mut a = NestedDgp::new(ncfg, &data).unwrap();
     let mut b = a.clone();
-    let ra = a.fit(&data, &cfg, &mut Silent).unwrap();
+    let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
     let rb = Executor::new(
         AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
         &cfg,
     )
-    .observe(&mut Progress::new(&mut Silent))
+    .observe(&mut CallerHooks::new(&mut FitHooks::none()))
     .run(&mut b, &data)
     .unwrap();
     assert_eq!(bits(&a.params().flat()), bits(&b.params().flat()));
@@ -121,7 +120,7 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
         let init = svi(&data, None);
         // Through `Model::fit` (the svi wiring) …
         let mut a = init.clone();
-        let ra = a.fit(&data, &cfg, &mut Silent).unwrap();
+        let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
         assert!(ra.steps < 400, "the rule stopped the run ({restore:?})");
         // … equals the core helper run directly, whose snapshots show what was kept.
         let mut b = init.clone();
@@ -131,7 +130,7 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
             &data,
             &cfg,
             AdamStepper::new(cfg.adam()),
-            &mut Silent,
+            &mut FitHooks::none(),
             &mut [&mut snap],
         )
         .unwrap();
@@ -189,7 +188,7 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
         ..fit_cfg(300)
     };
     let mut m = svi(&data, None);
-    let r = m.fit(&data, &cfg, &mut Silent).unwrap();
+    let r = m.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
     assert!(r.steps < 300);
     // Scored at the start and every 2 steps; the kept step is the best of them.
     let h = r.held_out.as_ref().unwrap();
@@ -204,7 +203,10 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
         ..Default::default()
     };
     let mut n = NestedDgp::new(ncfg, &data).unwrap();
-    let e = n.fit(&data, &cfg, &mut Silent).unwrap_err().to_string();
+    let e = n
+        .fit(&data, &cfg, &mut FitHooks::none())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("early_stopping"), "{e}");
     // Old JSON without the new fields still loads, with no early stopping.
     let old: FitConfig =

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_bench::report::read_json_lines;
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, FitObserver, Model, PredictConfig, Silent};
+use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl};
+use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::train::RunState;
 use faer::Mat;
@@ -25,22 +26,28 @@ struct Recorder {
     resume: Option<RunState>,
 }
 
-impl FitObserver for Recorder {
+impl Progress for Recorder {
     fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
         self.steps += 1;
     }
+}
+
+impl RunControl for Recorder {
     fn should_stop(&self) -> bool {
         self.stop_after.is_some_and(|k| self.steps >= k)
     }
-    fn checkpoint_every(&self) -> usize {
+    fn take_resume_state(&mut self) -> Option<RunState> {
+        self.resume.take()
+    }
+}
+
+impl Checkpoints for Recorder {
+    fn every(&self) -> usize {
         self.every
     }
-    fn save_run_state(&mut self, state: &RunState) -> dgp_traits::Result<()> {
+    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
         self.saved.push(state.clone());
         Ok(())
-    }
-    fn take_run_state(&mut self) -> Option<RunState> {
-        self.resume.take()
     }
 }
 
@@ -66,9 +73,11 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
         batch_size: 12,
         ..FitConfig::default()
     };
-    let mut whole = b.build_model(&arch, &cfg, &d, &Silent).unwrap();
+    let mut whole = b.build_model(&arch, &cfg, &d, &FitHooks::none()).unwrap();
     let fresh_json = whole.to_json().unwrap();
-    let rep_whole = whole.fit(&d, &cfg, &mut Recorder::default()).unwrap();
+    let rep_whole = whole
+        .fit(&d, &cfg, &mut FitHooks::all(&mut Recorder::default()))
+        .unwrap();
 
     let mut first = load(&fresh_json).unwrap();
     let mut rec = Recorder {
@@ -76,7 +85,7 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
         every: 1000,
         ..Recorder::default()
     };
-    first.fit(&d, &cfg, &mut rec).unwrap();
+    first.fit(&d, &cfg, &mut FitHooks::all(&mut rec)).unwrap();
     let state = rec.saved.pop().expect("a state saved on the stop request");
     assert_eq!(state.steps_done, 17, "{name}");
     let text = serde_json::to_string(&state).unwrap();
@@ -87,7 +96,7 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
         resume: Some(state),
         ..Recorder::default()
     };
-    let rep = second.fit(&d, &cfg, &mut rec).unwrap();
+    let rep = second.fit(&d, &cfg, &mut FitHooks::all(&mut rec)).unwrap();
     assert_eq!(
         rec.steps, 23,
         "{name}: resumed run takes the remaining steps"

@@ -7,7 +7,7 @@ mod common;
 
 use dgp_svi::prelude::*;
 use dgp_traits::data::Standardizer;
-use dgp_traits::model::{PredictConfig, Silent};
+use dgp_traits::model::{FitHooks, PredictConfig};
 use faer::Mat;
 
 /// 40 rows of [`common::rows`] times `f`; train = the first 32, test = the last 8.
@@ -44,7 +44,7 @@ fn fit_and_nll(f: f64) -> (f64, Dataset) {
         seed: 3,
         ..FitConfig::default()
     };
-    model.fit(&train_std, &cfg, &mut Silent).unwrap();
+    model.fit(&train_std, &cfg, &mut FitHooks::none()).unwrap();
     let pred = model
         .predict(
             test_std.x(),

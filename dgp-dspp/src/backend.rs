@@ -19,7 +19,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -86,7 +86,7 @@ impl DsppBackend {
     /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
     /// width) chosen by [`select_beta`] on a validation part of `train` when
     /// `common.tune` is set and they are not given; the search ends when `stop` asks
-    /// ([`dgp_traits::model::FitObserver::should_stop`]).
+    /// ([`dgp_traits::fit::RunControl::should_stop`]).
     ///
     /// # Errors
     /// As [`ConfigBackend::config`] and [`select_beta`].
@@ -97,7 +97,7 @@ impl DsppBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Checked<DsppConfig>> {
         if !selects(common, settings) {
             return Ok(base);
@@ -205,7 +205,7 @@ impl ConfigBackend for DsppBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         let cfg = self
             .tuned_config(config, common, settings, fit, train, stop)?
@@ -286,7 +286,7 @@ impl ConfigBackend for PpgprBackend {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         DsppBackend.build_checked(config, common, settings, fit, train, stop)
     }

@@ -15,12 +15,12 @@
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
 //! let config = DsppConfig { layers: 2, num_inducing: 10, sites: 4, ..Default::default() };
-//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = fitted.predict(data.x())?; // S-component mixture per row, units of y
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<Dspp>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
-//! let ppgpr = PpgprConfig(config).fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let ppgpr = PpgprConfig(config).fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! assert_eq!(ppgpr.model().backend(), "ppgpr"); // save / load as Fitted::<Ppgpr>
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
@@ -64,7 +64,7 @@
 //! let data = Dataset::new(x, y)?;
 //! let config = DsppConfig { num_inducing: 10, hidden_width: 2, sites: 4, ..Default::default() };
 //! let mut model = Dspp::new(config, &data)?;
-//! model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut Silent)?;
+//! model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert_eq!(pred.n_components(), 4);
 //! assert!(rmse(&pred, data.y())? < 0.3);
@@ -103,6 +103,6 @@ pub mod prelude {
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
-    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
     pub use faer::Mat;
 }

@@ -10,7 +10,7 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::rng::{Rng, seeded, standard_normal};
-use dgp_traits::skeleton::checkpoint;
+use dgp_traits::skeleton::model_json;
 use dgp_traits::skeleton::stack::{InitRun, LayerPlan, MeanData, StackMean, layer_plans};
 use dgp_traits::train::FitSummary;
 use dgp_traits::transforms::{inv_softplus, softplus};
@@ -241,7 +241,7 @@ impl Dspp {
         })
     }
 
-    /// What the last [`Model::fit`](dgp_traits::model::Model::fit) did (steps, early-stopping checkpoint), if it ran.
+    /// What the last [`Model::fit`](dgp_traits::model::Model::fit) did (steps, the step early stopping kept), if it ran.
     pub fn fit_summary(&self) -> Option<&FitSummary> {
         self.fit_summary.as_ref()
     }
@@ -336,16 +336,16 @@ impl Dspp {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
-    /// its ranges (an edited checkpoint).
+    /// its ranges (an edited model file).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &Dspp| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 Dspp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &["fit_summary", "refit_steps"],

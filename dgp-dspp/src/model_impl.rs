@@ -1,16 +1,16 @@
 //! `impl Model for Dspp`: training (the scheme of [`crate::train`]), the finite-mixture
-//! predictive, descriptions and checkpoints. Kept apart from [`crate::model`] so that the
+//! predictive, descriptions and the model's JSON. Kept apart from [`crate::model`] so that the
 //! model module does not import the training module that imports it.
 
 use crate::lmc::lmc_marginals;
 use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS};
 use dgp_traits::data::{RowSource, require_in_memory};
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::skeleton::{
-    check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
+    check_inputs, describe_stack, finish_predictive, model_json, predict_chunked,
 };
 use faer::{Mat, MatRef};
 
@@ -37,14 +37,14 @@ impl Model for Dspp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         let data = require_in_memory(
             data,
             "dspp",
             "its training holds validation rows out for early stopping",
         )?;
-        crate::train::fit(self, data, cfg, observer)
+        crate::train::fit(self, data, cfg, hooks)
     }
 
     /// The finite mixture of eq. (21)'s predictive: weights ω (shared by all points),
@@ -82,7 +82,7 @@ impl Model for Dspp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// `count` coherent function draws for plots: each draw picks a mixture component k

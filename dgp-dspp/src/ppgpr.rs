@@ -4,9 +4,7 @@ use crate::config::DsppConfig;
 use crate::model::Dspp;
 use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::Result;
-use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
-};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::Rng;
@@ -28,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// let y = Mat::from_fn(40, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 /// let data = Dataset::new(x, y)?;
 /// let mut model = Ppgpr::new(DsppConfig { num_inducing: 10, ..Default::default() }, &data)?;
-/// model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut Silent)?;
+/// model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 /// let pred = model.predict(data.x(), &PredictConfig::default())?;
 /// assert_eq!(pred.n_components(), 1);
 /// assert!(rmse(&pred, data.y())? < 0.3);
@@ -124,9 +122,9 @@ impl Model for Ppgpr {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        self.0.fit(data, cfg, observer)
+        self.0.fit(data, cfg, hooks)
     }
 
     /// One Gaussian per point, `N(μ_f(x), σ_f(x)² + σ²_obs)` (eq. 14).

@@ -6,7 +6,7 @@ use crate::config::DsppConfig;
 use crate::model::Dspp;
 use dgp_traits::data::{Dataset, validation_split};
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, FitObserver, Model, StopOnly};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::{Deserialize, Serialize};
 
 /// Fraction of the training rows held out for validation: 2/17, the validation share of
@@ -47,10 +47,10 @@ pub struct SelectionScore {
 /// scored by its mean validation NLL. Returns the best `(beta, width)` and all scores in
 /// grid order. The caller then retrains on the whole training split.
 ///
-/// The candidates train with `stop`'s stop request only ([`StopOnly`]): when
-/// [`FitObserver::should_stop`] turns true (e.g. on SIGTERM in `dgp-bench`), the running
-/// candidate ends after its current step and the search returns [`Error::Interrupted`]
-/// instead of training the rest. Pass [`dgp_traits::model::Silent`] to never stop.
+/// The candidates train with `stop`'s stop request only ([`FitHooks::stop_only`]): when
+/// it turns true (e.g. on SIGTERM in `dgp-bench`), the running candidate ends after its
+/// current step and the search returns [`Error::Interrupted`] instead of training the
+/// rest. Pass [`FitHooks::none`] to never stop.
 ///
 /// # Errors
 /// [`Error::Config`] for empty grids or a training set too small to split;
@@ -63,7 +63,7 @@ pub fn select_beta(
     widths: &[usize],
     fit: &FitConfig,
     seed: u64,
-    stop: &dyn FitObserver,
+    stop: &FitHooks<'_>,
 ) -> Result<(f64, usize, Vec<SelectionScore>)> {
     if betas.is_empty() || widths.is_empty() {
         return Err(Error::config("betas", "empty grid of betas or widths"));
@@ -117,11 +117,11 @@ fn score_candidate(
     fit_data: &Dataset,
     val_data: &Dataset,
     fit: &FitConfig,
-    stop: &dyn FitObserver,
+    stop: &FitHooks<'_>,
     what: impl FnOnce() -> String,
 ) -> Result<(SelectionScore, Option<Error>)> {
     let outcome = Dspp::new(cfg.clone(), fit_data).and_then(|mut m| {
-        m.fit(fit_data, fit, &mut StopOnly(stop))?;
+        m.fit(fit_data, fit, &mut stop.stop_only())?;
         let run = m
             .fit_summary()
             .map_or((0, None), |s| (s.steps, s.best_step));

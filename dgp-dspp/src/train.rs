@@ -53,9 +53,9 @@ use crate::model::Dspp;
 use dgp_traits::calibration::variance_scale;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig, StopOnly};
+use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
-use dgp_traits::train::{AdamStepper, Executor, HeldOutStopping, Progress, best_of};
+use dgp_traits::train::{AdamStepper, CallerHooks, Executor, HeldOutStopping, best_of};
 
 pub use dgp_traits::train::{
     EarlyStopping, FitSummary, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
@@ -77,7 +77,7 @@ fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
 /// held-out optimum comes before `pre` steps, and a candidate scored after `pre` steps
 /// handed the main loop parameters already past it (measured on boston:
 /// RESULTS.md, the DSPP small-data ablations). Returns the
-/// seconds spent. The candidates poll `stop`'s stop request ([`StopOnly`]); when it turns
+/// seconds spent. The candidates poll `stop`'s stop request ([`FitHooks::stop_only`]); when it turns
 /// true the phase ends with [`Error::Interrupted`] (no candidate finished its steps).
 fn restart(
     model: &mut Dspp,
@@ -86,7 +86,7 @@ fn restart(
     es: Option<&EarlyStopping>,
     cfg: &FitConfig,
     pre: usize,
-    stop: &dyn FitObserver,
+    stop: &FitHooks<'_>,
 ) -> Result<f64> {
     let out = best_of(
         model.config().restarts,
@@ -107,8 +107,8 @@ fn restart(
                 ..cfg.clone()
             };
             let adam = AdamConfig::with_lr(cfg.learning_rate);
-            let mut only_stop = StopOnly(stop);
-            let mut progress = Progress::new(&mut only_stop);
+            let mut only_stop = stop.stop_only();
+            let mut progress = CallerHooks::new(&mut only_stop);
             let mut executor =
                 Executor::new(AdamStepper::new(adam), &pre_cfg).observe(&mut progress);
             let report = match (val, es) {
@@ -146,7 +146,7 @@ pub(crate) fn fit(
     model: &mut Dspp,
     data: &Dataset,
     cfg: &FitConfig,
-    observer: &mut dyn FitObserver,
+    hooks: &mut FitHooks<'_>,
 ) -> Result<FitReport> {
     if data.n() == 0 {
         return Err(Error::Empty("dspp fit: no training rows".into()));
@@ -172,7 +172,7 @@ pub(crate) fn fit(
     if model.config().restarts > 1 && cfg.steps > 1 {
         let pre = ((cfg.steps as f64 * model.config().restart_fraction).round() as usize)
             .clamp(1, cfg.steps - 1);
-        seconds = restart(model, train, val, es.as_ref(), cfg, pre, &*observer)?;
+        seconds = restart(model, train, val, es.as_ref(), cfg, pre, &*hooks)?;
         steps = cfg.steps - pre;
     }
     let main_cfg = FitConfig {
@@ -188,7 +188,7 @@ pub(crate) fn fit(
         && full_batch
         && val.is_some();
     let start = refit.then(|| model.clone());
-    let mut progress = Progress::new(observer);
+    let mut progress = CallerHooks::new(hooks);
     let mut executor =
         Executor::new(AdamStepper::new(adam.clone()), &main_cfg).observe(&mut progress);
     let (mut report, summary) = match (val, es.as_ref()) {
@@ -208,7 +208,7 @@ pub(crate) fn fit(
     };
     report.seconds += seconds;
     if let (Some(start), Some(kept)) = (start, summary.best_step) {
-        let more = refit_all_rows(model, start, data, cfg, adam, kept, observer)?;
+        let more = refit_all_rows(model, start, data, cfg, adam, kept, hooks)?;
         report.seconds += more.seconds;
         report.steps += more.steps;
         model.refit_steps = more.steps;
@@ -235,13 +235,13 @@ fn refit_all_rows(
     cfg: &FitConfig,
     adam: AdamConfig,
     kept: usize,
-    observer: &mut dyn FitObserver,
+    hooks: &mut FitHooks<'_>,
 ) -> Result<FitReport> {
     let refit_cfg = FitConfig {
         steps: kept,
         ..cfg.clone()
     };
-    let mut progress = Progress::new(observer);
+    let mut progress = CallerHooks::new(hooks);
     let report = Executor::new(AdamStepper::new(adam), &refit_cfg)
         .observe(&mut progress)
         .run(&mut start, data)?;
@@ -266,7 +266,7 @@ fn calibrate(model: &mut Dspp, val: &Dataset) -> Result<()> {
 mod tests {
     use super::*;
     use crate::DsppConfig;
-    use dgp_traits::model::Silent;
+    use dgp_traits::fit::FitHooks;
     use dgp_traits::testing::toy_regression;
 
     /// A restart phase under held-out early stopping never hands the main loop parameters
@@ -301,7 +301,7 @@ mod tests {
             None,
             &cfg,
             600,
-            &Silent,
+            &FitHooks::none(),
         )
         .unwrap();
         let mut kept_best = model.clone();
@@ -312,7 +312,7 @@ mod tests {
             Some(&es),
             &cfg,
             600,
-            &Silent,
+            &FitHooks::none(),
         )
         .unwrap();
         let (end, best) = (

@@ -12,12 +12,12 @@ use dgp_traits::data::Dataset;
 use dgp_traits::layer::{QSqrt, QVars, kl_divergence, marginals};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::cholesky_jittered;
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
@@ -688,7 +688,7 @@ fn weights_stay_on_the_simplex_during_training() {
         learning_rate: 0.2,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let w = model.weights();
     assert!(w.iter().all(|v| *v >= 0.0));
     assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
@@ -729,7 +729,7 @@ fn gpytorch_smoke_test() {
         seed: 0,
         ..FitConfig::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let xt = Mat::from_fn(10, 1, |i, _| -0.2 + 1.4 * i as f64 / 9.0);
     let pred = model
         .predict(xt.as_ref(), &PredictConfig::default())
@@ -767,7 +767,7 @@ fn probit_predictive_is_a_mixture_of_probit_probabilities() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let pred = model.predict(data.x(), &PredictConfig::default()).unwrap();
     let probs = pred.class_probs().unwrap();
     let w = pred.weights();
@@ -893,7 +893,7 @@ fn checkpoint_round_trip_predicts_identically() {
         ..Default::default()
     };
     let m = model_with(cfg, &data, 0.1, 1);
-    assert_checkpoint_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
+    assert_model_json_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
 }
 
 #[test]
@@ -993,8 +993,16 @@ fn select_beta_scores_every_candidate_on_validation_rows() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    let (beta, width, scores) =
-        dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &Silent).unwrap();
+    let (beta, width, scores) = dgp_dspp::select_beta(
+        &data,
+        &base,
+        &[0.01, 1.0],
+        &[2, 3],
+        &fit,
+        0,
+        &FitHooks::none(),
+    )
+    .unwrap();
     assert_eq!(scores.len(), 4);
     let best = scores
         .iter()
@@ -1003,10 +1011,18 @@ fn select_beta_scores_every_candidate_on_validation_rows() {
     assert_eq!((best.beta, best.width), (beta, width));
     assert!(scores.iter().all(|s| s.val_nll.is_finite()));
     // Deterministic for a seed.
-    let again =
-        dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &Silent).unwrap();
+    let again = dgp_dspp::select_beta(
+        &data,
+        &base,
+        &[0.01, 1.0],
+        &[2, 3],
+        &fit,
+        0,
+        &FitHooks::none(),
+    )
+    .unwrap();
     assert_eq!(again.2, scores);
-    assert!(dgp_dspp::select_beta(&data, &base, &[], &[2], &fit, 0, &Silent).is_err());
+    assert!(dgp_dspp::select_beta(&data, &base, &[], &[2], &fit, 0, &FitHooks::none()).is_err());
 }
 
 #[test]
@@ -1023,8 +1039,10 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    let stop = dgp_traits::testing::StopAfter::new(0);
-    let e = dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &stop).unwrap_err();
+    let mut stop = dgp_traits::testing::StopAfter::new(0);
+    let hooks = FitHooks::all(&mut stop);
+    let e =
+        dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &hooks).unwrap_err();
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert!(e.to_string().contains("candidate 1 of 4"), "{e}");
     // One step of the first candidate (its executor polls once), then the search's own
@@ -1052,7 +1070,9 @@ fn restarts_end_with_interrupted_when_the_caller_asks() {
         ..Default::default()
     };
     let mut stop = dgp_traits::testing::StopAfter::new(0);
-    let e = model.fit(&data, &fit, &mut stop).unwrap_err();
+    let e = model
+        .fit(&data, &fit, &mut FitHooks::all(&mut stop))
+        .unwrap_err();
     assert!(e.to_string().contains("restart 1 of 3"), "{e}");
     assert_eq!(stop.steps, 0, "restart steps are not the caller's progress");
     assert_eq!(stop.polls.get(), 2);
@@ -1106,7 +1126,7 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
     let val = data.select_rows(&val_idx).unwrap();
     let mut m = Dspp::new(cfg, &data).unwrap();
     let before = -m.mean_log_density(&val).unwrap();
-    m.fit(&data, &fit, &mut Silent).unwrap();
+    m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let s = m.fit_summary().unwrap().clone();
     assert_eq!(s.heldout_rows, val.n());
     assert_eq!(s.steps, 150);

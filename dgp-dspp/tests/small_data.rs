@@ -5,7 +5,7 @@
 use dgp_dspp::{Dspp, DsppConfig};
 use dgp_traits::calibration::scale_variances;
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
 use dgp_traits::testing::toy_regression;
 use dgp_traits::train::{EarlyStopping, heldout_split};
@@ -57,7 +57,7 @@ fn frozen_inducing_inputs_stay_where_they_started() {
         let before = z_blocks(&model);
         // Both layers have inducing inputs.
         assert_eq!(before.len(), 3, "{before:?}");
-        model.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+        model.fit(&data, &fit_cfg(), &mut FitHooks::none()).unwrap();
         let after = z_blocks(&model);
         for ((name, role, b), (_, _, a)) in before.iter().zip(&after) {
             if train {
@@ -92,7 +92,7 @@ fn calibration_scales_every_variance_by_the_held_out_optimum() {
             ..small_cfg()
         };
         let mut m = Dspp::new(cfg, &data).unwrap();
-        m.fit(&data, &fit, &mut Silent).unwrap();
+        m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         m
     };
     let raw = train(false);
@@ -152,7 +152,7 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
         ..small_cfg()
     };
     let mut m = Dspp::new(no_rows, &data).unwrap();
-    m.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+    m.fit(&data, &fit_cfg(), &mut FitHooks::none()).unwrap();
     assert_eq!(m.variance_scale(), 1.0, "no held-out rows, no calibration");
 
     let cfg = DsppConfig {
@@ -160,7 +160,7 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
         ..small_cfg()
     };
     let mut m = Dspp::new(cfg, &data).unwrap();
-    m.fit(&data, &fit_cfg(), &mut Silent).unwrap();
+    m.fit(&data, &fit_cfg(), &mut FitHooks::none()).unwrap();
     let back = Dspp::from_json(&m.to_json().unwrap()).unwrap();
     assert_eq!(back.variance_scale(), m.variance_scale());
     // Checkpoints written before the field existed load uncalibrated.
@@ -209,7 +209,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         ..fit_cfg()
     };
     let mut refit = Dspp::new(cfg.clone(), &data).unwrap();
-    let report = refit.fit(&data, &fit, &mut Silent).unwrap();
+    let report = refit.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let summary = refit.fit_summary().unwrap().clone();
     let kept = summary.best_step.unwrap();
     assert!(kept > 0 && kept < summary.steps, "{summary:?}");
@@ -229,7 +229,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         steps: kept,
         ..fit.clone()
     };
-    plain.fit(&data, &plain_fit, &mut Silent).unwrap();
+    plain.fit(&data, &plain_fit, &mut FitHooks::none()).unwrap();
     assert_eq!(refit.params().flat(), plain.params().flat());
     // With minibatches, k steps on more rows are fewer passes over them: no refit.
     let mut mini = Dspp::new(cfg.clone(), &data).unwrap();
@@ -240,7 +240,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
                 batch_size: 32,
                 ..fit.clone()
             },
-            &mut Silent,
+            &mut FitHooks::none(),
         )
         .unwrap();
     assert_eq!(r.steps, mini.fit_summary().unwrap().steps);
@@ -254,7 +254,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         &data,
     )
     .unwrap();
-    let r = calibrated.fit(&data, &fit, &mut Silent).unwrap();
+    let r = calibrated.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     assert_eq!(r.steps, calibrated.fit_summary().unwrap().steps);
     assert!(!calibrated.describe().contains("refit_all_rows"));
     // Without held-out rows (early stopping off) there is nothing to refit.
@@ -273,7 +273,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
                 steps: 30,
                 ..fit_cfg()
             },
-            &mut Silent,
+            &mut FitHooks::none(),
         )
         .unwrap();
     assert_eq!(r.steps, 30);

@@ -9,7 +9,7 @@
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_svi::{DeepGp, SviConfig};
 use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into, load_uci};
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
@@ -167,7 +167,7 @@ fn main() -> dgp_traits::Result<()> {
             batch_size: b,
             ..FitConfig::default()
         },
-        &mut Silent,
+        &mut FitHooks::none(),
     )?;
     assert_eq!(pred_model.kept_samples().len(), 100);
     let mut pt = Vec::new();

@@ -14,11 +14,11 @@
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
 //! let sghmc = SghmcDgpConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let fitted = sghmc.fit_with(&data, &FitConfig { steps: 300, ..Default::default() }, &mut Silent)?;
+//! let fitted = sghmc.fit_with(&data, &FitConfig { steps: 300, ..Default::default() }, &mut FitHooks::none())?;
 //! fitted.save(dir.join("sghmc.json"))?; // one mixture component per kept sample
 //! assert_eq!(Fitted::<SghmcDgp>::load(dir.join("sghmc.json"))?.predict(data.x())?, fitted.predict(data.x())?);
 //! let dgps = DgpsConfig { layers: 2, num_inducing: 5, restarts: 2, ..Default::default() };
-//! let fitted = dgps.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut Silent)?;
+//! let fitted = dgps.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut FitHooks::none())?;
 //! fitted.save(dir.join("dgps.json"))?;
 //! assert_eq!(Fitted::<Dgps>::load(dir.join("dgps.json"))?.predict(data.x())?, fitted.predict(data.x())?);
 //! # std::fs::remove_dir_all(&dir)?;
@@ -51,6 +51,6 @@ pub mod prelude {
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
-    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
     pub use faer::Mat;
 }

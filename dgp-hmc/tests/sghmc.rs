@@ -6,9 +6,9 @@ use dgp_hmc::sghmc::Potential;
 use dgp_hmc::sghmc::diagnostics::effective_sample_size;
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
+    assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
 };
 use dgp_traits::train::SghmcConfig;
@@ -140,7 +140,7 @@ fn chain_matches_exact_gaussian(potential: Potential) {
         seed: 21,
         ..FitConfig::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let kept = model.kept_samples();
     assert_eq!(kept.len(), 60_000);
     for i in 0..m {
@@ -190,12 +190,12 @@ fn resumed_run_equals_uninterrupted_run() {
         ..FitConfig::default()
     };
     let mut whole = SghmcDgp::new(small_config(2), &data).unwrap();
-    whole.fit(&data, &fit, &mut Silent).unwrap();
+    whole.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     assert_eq!(whole.kept_samples().len(), 8);
     for k in [37, 60, 83] {
         let mut first = SghmcDgp::new(small_config(2), &data).unwrap();
         let mut saved = None;
-        let _ = first.fit_with_checkpoints(&data, &fit, &mut Silent, k, |done, json| {
+        let _ = first.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), k, |done, json| {
             if done == k {
                 saved = Some(json);
                 // Simulate the interruption: stop the run here.
@@ -204,7 +204,7 @@ fn resumed_run_equals_uninterrupted_run() {
             Ok(())
         });
         let mut resumed = SghmcDgp::from_json(&saved.expect("checkpoint at k")).unwrap();
-        resumed.fit(&data, &fit, &mut Silent).unwrap();
+        resumed.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         assert_eq!(
             whole.to_json().unwrap(),
             resumed.to_json().unwrap(),
@@ -217,7 +217,7 @@ fn resumed_run_equals_uninterrupted_run() {
         );
         // A finished run does not move.
         let before = resumed.to_json().unwrap();
-        resumed.fit(&data, &fit, &mut Silent).unwrap();
+        resumed.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         assert_eq!(before, resumed.to_json().unwrap());
     }
 }
@@ -236,9 +236,11 @@ fn potential_ess_is_recorded_when_the_run_ends() {
         ..FitConfig::default()
     };
     let mut stop = dgp_traits::testing::StopAfter::new(50);
-    model.fit(&data, &short, &mut stop).unwrap();
+    model
+        .fit(&data, &short, &mut FitHooks::all(&mut stop))
+        .unwrap();
     assert_eq!(model.potential_ess(), None, "run not finished");
-    model.fit(&data, &short, &mut Silent).unwrap();
+    model.fit(&data, &short, &mut FitHooks::none()).unwrap();
     let pot = model.kept_potentials(&data).unwrap();
     assert_eq!(pot.len(), 8);
     assert!(pot.iter().all(|u| u.is_finite()));
@@ -284,7 +286,9 @@ fn sampler_stops_after_the_step_the_caller_asks() {
     };
     let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
     let mut stop = dgp_traits::testing::StopAfter::new(7);
-    let report = model.fit(&data, &fit, &mut stop).unwrap();
+    let report = model
+        .fit(&data, &fit, &mut FitHooks::all(&mut stop))
+        .unwrap();
     assert_eq!((stop.steps, report.steps), (7, 7));
 }
 
@@ -314,9 +318,9 @@ fn checkpoint_round_trip_and_bad_inputs() {
         steps: 100,
         ..FitConfig::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let p = PredictConfig::default();
-    assert_checkpoint_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
+    assert_model_json_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
     assert_predict_rejects_bad_inputs(&model, 2);
     // One mixture component per kept sample; the log density is a logsumexp over them.
     let pred = model.predict(data.x(), &p).unwrap();
@@ -334,7 +338,7 @@ fn steps_budget_and_config_errors() {
         steps: 50,
         ..FitConfig::default()
     };
-    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     assert_eq!(report.steps, 50);
     assert_eq!(model.kept_samples().len(), 8);
     // A tiny budget shrinks the number of kept samples too.
@@ -343,7 +347,13 @@ fn steps_budget_and_config_errors() {
         steps: 10,
         ..fit.clone()
     };
-    assert_eq!(model.fit(&data, &fit10, &mut Silent).unwrap().steps, 10);
+    assert_eq!(
+        model
+            .fit(&data, &fit10, &mut FitHooks::none())
+            .unwrap()
+            .steps,
+        10
+    );
     assert_eq!(model.kept_samples().len(), 4);
     let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
     let fit1 = FitConfig {
@@ -351,7 +361,7 @@ fn steps_budget_and_config_errors() {
         ..fit.clone()
     };
     let e = model
-        .fit(&data, &fit1, &mut Silent)
+        .fit(&data, &fit1, &mut FitHooks::none())
         .unwrap_err()
         .to_string();
     assert!(e.contains("steps: must be at least 2"), "{e}");
@@ -379,7 +389,7 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
     let x = Mat::from_fn(7, 2, |i, j| i as f64 / 3.0 - 1.0 + 0.1 * j as f64);
     for layers in [1, 2] {
         let mut model = SghmcDgp::new(small_config(layers), &data).unwrap();
-        model.fit(&data, &fit, &mut Silent).unwrap();
+        model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         let f = model.function_samples(x.as_ref(), 10, 5).unwrap().unwrap();
         assert_eq!((f.nrows(), f.ncols()), (7, 10));
         assert!((0..7).all(|i| (0..10).all(|j| f[(i, j)].is_finite())));
@@ -428,7 +438,7 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         cfg.sampler.step_size = eps;
         let mut model = SghmcDgp::new(cfg, &data).unwrap();
         let mut last = None;
-        let Err(e) = model.fit_with_checkpoints(&data, &fit, &mut Silent, 1, |_, json| {
+        let Err(e) = model.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), 1, |_, json| {
             last = Some(json);
             Ok(())
         }) else {
@@ -470,10 +480,11 @@ fn trace_recorder_sees_every_step_and_does_not_change_the_run() {
         ..FitConfig::default()
     };
     let mut a = SghmcDgp::new(small_config(2), &data).unwrap();
-    a.fit(&data, &fit, &mut Silent).unwrap();
+    a.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let mut b = SghmcDgp::new(small_config(2), &data).unwrap();
     let mut rec = TraceRecorder::new(10);
-    b.fit_observed(&data, &fit, &mut Silent, &mut rec).unwrap();
+    b.fit_observed(&data, &fit, &mut FitHooks::none(), &mut rec)
+        .unwrap();
     assert_eq!(a.to_json().unwrap(), b.to_json().unwrap());
     assert_eq!(rec.potential.len(), 100);
     assert!(

@@ -76,7 +76,7 @@ fn main() -> dgp_traits::Result<()> {
                 ..FitConfig::default()
             };
             let t0 = Instant::now();
-            let report = model.fit(&train_s, &fit, &mut Silent)?;
+            let report = model.fit(&train_s, &fit, &mut FitHooks::none())?;
             let secs = t0.elapsed().as_secs_f64();
             let pred = model
                 .predict(test_s.x(), &PredictConfig::default())?

@@ -10,7 +10,8 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde_json::Value;
 
 use crate::{NestedConfig, NestedDgp};
@@ -91,7 +92,7 @@ impl ConfigBackend for NestedBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(NestedDgp::new(config.into_inner(), train)?))
     }
@@ -106,6 +107,21 @@ impl ConfigBackend for NestedBackend {
             _ => "",
         };
         format!("{}{mean}", describe_generic(&rest))
+    }
+
+    /// Nested's Ψ₂ statistics also hold an M×M matrix per minibatch row and layer.
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        let mut e = memory::sparse_dgp(shape, shape.clamped_input_width());
+        let (l, b, m) = (
+            shape.layers.max(1) as f64,
+            shape.batch.max(1) as f64,
+            shape.m as f64,
+        );
+        e.add(
+            MemoryPart::Inducing,
+            8.0 * l * b * m * m * memory::F64_BYTES,
+        );
+        e
     }
 }
 

@@ -15,7 +15,7 @@
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
 //! let config = NestedConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut Silent)?;
+//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = fitted.predict(data.x())?; // one Gaussian per row, units of y
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<NestedDgp>::load(dir.join("model.json"))?;
@@ -89,7 +89,7 @@
 //! let data = Dataset::new(x, y)?;
 //! let config = NestedConfig { layers: 2, num_inducing: 8, ..Default::default() };
 //! let mut model = NestedDgp::new(config, &data)?;
-//! model.fit(&data, &FitConfig { steps: 100, learning_rate: 0.05, ..Default::default() }, &mut Silent)?;
+//! model.fit(&data, &FitConfig { steps: 100, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert!(rmse(&pred, data.y())? < 0.5);
 //! # Ok(())
@@ -121,6 +121,6 @@ pub mod prelude {
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
-    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
     pub use faer::Mat;
 }

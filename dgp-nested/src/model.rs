@@ -8,15 +8,15 @@ use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::HYPER_FLOOR;
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LbfgsConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
-    check_inputs, checkpoint, describe_stack, layer_plans, predict_chunked,
+    check_inputs, describe_stack, layer_plans, model_json, predict_chunked,
 };
-use dgp_traits::train::{AdamStepper, Executor, FullBatchLbfgs, Progress};
+use dgp_traits::train::{AdamStepper, CallerHooks, Executor, FullBatchLbfgs};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -135,7 +135,7 @@ impl NestedDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         if data.n() == 0 {
             return Err(Error::Empty("training data has no rows".into()));
@@ -150,7 +150,7 @@ impl NestedDgp {
                 batch_size: 0,
                 ..cfg.clone()
             };
-            history = self.fit_adam(data, &wcfg, observer)?.history;
+            history = self.fit_adam(data, &wcfg, hooks)?.history;
             self.set_optimal_last_q(data)?;
         }
         let lcfg = LbfgsConfig {
@@ -159,7 +159,7 @@ impl NestedDgp {
         };
         let mut report = FullBatchLbfgs::new(lcfg, cfg.seed)
             .offset(warmup)
-            .run(self, data, observer)?;
+            .run(self, data, hooks)?;
         history.append(&mut report.history);
         report.history = history;
         report.seconds = start.elapsed().as_secs_f64();
@@ -171,13 +171,13 @@ impl NestedDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         Executor::new(
             AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
             cfg,
         )
-        .observe(&mut Progress::new(observer))
+        .observe(&mut CallerHooks::new(hooks))
         .run(self, data)
     }
 }
@@ -203,7 +203,7 @@ impl Model for NestedDgp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         match self.config.optimiser {
             // With `cfg.early_stopping == None` this is `fit_adam` (same executor run);
@@ -213,7 +213,7 @@ impl Model for NestedDgp {
                 data,
                 cfg,
                 AdamStepper::new(cfg.adam()),
-                observer,
+                hooks,
             ),
             Optimiser::Lbfgs if cfg.early_stopping.is_some() => Err(Error::config(
                 "early_stopping",
@@ -221,7 +221,7 @@ impl Model for NestedDgp {
             )),
             Optimiser::Lbfgs => {
                 let data = require_in_memory(data, "nested with L-BFGS", "full-batch training")?;
-                self.fit_lbfgs(data, cfg, observer)
+                self.fit_lbfgs(data, cfg, hooks)
             }
         }
     }
@@ -248,7 +248,7 @@ impl Model for NestedDgp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     fn function_samples(
@@ -281,16 +281,16 @@ impl NestedDgp {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
-    /// its ranges (an edited checkpoint).
+    /// its ranges (an edited model file).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &NestedDgp| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 NestedDgp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &[],

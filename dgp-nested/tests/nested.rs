@@ -14,10 +14,9 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    self, assert_checkpoint_round_trip, assert_config_errors,
-    assert_fit_same_on_one_and_two_threads, assert_objective_gradient,
-    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
-    raw_lower_factor, toy_regression,
+    self, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_model_json_round_trip, assert_objective_gradient, assert_predict_rejects_bad_inputs,
+    copy_blocks, exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
 };
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{MatRef, Side};
@@ -136,7 +135,7 @@ fn one_layer_bound_is_below_the_exact_log_marginal_likelihood() {
         steps: 300,
         ..Default::default()
     };
-    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let bound = objective(&model, data.x(), data.y(), 20);
     assert!((bound - report.final_objective).abs() < 1e-9 * bound.abs());
     assert!(bound > before, "L-BFGS did not improve the bound");
@@ -534,7 +533,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         learning_rate: 0.03,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let after = model.bound_terms(&batch).unwrap().total;
     assert!(after > before, "bound {before} → {after}");
     for mode in [
@@ -546,7 +545,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         let pred = model.predict(data.x(), &PredictConfig::default()).unwrap();
         assert!(nll(&pred, data.y()).unwrap().is_finite(), "{mode:?}");
     }
-    assert_checkpoint_round_trip(
+    assert_model_json_round_trip(
         &model,
         NestedDgp::from_json,
         data.x(),
@@ -613,7 +612,7 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
             learning_rate: 0.03,
             ..Default::default()
         };
-        model.fit(&data, &fit, &mut Silent).unwrap();
+        model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         let after = objective(&model, data.x(), data.y(), 60);
         assert!(after > before + 10.0, "{opt:?}: {before} → {after}");
         for mode in [
@@ -643,7 +642,7 @@ fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
     let mut model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
     perturb(&mut model, 0.1, 1);
-    assert_checkpoint_round_trip(
+    assert_model_json_round_trip(
         &model,
         NestedDgp::from_json,
         data.x(),

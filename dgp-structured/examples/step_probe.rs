@@ -7,7 +7,7 @@
 //! (one thread: `RAYON_NUM_THREADS=1`).
 
 use dgp_structured::{Family, StructuredConfig, StructuredDgp};
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::toy_regression;
@@ -40,7 +40,7 @@ fn main() -> dgp_traits::error::Result<()> {
             ..FitConfig::default()
         };
         let t = Instant::now();
-        model.fit(&data, &fit, &mut Silent)?;
+        model.fit(&data, &fit, &mut FitHooks::none())?;
         let ms = t.elapsed().as_secs_f64() * 1e3 / steps as f64;
         println!("{family:?}: fit, {steps} steps: {ms:.1} ms per step (first step included)");
         return Ok(());

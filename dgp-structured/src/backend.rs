@@ -13,7 +13,8 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{Convergence, FitConfig, FitObserver, Model};
+use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
+use dgp_traits::model::{Convergence, FitConfig, FitHooks, Model};
 use dgp_traits::optim::NatGradConfig;
 use serde_json::Value;
 
@@ -153,8 +154,20 @@ impl ConfigBackend for StructuredBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
+    }
+
+    /// The fully coupled family also holds one dense (L·W·M)² joint covariance (its
+    /// factor, Adam moments, natural-gradient and tape copies).
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        let w = shape.clamped_input_width();
+        let mut e = memory::sparse_dgp(shape, w);
+        if self.family == Family::FullyCoupled {
+            let side = shape.outputs(shape.width(w)) * shape.m as f64;
+            e.add(MemoryPart::Inducing, 12.0 * side * side * memory::F64_BYTES);
+        }
+        e
     }
 }

@@ -1,5 +1,5 @@
 //! [`Objective`], [`Model`] and [`NaturalGradientModel`] for [`StructuredDgp`]: training on
-//! the core's executor, the predictive mixture, checkpoints, and the exact "sample f_M"
+//! the core's executor, the predictive mixture, the model's JSON, and the exact "sample f_M"
 //! propagation used to test Theorem 1.
 
 use crate::config::Family;
@@ -8,14 +8,14 @@ use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::{
-    ChunkMoments, check_inputs, checkpoint, describe_stack, finish_predictive, predict_chunked,
+    ChunkMoments, check_inputs, describe_stack, finish_predictive, model_json, predict_chunked,
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
@@ -87,7 +87,7 @@ impl StructuredDgp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges or parameters that do not fit it.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &StructuredDgp| {
                 m.config.validate()?;
@@ -99,7 +99,7 @@ impl StructuredDgp {
                         .any(|l| l.num_inducing != m.config.num_inducing)
                 {
                     return Err(Error::config(
-                        "checkpoint",
+                        "model file",
                         "layers and q do not match the configuration",
                     ));
                 }
@@ -109,7 +109,7 @@ impl StructuredDgp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 StructuredDgp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, 1, n)?,
+                    &model_json::synthetic_data(m.input_dim, 1, n)?,
                 )
             },
             &[],
@@ -199,7 +199,7 @@ impl Model for StructuredDgp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // `cfg.adam()` carries `cfg.lr_schedule`; with `cfg.early_stopping == None`
         // `fit_with_held_out` is the plain executor run.
@@ -216,14 +216,10 @@ impl Model for StructuredDgp {
         };
         let adam = cfg.adam();
         match self.config.natgrad {
-            Some(nat) if self.config.family == Family::FullyCoupled => fit_with_held_out(
-                self,
-                data,
-                cfg,
-                NaturalAdamStepper::new(adam, nat)?,
-                observer,
-            ),
-            _ => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
+            Some(nat) if self.config.family == Family::FullyCoupled => {
+                fit_with_held_out(self, data, cfg, NaturalAdamStepper::new(adam, nat)?, hooks)
+            }
+            _ => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), hooks),
         }
     }
 
@@ -246,7 +242,7 @@ impl Model for StructuredDgp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// Coherent function draws (the tests of the reference code, Structured_DGP's exact propagation given one f_M ~ q per

@@ -31,7 +31,7 @@
 //! let data = load_csv(&csv, "y")?;
 //! for family in [Family::Star, Family::MeanField, Family::FullyCoupled] {
 //!     let config = StructuredConfig { family, layers: 2, num_inducing: 8, ..Default::default() };
-//!     let fitted = config.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut Silent)?;
+//!     let fitted = config.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut FitHooks::none())?;
 //!     let pred = fitted.predict(data.x())?; // units of y
 //!     fitted.save(dir.join("model.json"))?;
 //!     let loaded = Fitted::<StructuredDgp>::load(dir.join("model.json"))?;
@@ -57,7 +57,7 @@
 //!
 //! ```
 //! use dgp_structured::{Family, StructuredConfig, StructuredDgp};
-//! use dgp_traits::model::{FitConfig, Model, PredictConfig, Silent};
+//! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
 //!
 //! # fn main() -> dgp_traits::Result<()> {
 //! let data = dgp_traits::testing::toy_regression(40, 2, 1.5, 0);
@@ -66,7 +66,7 @@
 //! };
 //! let mut model = StructuredDgp::new(config, &data)?;
 //! let fit = FitConfig { steps: 30, learning_rate: 0.01, ..FitConfig::default() };
-//! model.fit(&data, &fit, &mut Silent)?;
+//! model.fit(&data, &fit, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig { samples: 10, seed: 1 })?;
 //! assert_eq!((pred.n_points(), pred.n_components()), (40, 10));
 //! # Ok(())
@@ -140,6 +140,6 @@ pub mod prelude {
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
-    pub use dgp_traits::model::{FitConfig, Model, Objective, PredictConfig, Silent};
+    pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
     pub use faer::Mat;
 }

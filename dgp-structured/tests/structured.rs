@@ -8,7 +8,7 @@ use dgp_traits::optim::NatGradConfig;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
@@ -396,7 +396,7 @@ fn natural_steps_train_fc() {
         ..FitConfig::default()
     };
     model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
@@ -436,7 +436,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
             samples: 5,
             seed: 9,
         };
-        assert_checkpoint_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
+        assert_model_json_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
         assert_predict_rejects_bad_inputs(&model, 2);
     }
 }
@@ -538,7 +538,7 @@ fn training_improves_the_elbo() {
         ..FitConfig::default()
     };
     model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     let after = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     assert!(after > before, "{before} → {after}");
@@ -659,7 +659,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
     let report = model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     assert_eq!((report.steps, report.converged_after), (15, Some(15)));
     let off = FitConfig {
@@ -672,7 +672,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
     let report = model
-        .fit(&data, &off, &mut dgp_traits::model::Silent)
+        .fit(&data, &off, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     assert_eq!((report.steps, report.converged_after), (20, None));
 
@@ -695,7 +695,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     };
     let mut model = StructuredDgp::new(late, &data).unwrap();
     let e = model
-        .fit(&data, &fit, &mut dgp_traits::model::Silent)
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err();
     assert!(
         matches!(e, dgp_traits::Error::Config(_))

@@ -10,7 +10,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
@@ -104,7 +104,7 @@ impl ConfigBackend for SviBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(DeepGp::new(config.into_inner(), train)?))
     }
@@ -138,7 +138,6 @@ impl ConfigBackend for SviBackend {
 mod tests {
     use super::*;
     use dgp_traits::backend::Backend;
-    use dgp_traits::backend::{insert_dotted, parse_assignment};
 
     fn common() -> CommonSettings {
         CommonSettings {
@@ -153,12 +152,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        dgp_traits::testing::settings(pairs)
     }
 
     #[test]

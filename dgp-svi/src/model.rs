@@ -9,7 +9,7 @@ use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig, checked_backward,
+    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
     chunked_value_and_grad,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
@@ -18,8 +18,8 @@ use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
-    ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, checkpoint, describe_stack,
-    finish_predictive, predict_chunked, propagate, reparam_sample, tile_rows,
+    ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, describe_stack,
+    finish_predictive, model_json, predict_chunked, propagate, reparam_sample, tile_rows,
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
@@ -432,7 +432,7 @@ impl Model for DeepGp {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // `cfg.adam()` is `AdamConfig::with_lr(cfg.learning_rate)` plus `cfg.lr_schedule`;
         // with `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
@@ -440,9 +440,9 @@ impl Model for DeepGp {
         match self.config.natgrad {
             Some(nat) => {
                 let stepper = NaturalAdamStepper::new(adam, nat)?;
-                fit_with_held_out(self, data, cfg, stepper, observer)
+                fit_with_held_out(self, data, cfg, stepper, hooks)
             }
-            None => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), observer),
+            None => fit_with_held_out(self, data, cfg, AdamStepper::new(adam), hooks),
         }
     }
 
@@ -476,7 +476,7 @@ impl Model for DeepGp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// Sample paths of the last layer's mean, `μ^L(x)` under one noise draw per hidden unit
@@ -530,16 +530,16 @@ impl DeepGp {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
-    /// its ranges (an edited checkpoint).
+    /// its ranges (an edited model file).
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &DeepGp| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 DeepGp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data_for(
+                    &model_json::synthetic_data_for(
                         &m.config.likelihood,
                         m.input_dim,
                         m.output_dim,

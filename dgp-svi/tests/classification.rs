@@ -10,7 +10,7 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
+    assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, perturb,
 };
 
@@ -59,7 +59,7 @@ fn train_error(
         learning_rate: 0.02,
         ..Default::default()
     };
-    model.fit(data, &fit, &mut Silent).unwrap();
+    model.fit(data, &fit, &mut FitHooks::none()).unwrap();
     let pred = model
         .predict(
             data.x(),
@@ -187,10 +187,10 @@ fn classification_checkpoints_round_trip() {
                     steps: 3,
                     ..Default::default()
                 },
-                &mut Silent,
+                &mut FitHooks::none(),
             )
             .unwrap();
-        assert_checkpoint_round_trip(
+        assert_model_json_round_trip(
             &model,
             DeepGp::from_json,
             data.x(),

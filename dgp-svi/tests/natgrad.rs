@@ -7,7 +7,7 @@
 use dgp_svi::prelude::*;
 use dgp_traits::data::Dataset;
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::model::{Batch, Silent};
+use dgp_traits::model::{Batch, FitHooks};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
@@ -131,7 +131,7 @@ fn natural_gradient_training_beats_adam_alone_in_the_same_steps() {
             &data,
         )
         .unwrap();
-        let report = m.fit(&data, &fit, &mut Silent).unwrap();
+        let report = m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         (report.final_objective, elbo_and_grad(&m, &data, 0).0)
     };
     let (_, adam) = train(None);

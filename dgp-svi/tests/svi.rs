@@ -14,10 +14,10 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal, stream};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    self, assert_checkpoint_round_trip, assert_config_errors,
-    assert_fit_same_on_one_and_two_threads, assert_fit_same_streamed_as_in_memory,
-    assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks,
-    exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
+    self, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_fit_same_streamed_as_in_memory, assert_model_json_round_trip, assert_objective_gradient,
+    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
+    raw_lower_factor, toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::DenseSolveCore;
@@ -149,7 +149,7 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
         learning_rate: 0.05,
         ..Default::default()
     };
-    model.fit(&data, &fit, &mut Silent).unwrap();
+    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let bound = elbo(&model, &data, 0);
     // Exact log N(y | 0, K + σ²I) at the model's hyperparameters.
     let hyper = KernelHyper {
@@ -459,7 +459,7 @@ fn checkpoint_round_trip_predicts_identically() {
         samples: 5,
         seed: 9,
     };
-    assert_checkpoint_round_trip(&model, DeepGp::from_json, data.x(), &cfg);
+    assert_model_json_round_trip(&model, DeepGp::from_json, data.x(), &cfg);
 }
 
 #[test]

@@ -7,8 +7,8 @@
 //! * the [`CommonSettings`] every deep GP has (layers, inducing points, hidden width,
 //!   sample counts, seed, whether to tune on validation data), and
 //! * backend-specific [`Settings`]: a JSON object of the backend configuration's fields,
-//!   e.g. from `--set natgrad.gamma=1` ([`parse_assignment`], [`insert_dotted`]) or a JSON
-//!   file ([`settings_from_json`], errors carry the line and column).
+//!   e.g. a harness's `--set natgrad.gamma=1` or settings file, put together with
+//!   [`insert_dotted`] (dotted keys) and [`merge_settings`].
 //!
 //! The backend turns both into its configuration with [`apply_settings`] (the settings
 //! merged onto the configuration the common part gives; an unknown key is an error naming
@@ -21,7 +21,6 @@
 //! round trip), so a harness that passes none builds exactly the model it built before.
 
 use std::ops::Deref;
-use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -30,7 +29,8 @@ use serde_json::{Map, Value};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 pub use crate::likelihoods::LikelihoodFamily;
-use crate::model::{FitConfig, FitObserver, Model};
+use crate::memory::{MemoryEstimate, MemoryShape};
+use crate::model::{FitConfig, FitHooks, Model};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
@@ -115,7 +115,7 @@ pub struct Capabilities {
     pub training: Training,
     /// `fit` honours [`FitConfig::early_stopping`] (held-out early stopping).
     pub held_out_early_stopping: bool,
-    /// A run checkpointed through the caller's [`FitObserver`] continues bit for bit after
+    /// A run checkpointed through the caller's [`crate::fit::Checkpoints`] continues bit for bit after
     /// a restart (the whole fit is one executor run whose stepper and observers save
     /// their state).
     pub resumable: bool,
@@ -198,7 +198,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Builds an untrained model for the (standardised) training data. `fit` is what the
     /// caller will train with; a backend that tunes hyper-parameters on validation data
     /// (`common.tune`) trains its candidates with it, polling `stop`'s
-    /// [`FitObserver::should_stop`] (only that: the candidates' steps are not the caller's
+    /// [`crate::fit::RunControl::should_stop`] (only that: the candidates' steps are not the caller's
     /// run), so a search ends when the caller asks.
     ///
     /// # Errors
@@ -210,7 +210,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>>;
 
     /// A phrase per setting for a one-line description of a run (`", key value"` each by
@@ -228,6 +228,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         _n_train: usize,
     ) -> usize {
         0
+    }
+
+    /// A conservative upper bound of the peak memory of a run of this backend with
+    /// `shape` ([`crate::memory`]), so a harness can refuse a run that would not fit
+    /// before anything is allocated. By default the sparse deep GP's bound with the input
+    /// dimension clamped to 5..=30 as the default width
+    /// ([`crate::memory::sparse_dgp`]); a backend whose memory has another shape
+    /// overrides it.
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        crate::memory::sparse_dgp(shape, shape.clamped_input_width())
     }
 }
 
@@ -302,7 +312,7 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>>;
 
     /// As [`Backend::describe_settings`].
@@ -318,6 +328,11 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         _n_train: usize,
     ) -> usize {
         0
+    }
+
+    /// As [`Backend::memory_estimate`] (the sparse deep GP's bound by default).
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        crate::memory::sparse_dgp(shape, shape.clamped_input_width())
     }
 }
 
@@ -358,7 +373,7 @@ impl<T: ConfigBackend> Backend for T {
         settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
-        stop: &dyn FitObserver,
+        stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         let config = self.config(common, settings)?;
         self.build_checked(config, common, settings, fit, train, stop)
@@ -375,6 +390,10 @@ impl<T: ConfigBackend> Backend for T {
         n_train: usize,
     ) -> usize {
         ConfigBackend::validation_rows(self, common, settings, n_train)
+    }
+
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        ConfigBackend::memory_estimate(self, shape)
     }
 }
 
@@ -402,28 +421,6 @@ pub fn describe_generic(settings: &Settings) -> String {
         walk(k, v, &mut out);
     }
     out
-}
-
-/// Parses `key=value` (the `--set` syntax): the key may be dotted (`natgrad.gamma`); the
-/// value is JSON when it parses as JSON (numbers, `true`, `null`, `"text"`, objects,
-/// arrays) and a plain string otherwise (`rule=qr1`).
-///
-/// # Errors
-/// [`Error::Config`] without `=` or with an empty key or key part.
-pub fn parse_assignment(s: &str) -> Result<(String, Value)> {
-    let Some((key, value)) = s.split_once('=') else {
-        return Err(Error::config(
-            "setting",
-            format!("'{s}' is not of the form key=value"),
-        ));
-    };
-    let key = key.trim();
-    if key.is_empty() || key.split('.').any(str::is_empty) {
-        return Err(Error::config("setting", format!("'{s}' has an empty key")));
-    }
-    let value = value.trim();
-    let v = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.into()));
-    Ok((key.to_string(), v))
 }
 
 /// Inserts `value` at the dotted `key` of `settings`, creating nested objects; a later
@@ -469,43 +466,6 @@ pub fn merge_settings(into: &mut Settings, over: &Settings) {
                 into.insert(k.clone(), v.clone());
             }
         }
-    }
-}
-
-/// Reads a settings object from JSON text (`origin` names it in errors, e.g. the file).
-///
-/// # Errors
-/// [`Error::Parse`] with the line and column of a syntax error, or when the text is not
-/// one JSON object.
-pub fn settings_from_json(text: &str, origin: &Path) -> Result<Settings> {
-    let v: Value = serde_json::from_str(text).map_err(|e| Error::Parse {
-        path: origin.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        message: format!("not valid JSON: {e}"),
-    })?;
-    match v {
-        Value::Object(m) => Ok(m),
-        other => Err(Error::Parse {
-            path: origin.to_path_buf(),
-            line: 1,
-            column: 1,
-            message: format!(
-                "a settings file holds one JSON object of key: value pairs, not {}",
-                json_kind(&other)
-            ),
-        }),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -708,12 +668,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        crate::testing::settings(pairs)
     }
 
     #[test]
@@ -830,16 +785,9 @@ mod tests {
     }
 
     #[test]
-    fn assignments_and_json_files() {
-        assert!(parse_assignment("novalue").is_err());
-        assert!(parse_assignment("a..b=1").is_err());
+    fn dotted_keys_and_descriptions() {
         let mut s = set(&["a=1"]);
         assert!(insert_dotted(&mut s, "a.b", Value::Null).is_err());
-        let e = settings_from_json("{\n  \"a\": 1,\n  \"b\": \n}", Path::new("f.json"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("f.json:4:"), "{e}");
-        assert!(settings_from_json("[1]", Path::new("f.json")).is_err());
         assert_eq!(
             describe_generic(&set(&["beta=0.05", "rule=qr1"])),
             ", beta 0.05, rule qr1"

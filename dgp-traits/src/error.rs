@@ -77,7 +77,7 @@ pub enum Error {
     /// A computation produced NaN or infinity (an objective, a gradient, a prediction).
     #[error("numerical failure: {0}")]
     Numerical(String),
-    /// (De)serialisation of a model or checkpoint failed.
+    /// (De)serialisation of a model or a run's state failed.
     #[error("serialisation: {0}")]
     Serde(String),
     /// A model file ([`crate::fitted::Fitted::load`]) that cannot be used: not a model
@@ -96,7 +96,7 @@ pub enum Error {
     /// Class labels that a classification likelihood or loader cannot use.
     #[error("class labels: {0}")]
     Label(#[from] LabelError),
-    /// A run stopped because the caller asked it to ([`crate::model::FitObserver::should_stop`])
+    /// A run stopped because the caller asked it to ([`crate::fit::RunControl::should_stop`])
     /// at a point where it has no usable result to return (a hyper-parameter search between
     /// candidates, an L-BFGS run between evaluations); names what was stopped.
     #[error("interrupted: {0}")]

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::{Dataset, Standardizer};
 use crate::error::{Error, Result};
-use crate::fit::{FitConfig, FitObserver, FitReport, Silent};
+use crate::fit::{FitConfig, FitHooks, FitReport};
 use crate::model::{Model, PredictConfig};
 use crate::predictive::Predictive;
 
@@ -71,11 +71,11 @@ pub trait Estimator {
     /// # Errors
     /// As [`Estimator::fit_with`].
     fn fit(&self, data: &Dataset) -> Result<Fitted<Self::Model>> {
-        self.fit_with(data, &self.fit_config(), &mut Silent)
+        self.fit_with(data, &self.fit_config(), &mut FitHooks::none())
     }
 
     /// [`Estimator::fit`] with explicit training settings and the caller's hooks
-    /// (progress, stop requests, checkpoints: [`FitObserver`]).
+    /// ([`FitHooks`]: progress, run control, checkpoints).
     ///
     /// # Errors
     /// A target column with zero variance cannot be standardised to a usable scale
@@ -85,13 +85,13 @@ pub trait Estimator {
         &self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<Fitted<Self::Model>> {
         let standardizer = Standardizer::fit(data);
         standardizer.check_target_variance_representable()?;
         let train = standardizer.transform(data)?;
         let mut model = self.build(&train)?;
-        let report = model.fit(&train, cfg, observer)?;
+        let report = model.fit(&train, cfg, hooks)?;
         Ok(Fitted {
             model,
             standardizer,

@@ -14,14 +14,14 @@
 //! Gaussian [`kl`] divergences (per layer, and one joint Gaussian against a block-diagonal
 //! prior, laid out by [`joint_q::JointQ`]), the shared [`layer::SparseLayer`], and the
 //! [`skeleton`] of a deep GP (layer-stack initialisation, the propagation loop, chunked
-//! prediction, checkpoints, input checks).
+//! prediction, the model's JSON, input checks).
 //!
 //! The user-facing shape: every backend's configuration is an [`fitted::Estimator`]
 //! (`fit(&data)` standardises internally) giving a [`fitted::Fitted`] model that predicts in
 //! original units and is saved and loaded through one checksummed model file.
 //!
 //! Training: what a fit is asked and reports is the plain data of [`fit`] ([`fit::FitConfig`],
-//! [`fit::FitObserver`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
+//! [`fit::FitHooks`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
 //! (in memory, or an out-of-core store); [`params`] (blocks with roles), the [`train`]ing
 //! executor with its steppers and observers; [`distribute`] decides which chunks of a
 //! minibatch gradient this process computes (all of them, or its share of a data-parallel
@@ -42,7 +42,7 @@
 //!   │         skeleton::propagate / predict ──▶ Predictive (likelihood finishes it)
 //!   └─ Model::fit = train::Executor { Stepper, Observers }   (or train::FullBatchLbfgs)
 //!                    │          │
-//!        params::Role decides   └─ Progress, HeldOutStopping, Checkpoint, SampleCollector
+//!        params::Role decides   └─ CallerHooks, HeldOutStopping, ModelSnapshots, SampleCollector
 //!        which flat positions
 //!        each stepper moves (Optimised: Adam; Natural: natural gradient; Sampled: a sampler)
 //! ```
@@ -56,10 +56,11 @@
 //!   default, so each backend states which stepper and observers it trains with.
 //! * Held-out early stopping is part of [`model::FitConfig`] (`early_stopping`: the
 //!   patience rule or Lindinger et al.'s, [`train::HeldOutRule`]); a backend honours it by
-//!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `Progress`
+//!   running its stepper through [`train::fit_with_held_out`] (`Executor` + `CallerHooks`
 //!   when it is `None`, bit for bit).
 //! * [`conditional`] and [`kl`] are the sparse-GP algebra as functions on the tape;
-//!   [`skeleton`] is the deep-GP scaffolding around them; [`testing`] is the kit a
+//!   [`skeleton`] is the deep-GP scaffolding around them; `testing` (behind the `testing`
+//!   cargo feature, for tests only) is the kit a
 //!   backend's test suite calls. A conditional takes one of two routes, chosen from the
 //!   shapes by a cost model ([`conditional::Route::choose`]): through `A = L⁻¹Kuf`, or,
 //!   for whitened layers with many rows (DSVI's last layer with S samples), through M×M
@@ -119,6 +120,7 @@ pub mod layer;
 pub mod likelihoods;
 pub mod linalg;
 pub mod mean;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod optim;
@@ -128,8 +130,10 @@ pub mod quadrature;
 pub mod rng;
 pub mod skeleton;
 pub mod special;
+#[cfg(feature = "testing")]
 pub mod svgp_reference;
 pub mod tape;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod train;
 pub mod transforms;

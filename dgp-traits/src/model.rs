@@ -18,7 +18,7 @@
 use crate::data::Dataset;
 use crate::data::RowSource;
 use crate::error::{Error, Result};
-pub use crate::fit::{Convergence, FitConfig, FitObserver, FitReport, Silent, StopOnly};
+pub use crate::fit::{Convergence, FitConfig, FitHooks, FitReport};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};
@@ -291,7 +291,7 @@ pub trait Model: Objective + Send + Sync {
     /// One-line description of the architecture (layers, widths, inducing points).
     fn describe(&self) -> String;
 
-    /// Mutable access to the parameters (optimisers, checkpoints).
+    /// Mutable access to the parameters (optimisers, restoring a run's state).
     fn params_mut(&mut self) -> &mut ParamStore;
 
     /// The Gaussian likelihood's noise variance σ² in model (standardised) units, of the
@@ -303,7 +303,8 @@ pub trait Model: Objective + Send + Sync {
     }
 
     /// Trains on the rows of `data` (already in model units: an in-memory [`Dataset`] or
-    /// any other [`RowSource`]), reporting progress to `observer`. Each backend composes
+    /// any other [`RowSource`]), with the caller's `hooks` (progress, run control,
+    /// checkpoints: [`FitHooks::none`] for none). Each backend composes
     /// its scheme from the core's training pieces (`crate::train`: an executor with a
     /// stepper — Adam, natural gradient + Adam, a sampler — and observers, or the
     /// full-batch L-BFGS driver); there is no default. A backend that needs the rows in
@@ -315,13 +316,15 @@ pub trait Model: Objective + Send + Sync {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport>;
 
     /// Predictive distribution at `x` (N×D, model units).
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive>;
 
-    /// The model (configuration and parameters) as JSON, for checkpoints.
+    /// The model (configuration and parameters) as JSON: the backend's part of a model
+    /// file ([`crate::fitted::Fitted::save`]), read back by its loader
+    /// ([`crate::fitted::Loadable::from_model_json`]).
     fn to_json(&self) -> Result<String>;
 
     /// `count` sampled functions at the rows of `x` (N×count, first output), for plots:

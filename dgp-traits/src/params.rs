@@ -1,7 +1,7 @@
 //! Named parameter blocks with a flat view and a [`Role`] per block.
 //!
 //! A model keeps all of its parameters, in unconstrained space, in one [`ParamStore`]:
-//! named matrix blocks for humans and checkpoints, and a flat `Vec<f64>` view (the *free*
+//! named matrix blocks for humans and model files, and a flat `Vec<f64>` view (the *free*
 //! blocks, i.e. every block whose role is not [`Role::Fixed`], column-major, in insertion
 //! order) for optimisers and samplers. Each block's [`Role`] says who moves it: nobody
 //! (fixed), a gradient optimiser (optimised), a natural-gradient step (natural) or a
@@ -72,7 +72,7 @@ pub struct ParamBlock {
 }
 
 /// The serialised form of a [`ParamBlock`]: `role`, or the `trainable` flag of
-/// checkpoints written before roles existed (`true` = optimised, `false` = fixed).
+/// model files written before roles existed (`true` = optimised, `false` = fixed).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ParamBlockRepr {

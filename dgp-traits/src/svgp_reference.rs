@@ -1,5 +1,7 @@
 //! A hand-written SVGP-style forward and backward pass directly in faer, without the tape.
 //!
+//! For tests and benchmarks only: compiled with the `testing` cargo feature.
+//!
 //! It is the yardstick for the tape's overhead (benchmark `tape_overhead`): the computation
 //! of a sparse-GP layer's marginal variances,
 //!

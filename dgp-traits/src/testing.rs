@@ -6,10 +6,10 @@
 //! | --- | --- |
 //! | finite-difference gradient of the whole objective, every parameter block, fixed noise | [`assert_objective_gradient`] ([`check_objective_gradient`] for the report) |
 //! | same seed ⇒ same training and prediction on one and on two threads | [`assert_fit_same_on_one_and_two_threads`] ([`assert_same_on_one_and_two_threads`] for anything else) |
-//! | a checkpoint restores the same model; edited, invalid checkpoints are errors | [`assert_checkpoint_round_trip`], [`assert_checkpoint_rejects`] |
+//! | a model's JSON restores the same model; edited, invalid model JSON is an error | [`assert_model_json_round_trip`], [`assert_model_json_rejects`] |
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
 //! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
-//! | a training loop ends when the caller asks | [`StopAfter`] as the fit's observer |
+//! | a training loop ends when the caller asks | [`StopAfter`] as the fit's hooks ([`crate::fit::FitHooks::all`]) |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
 //! parameter off its special initial value), and dense references for identities:
@@ -17,9 +17,11 @@
 //! (the q(u) factor transform and its inverse), [`exact_gp_log_marginal`]. The gradient check reuses the tape's own
 //! checker ([`crate::tape::check`]): fourth-order central differences with a relative step.
 //!
-//! They are public so that a backend written outside this workspace can hold itself to the
-//! same checks as the built-in ones (DESIGN.md: same seed ⇒ same result whatever the number
-//! of threads; a checkpoint predicts exactly as the model it was written from). They panic
+//! They are public, behind the `testing` cargo feature (a backend enables it on its
+//! dev-dependency: `dgp-traits = { version = "…", features = ["testing"] }`), so that a
+//! backend written outside this workspace can hold itself to the same checks as the
+//! built-in ones (DESIGN.md: same seed ⇒ same result whatever the number
+//! of threads; a model restored from its JSON predicts exactly as the model it was written from). They panic
 //! with a message when a check fails: they are test assertions, not library code.
 //!
 //! A backend's test file, in outline (a toy objective stands in for the backend here):
@@ -75,7 +77,7 @@ use faer::{Mat, MatMut, MatRef};
 
 use crate::data::{Dataset, RowSource};
 use crate::error::Result;
-use crate::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use crate::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{seeded, standard_normal};
@@ -213,7 +215,7 @@ pub fn fit_and_predict<M: Model>(
     predict: &PredictConfig,
 ) -> Result<(Vec<f64>, Predictive)> {
     let mut model = build()?;
-    model.fit(data, fit, &mut Silent)?;
+    model.fit(data, fit, &mut FitHooks::none())?;
     let pred = model.predict(data.x(), predict)?;
     Ok((model.params().flat(), pred))
 }
@@ -279,7 +281,7 @@ pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
 ) {
     let run = |rows: &dyn RowSource| -> Result<(Vec<f64>, Predictive)> {
         let mut model = build()?;
-        model.fit(rows, fit, &mut Silent)?;
+        model.fit(rows, fit, &mut FitHooks::none())?;
         Ok((model.params().flat(), model.predict(data.x(), predict)?))
     };
     let memory = run(data).unwrap_or_else(|e| panic!("in-memory fit failed: {e}"));
@@ -294,7 +296,7 @@ pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
 /// # Panics
 /// When the fit does not fail with that error.
 pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &FitConfig) {
-    match model.fit(&Streamed(data), fit, &mut Silent) {
+    match model.fit(&Streamed(data), fit, &mut FitHooks::none()) {
         Err(crate::Error::Unsupported(_)) => {}
         other => panic!("expected Error::Unsupported for streamed rows, got {other:?}"),
     }
@@ -315,7 +317,7 @@ where
 {
     use crate::fitted::Fitted;
     let fitted = est
-        .fit_with(data, fit, &mut Silent)
+        .fit_with(data, fit, &mut FitHooks::none())
         .unwrap_or_else(|e| panic!("fit failed: {e}"));
     let cfg = PredictConfig {
         samples: 5,
@@ -367,14 +369,14 @@ where
 
 /// Writes `model` to JSON, reads it back with `restore` and asserts the copy has the same
 /// parameters, backend name and predictive at `x`; then asserts that `restore` rejects,
-/// with an error, the checkpoint with its first `"num_inducing"` set to 0 and every
-/// edit of [`standard_checkpoint_edits`] (an edited or corrupted checkpoint must not come
+/// with an error, the model JSON with its first `"num_inducing"` set to 0 and every
+/// edit of [`standard_model_json_edits`] (an edited or corrupted model JSON must not come
 /// back as a model that panics later).
 ///
 /// # Panics
 /// When anything differs or fails (that is the check), or the JSON has no
 /// `"num_inducing":` or numeric `"layers"` field.
-pub fn assert_checkpoint_round_trip<M: Model>(
+pub fn assert_model_json_round_trip<M: Model>(
     model: &M,
     restore: impl Fn(&str) -> Result<M>,
     x: MatRef<'_, f64>,
@@ -394,75 +396,75 @@ pub fn assert_checkpoint_round_trip<M: Model>(
     let edited = format!("{}0{}", &json[..at], &json[end..]);
     assert!(
         restore(&edited).is_err(),
-        "a checkpoint with num_inducing = 0 was accepted"
+        "model JSON with num_inducing = 0 was accepted"
     );
-    assert_checkpoint_rejects(&json, restore, &standard_checkpoint_edits());
+    assert_model_json_rejects(&json, restore, &standard_model_json_edits());
 }
 
-/// One way of spoiling a checkpoint: a description and a function from the valid JSON to
-/// the spoiled one (`None` when the checkpoint has nothing to spoil that way, which
-/// [`assert_checkpoint_rejects`] treats as a failure: the edit was meant to apply).
-pub struct CheckpointEdit {
+/// One way of spoiling a model's JSON: a description and a function from the valid JSON to
+/// the spoiled one (`None` when the JSON has nothing to spoil that way, which
+/// [`assert_model_json_rejects`] treats as a failure: the edit was meant to apply).
+pub struct ModelJsonEdit {
     /// What the edit does, for the failure message.
     pub what: String,
     edit: EditFn,
 }
 
-/// The function inside a [`CheckpointEdit`].
+/// The function inside a [`ModelJsonEdit`].
 type EditFn = Box<dyn Fn(&str) -> Option<String>>;
 
-impl CheckpointEdit {
+impl ModelJsonEdit {
     /// An edit described by `what`.
     pub fn new(what: impl Into<String>, edit: impl Fn(&str) -> Option<String> + 'static) -> Self {
-        CheckpointEdit {
+        ModelJsonEdit {
             what: what.into(),
             edit: Box::new(edit),
         }
     }
 
-    /// The spoiled checkpoint, `None` when the edit does not apply to `json`.
+    /// The spoiled JSON, `None` when the edit does not apply to `json`.
     pub fn apply(&self, json: &str) -> Option<String> {
         (self.edit)(json)
     }
 
     /// Sets every object member named `key` whose value is a number, anywhere in the
-    /// checkpoint, to `value`.
+    /// JSON, to `value`.
     pub fn set_numbers(key: &'static str, value: f64) -> Self {
-        CheckpointEdit::new(
+        ModelJsonEdit::new(
             format!("every numeric \"{key}\" set to {value}"),
             move |json| set_numbers(json, key, value),
         )
     }
 }
 
-/// The edits every backend's checkpoint must survive as an error: cut in half (invalid
+/// The edits every backend's model JSON must survive as an error: cut in half (invalid
 /// JSON), an empty object, an array, every numeric `"layers"` set to 0 and every numeric
 /// `"num_inducing"` set to 0.
-pub fn standard_checkpoint_edits() -> Vec<CheckpointEdit> {
+pub fn standard_model_json_edits() -> Vec<ModelJsonEdit> {
     vec![
-        CheckpointEdit::new("cut in half", |json| {
+        ModelJsonEdit::new("cut in half", |json| {
             let mut half = json.len() / 2;
             while !json.is_char_boundary(half) {
                 half -= 1;
             }
             Some(json[..half].to_string())
         }),
-        CheckpointEdit::new("an empty object", |_| Some("{}".into())),
-        CheckpointEdit::new("an array", |_| Some("[]".into())),
-        CheckpointEdit::set_numbers("layers", 0.0),
-        CheckpointEdit::set_numbers("num_inducing", 0.0),
+        ModelJsonEdit::new("an empty object", |_| Some("{}".into())),
+        ModelJsonEdit::new("an array", |_| Some("[]".into())),
+        ModelJsonEdit::set_numbers("layers", 0.0),
+        ModelJsonEdit::set_numbers("num_inducing", 0.0),
     ]
 }
 
-/// Asserts that `restore` returns an error (not a model, not a panic) for the checkpoint
+/// Asserts that `restore` returns an error (not a model, not a panic) for the model JSON
 /// `json` spoiled by each of `edits`.
 ///
 /// # Panics
-/// When an edited checkpoint is accepted or an edit finds nothing to change.
+/// When an edited model JSON is accepted or an edit finds nothing to change.
 ///
 /// ```
 /// use dgp_traits::error::{Error, Result};
-/// use dgp_traits::testing::{CheckpointEdit, assert_checkpoint_rejects};
+/// use dgp_traits::testing::{ModelJsonEdit, assert_model_json_rejects};
 /// // A "model" that is its one positive setting.
 /// fn restore(json: &str) -> Result<u32> {
 ///     let v: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::Serde(e.to_string()))?;
@@ -471,25 +473,25 @@ pub fn standard_checkpoint_edits() -> Vec<CheckpointEdit> {
 ///         _ => Err(Error::config("layers", "must be at least 1")),
 ///     }
 /// }
-/// assert_checkpoint_rejects(r#"{"layers": 2}"#, restore, &[CheckpointEdit::set_numbers("layers", 0.0)]);
+/// assert_model_json_rejects(r#"{"layers": 2}"#, restore, &[ModelJsonEdit::set_numbers("layers", 0.0)]);
 /// ```
-pub fn assert_checkpoint_rejects<M>(
+pub fn assert_model_json_rejects<M>(
     json: &str,
     restore: impl Fn(&str) -> Result<M>,
-    edits: &[CheckpointEdit],
+    edits: &[ModelJsonEdit],
 ) {
     for e in edits {
         let spoiled = e
             .apply(json)
-            .unwrap_or_else(|| panic!("checkpoint edit \"{}\" found nothing to change", e.what));
+            .unwrap_or_else(|| panic!("model JSON edit \"{}\" found nothing to change", e.what));
         assert_ne!(
             spoiled, json,
-            "checkpoint edit \"{}\" changed nothing",
+            "model JSON edit \"{}\" changed nothing",
             e.what
         );
         assert!(
             restore(&spoiled).is_err(),
-            "a checkpoint edited by \"{}\" was accepted",
+            "a model JSON edited by \"{}\" was accepted",
             e.what
         );
     }
@@ -758,10 +760,10 @@ mod tests {
     }
 
     #[test]
-    fn standard_checkpoint_edits_are_rejected_by_a_validating_reader() {
+    fn standard_model_json_edits_are_rejected_by_a_validating_reader() {
         let json = r#"{"config":{"layers":2,"name":"x"},"num_inducing":7,"layers":[1,2]}"#;
         assert_eq!(restore(json).unwrap(), 14);
-        assert_checkpoint_rejects(json, restore, &standard_checkpoint_edits());
+        assert_model_json_rejects(json, restore, &standard_model_json_edits());
         assert_eq!(
             set_numbers(json, "layers", 0.0).unwrap(),
             r#"{"config":{"layers":0,"name":"x"},"layers":[1,2],"num_inducing":7}"#
@@ -771,16 +773,16 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "was accepted")]
-    fn a_reader_that_accepts_anything_fails_the_checkpoint_check() {
+    fn a_reader_that_accepts_anything_fails_the_model_json_check() {
         let json = r#"{"layers":2,"num_inducing":3}"#;
-        assert_checkpoint_rejects(json, |_| Ok(()), &standard_checkpoint_edits());
+        assert_model_json_rejects(json, |_| Ok(()), &standard_model_json_edits());
     }
 
     #[test]
     #[should_panic(expected = "found nothing to change")]
     fn an_edit_that_does_not_apply_fails() {
         let json = r#"{"num_inducing":3}"#;
-        assert_checkpoint_rejects(json, restore, &[CheckpointEdit::set_numbers("layers", 0.0)]);
+        assert_model_json_rejects(json, restore, &[ModelJsonEdit::set_numbers("layers", 0.0)]);
     }
 
     #[test]
@@ -826,14 +828,15 @@ mod tests {
     }
 }
 
-/// A [`crate::model::FitObserver`] that asks to stop once `after` steps have been reported
-/// to it, counting the steps it saw (`steps`) and how often it was asked (`polls`): the
+/// Hooks ([`crate::fit::Progress`] and [`crate::fit::RunControl`], passed with
+/// [`crate::fit::FitHooks::all`]) that ask to stop once `after` steps have been reported
+/// to them, counting the steps it saw (`steps`) and how often it was asked (`polls`): the
 /// check that a training loop ends when the caller asks (SIGTERM in `dgp-bench`) and that
 /// fits inside a fit (restarts, a hyper-parameter search) do not report their steps as
 /// the caller's.
 ///
 /// ```
-/// use dgp_traits::model::FitObserver;
+/// use dgp_traits::fit::{Progress, RunControl};
 /// use dgp_traits::testing::StopAfter;
 /// let mut stop = StopAfter::new(2);
 /// stop.on_step(0, 10, 0.0);
@@ -862,13 +865,44 @@ impl StopAfter {
     }
 }
 
-impl crate::model::FitObserver for StopAfter {
+impl crate::fit::Progress for StopAfter {
     fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
         self.steps += 1;
     }
+}
 
+impl crate::fit::Checkpoints for StopAfter {}
+
+impl crate::fit::RunControl for StopAfter {
     fn should_stop(&self) -> bool {
         self.polls.set(self.polls.get() + 1);
         self.steps >= self.after
     }
+}
+
+/// Backend settings from `key=value` assignments, in the spelling of `dgp-bench --set`
+/// (dotted keys; the value is JSON when it parses as JSON, else a string): the shorthand
+/// of a backend's settings tests.
+///
+/// ```
+/// let s = dgp_traits::testing::settings(&["natgrad.gamma=0.5", "rule=qr1"]);
+/// assert_eq!(s["natgrad"]["gamma"], 0.5);
+/// assert_eq!(s["rule"], "qr1");
+/// ```
+///
+/// # Panics
+/// On an assignment without `=` or a key that cannot be inserted.
+pub fn settings(assignments: &[&str]) -> crate::backend::Settings {
+    let mut s = crate::backend::Settings::new();
+    for a in assignments {
+        let (key, value) = a
+            .split_once('=')
+            .unwrap_or_else(|| panic!("'{a}' is not of the form key=value"));
+        let value = value.trim();
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        crate::backend::insert_dotted(&mut s, key.trim(), value)
+            .unwrap_or_else(|e| panic!("'{a}': {e}"));
+    }
+    s
 }

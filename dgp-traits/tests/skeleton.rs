@@ -9,8 +9,8 @@ use dgp_traits::model::Batch;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
-    ChunkMoments, NoiseMode, check_batch, check_inputs, checkpoint, describe_stack,
-    finish_predictive, predict_chunked, propagate, reparam_sample, tile_rows,
+    ChunkMoments, NoiseMode, check_batch, check_inputs, describe_stack, finish_predictive,
+    model_json, predict_chunked, propagate, reparam_sample, tile_rows,
 };
 use dgp_traits::tape::Tape;
 use faer::Mat;
@@ -150,7 +150,7 @@ struct Toy {
 
 #[test]
 fn checkpoints_round_trip_and_validate() {
-    let s = checkpoint::to_json(&Toy { value: 2.0 }).unwrap();
+    let s = model_json::to_json(&Toy { value: 2.0 }).unwrap();
     let ok = |t: &Toy| {
         if t.value > 0.0 {
             Ok(())
@@ -158,14 +158,14 @@ fn checkpoints_round_trip_and_validate() {
             Err(Error::config("value", "must be positive"))
         }
     };
-    assert_eq!(checkpoint::from_json(&s, ok).unwrap().value, 2.0);
+    assert_eq!(model_json::from_json(&s, ok).unwrap().value, 2.0);
     let edited = s.replace("2.0", "-1.0");
     assert!(matches!(
-        checkpoint::from_json(&edited, ok),
+        model_json::from_json(&edited, ok),
         Err(Error::Config(_))
     ));
     assert!(matches!(
-        checkpoint::from_json::<Toy>("{", ok),
+        model_json::from_json::<Toy>("{", ok),
         Err(Error::Serde(_))
     ));
 }

@@ -32,15 +32,14 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
-use dgp_traits::backend::{
-    Settings, insert_dotted, merge_settings, parse_assignment, settings_from_json,
-};
+use dgp_traits::backend::{Settings, insert_dotted, merge_settings};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
 use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::settings::{parse_assignment, settings_from_json};
 
 mod backends;
 mod classify;

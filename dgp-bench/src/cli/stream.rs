@@ -26,13 +26,14 @@ use clap::Args;
 use dgp_io::rowstore::RowStore;
 use dgp_io::standardize::{StandardizedRows, fit_standardizer};
 use dgp_traits::data::{RowSource, Standardizer};
-use dgp_traits::model::{FitConfig, FitObserver, Model, PredictConfig};
+use dgp_traits::fit::{FitHooks, Progress};
+use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use faer::Mat;
 use serde::Serialize;
 
 use super::{ArchArgs, ModelFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
-use crate::checkpointing::{install_interrupt_handler, stop_requested};
+use crate::checkpointing::{StopOnSignal, install_interrupt_handler, stop_requested};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 
@@ -135,22 +136,18 @@ pub struct StreamRecord {
     pub predict_seconds: f64,
 }
 
-/// Progress bar, stop requests and memory samples of a streamed fit.
+/// Progress bar and memory samples of a streamed fit.
 struct StreamObserver {
     bar: BarObserver,
     peak_anon_kib: u64,
 }
 
-impl FitObserver for StreamObserver {
+impl Progress for StreamObserver {
     fn on_step(&mut self, step: usize, total: usize, objective: f64) {
         self.bar.on_step(step, total, objective);
         if step.is_multiple_of(50) {
             self.peak_anon_kib = self.peak_anon_kib.max(rss_anon_kib());
         }
-    }
-
-    fn should_stop(&self) -> bool {
-        stop_requested()
     }
 }
 
@@ -265,11 +262,16 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         ),
         peak_anon_kib: rss_anon_kib(),
     };
-    let mut model = b.build_model(&arch, &fit, &sample, &obs)?;
+    let mut stop = StopOnSignal;
+    let mut model = b.build_model(&arch, &fit, &sample, &FitHooks::none().control(&mut stop))?;
     drop(sample);
     let start = Instant::now();
     let report = model
-        .fit(source, &fit, &mut obs)
+        .fit(
+            source,
+            &fit,
+            &mut FitHooks::none().progress(&mut obs).control(&mut stop),
+        )
         .map_err(|e| BenchError::run(format!("training {}", b.name()), e))?;
     let train_seconds = start.elapsed().as_secs_f64();
     obs.bar.finish();

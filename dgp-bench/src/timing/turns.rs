@@ -4,7 +4,7 @@
 //!
 //! A backend's thread waits for its first turn before it builds the model, so building
 //! (k-means, Cholesky factors) never overlaps another backend's timed steps. Inside `fit`
-//! the [`TurnObserver`] (a [`FitObserver`]) timestamps every `on_step`: the interval from
+//! the [`TurnObserver`] (a [`Progress`] hook) timestamps every `on_step`: the interval from
 //! the previous step's `on_step` (or from the moment the turn was granted) to this one is
 //! exactly one step of the backend's real training loop — minibatch gather, the stepper
 //! (Adam; natural gradient + Adam; SGHMC with its MCEM hyper step during burn-in), the
@@ -16,7 +16,8 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{FitConfig, FitObserver, Model, Silent};
+use dgp_traits::fit::{FitHooks, Progress};
+use dgp_traits::model::{FitConfig, Model};
 
 use crate::backends::{ArchSpec, BackendEntry};
 use crate::error::{BenchError, Result};
@@ -39,7 +40,7 @@ pub(crate) struct WorkerOutput {
     pub model: Box<dyn Model>,
     /// Every step after the first, in order.
     pub times: Vec<StepTime>,
-    /// Names of the phases the backend announced (`FitObserver::on_phase`), in order.
+    /// Names of the phases the backend announced (`Progress::on_phase`), in order.
     pub phases: Vec<String>,
     /// Steps the fit ran.
     pub steps_run: usize,
@@ -107,7 +108,7 @@ struct TurnObserver {
     times: Vec<StepTime>,
 }
 
-impl FitObserver for TurnObserver {
+impl Progress for TurnObserver {
     fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {
         let ms = self.last.elapsed().as_secs_f64() * 1e3;
         if self.steps > 0 {
@@ -157,7 +158,7 @@ fn worker(job: Job<'_>, go: Receiver<usize>, events: Sender<Event>) -> Option<Wo
     let label = format!("time {} L={}", job.backend.name(), job.arch.layers);
     let mut model = match job
         .backend
-        .build_model(job.arch, &job.fit, job.train, &Silent)
+        .build_model(job.arch, &job.fit, job.train, &FitHooks::none())
     {
         Ok(m) => m,
         Err(e) => {
@@ -178,7 +179,11 @@ fn worker(job: Job<'_>, go: Receiver<usize>, events: Sender<Event>) -> Option<Wo
         phases: Vec::new(),
         times: Vec::new(),
     };
-    match model.fit(job.train, &job.fit, &mut obs) {
+    match model.fit(
+        job.train,
+        &job.fit,
+        &mut FitHooks::none().progress(&mut obs),
+    ) {
         Ok(_) => {
             guard.send(Event::Finished);
             Some(WorkerOutput {

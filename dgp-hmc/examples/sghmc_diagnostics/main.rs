@@ -19,7 +19,7 @@ use dgp_hmc::sghmc::diagnostics::{TraceRecorder, autocorrelation, effective_samp
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_svi::{DeepGp, SviConfig};
 use dgp_traits::data::{Dataset, Standardizer, load_uci};
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
@@ -147,7 +147,7 @@ fn main() -> Result<(), DynErr> {
     };
     let mut rec = TraceRecorder::new(10);
     let t0 = std::time::Instant::now();
-    model.fit_observed(&s.train_std, &fit, &mut Silent, &mut rec)?;
+    model.fit_observed(&s.train_std, &fit, &mut FitHooks::none(), &mut rec)?;
     let name = format!("split {} L={}", a.split, a.layers);
     println!("# SGHMC diagnostics: {} {name}\n", a.data);
     println!(
@@ -458,7 +458,7 @@ fn svi_at(a: &Args, s: &Split, worst: &[usize]) -> Result<(), DynErr> {
         seed: 0,
         ..FitConfig::default()
     };
-    svi.fit(&s.train_std, &fit, &mut Silent)?;
+    svi.fit(&s.train_std, &fit, &mut FitHooks::none())?;
     let pred = svi
         .predict(
             s.test_x.as_ref(),

@@ -10,7 +10,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 
 use super::{Dgps, DgpsConfig};
 
@@ -92,7 +92,7 @@ impl ConfigBackend for DgpsBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(Dgps::new(config.into_inner(), train)?))
     }

@@ -4,13 +4,14 @@
 use super::model::{Dgps, VAR_FLOOR, owned, record_constants};
 use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl};
+use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
 use dgp_traits::optim::LbfgsConfig;
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
-    ChunkMoments, NoiseMode, check_inputs, checkpoint, describe_stack, predict_chunked,
+    ChunkMoments, NoiseMode, check_inputs, describe_stack, model_json, predict_chunked,
 };
 use dgp_traits::tape::Tape;
 use dgp_traits::train::{FullBatchLbfgs, best_of};
@@ -22,24 +23,29 @@ use std::time::Instant;
 const PREDICT_ROWS: usize = 4096;
 
 /// Forwards L-BFGS progress of restart r as steps `r·iters + step` of `restarts·iters`.
-struct RestartProgress<'a> {
-    inner: &'a mut dyn FitObserver,
+struct RestartProgress<'a, 'h> {
+    inner: &'a mut FitHooks<'h>,
     restart: usize,
     iters: usize,
     total: usize,
 }
 
-impl FitObserver for RestartProgress<'_> {
+impl Progress for RestartProgress<'_, '_> {
     fn on_step(&mut self, step: usize, _total: usize, objective: f64) {
         let within = step.min(self.iters.saturating_sub(1));
         self.inner
             .on_step(self.restart * self.iters + within, self.total, objective);
     }
+}
 
+/// Restarts end when the caller asks; they save no run state (L-BFGS does not resume).
+impl RunControl for RestartProgress<'_, '_> {
     fn should_stop(&self) -> bool {
         self.inner.should_stop()
     }
 }
+
+impl Checkpoints for RestartProgress<'_, '_> {}
 
 impl Dgps {
     /// One restart: L-BFGS ([`FullBatchLbfgs`], at most `iters` iterations) on J with the
@@ -50,7 +56,7 @@ impl Dgps {
         lbfgs: &LbfgsConfig,
         seed: u64,
         restart: usize,
-        progress: &mut RestartProgress<'_>,
+        progress: &mut RestartProgress<'_, '_>,
     ) -> Result<FitReport> {
         self.set_common_random_numbers(seed, restart as u64);
         progress.restart = restart;
@@ -65,16 +71,16 @@ impl Dgps {
     ///
     /// # Errors
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] / [`Error::Shape`] for an
-    /// edited checkpoint outside the configuration's ranges or inconsistent with it.
+    /// edited model file outside the configuration's ranges or inconsistent with it.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &Dgps| m.check_structure(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
                 Dgps::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &["train_objective", "restart", "crn"],
@@ -139,7 +145,7 @@ impl Model for Dgps {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         let data = require_in_memory(data, "dgps", "full-batch L-BFGS")?;
         if data.input_dim() != self.input_dim || data.output_dim() != self.output_dim {
@@ -164,7 +170,7 @@ impl Model for Dgps {
         };
         let restarts = self.config.restarts;
         let mut progress = RestartProgress {
-            inner: observer,
+            inner: hooks,
             restart: 0,
             iters: iters as usize,
             total: restarts * iters as usize,
@@ -220,7 +226,7 @@ impl Model for Dgps {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// `count` coherent sample paths: one noise draw per path and hidden unit shared by

@@ -53,14 +53,14 @@
 //!
 //! ```
 //! use dgp_hmc::dgps::{Dgps, DgpsConfig};
-//! use dgp_traits::model::{FitConfig, Model, PredictConfig, Silent};
+//! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
 //! use dgp_traits::testing::toy_regression;
 //!
 //! let data = toy_regression(40, 1, 1.0, 0);
 //! let cfg = DgpsConfig { layers: 2, num_inducing: 5, samples: 3, restarts: 2, max_iters: 30, ..Default::default() };
 //! let mut model = Dgps::new(cfg, &data).unwrap();
 //! let fit = FitConfig { seed: 1, ..FitConfig::default() };
-//! let report = model.fit(&data, &fit, &mut Silent).unwrap();
+//! let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
 //! assert!(report.final_objective.is_finite());
 //! let pred = model.predict(data.x(), &PredictConfig { samples: 20, seed: 2 }).unwrap();
 //! assert_eq!((pred.n_points(), pred.n_components()), (40, 20));

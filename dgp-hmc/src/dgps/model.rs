@@ -105,7 +105,7 @@ impl Dgps {
         let widths = self.widths();
         if self.layers.len() != self.config.layers || self.input_dim == 0 || self.output_dim == 0 {
             return Err(Error::config(
-                "checkpoint",
+                "model file",
                 format!(
                     "has {} layers, configuration says {}",
                     self.layers.len(),

@@ -1,16 +1,16 @@
 //! DGPS tests (issue 15 test 5 and the backend kit): fixed-CRN determinism and the
 //! finite-difference gradient of J over every parameter block (L = 1, 2, 3); the
 //! one-layer K = 1 objective against an independent dense FITC/MAP computation; config
-//! errors; checkpoints; 1 vs 2 threads; restarts keep the best training J.
+//! errors; model JSON round trips; 1 vs 2 threads; restarts keep the best training J.
 
 use super::*;
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
-use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig, Silent};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    assert_checkpoint_round_trip, assert_config_errors, assert_fit_same_on_one_and_two_threads,
+    assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
 };
 
@@ -303,7 +303,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
         ..FitConfig::default()
     };
     let mut model = Dgps::new(cfg.clone(), &data).unwrap();
-    let report = model.fit(&data, &fit, &mut Silent).unwrap();
+    let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let kept = model.train_objective().unwrap();
     assert_eq!(report.final_objective, kept);
     // Each restart on its own: the kept J is their maximum, and restart r's J is higher
@@ -328,7 +328,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
             ..Default::default()
         };
         let rep = dgp_traits::train::FullBatchLbfgs::new(lbfgs, fit.seed)
-            .run(&mut single, &data, &mut Silent)
+            .run(&mut single, &data, &mut FitHooks::none())
             .unwrap();
         assert!(
             rep.final_objective > j0,
@@ -355,7 +355,7 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
     .unwrap();
     let mut stop = dgp_traits::testing::StopAfter::new(4);
     let e = model
-        .fit(&data, &FitConfig::default(), &mut stop)
+        .fit(&data, &FitConfig::default(), &mut FitHooks::all(&mut stop))
         .unwrap_err();
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert_eq!(
@@ -365,7 +365,7 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
 }
 
 #[test]
-fn checkpoint_round_trip_and_bad_inputs() {
+fn model_json_round_trip_and_bad_inputs() {
     let data = toy_regression(20, 2, 1.0, 1);
     let mut model = Dgps::new(tiny(2), &data).unwrap();
     model
@@ -375,14 +375,14 @@ fn checkpoint_round_trip_and_bad_inputs() {
                 seed: 3,
                 ..FitConfig::default()
             },
-            &mut Silent,
+            &mut FitHooks::none(),
         )
         .unwrap();
     let cfg = PredictConfig {
         samples: 7,
         seed: 5,
     };
-    assert_checkpoint_round_trip(&model, Dgps::from_json, data.x(), &cfg);
+    assert_model_json_round_trip(&model, Dgps::from_json, data.x(), &cfg);
     assert_predict_rejects_bad_inputs(&model, 2);
     let pred = model.predict(data.x(), &cfg).unwrap();
     assert_eq!((pred.n_points(), pred.n_components()), (20, 7));
@@ -399,7 +399,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
         .unwrap()
         .expect("DGPS draws sample paths");
     assert_eq!((f.nrows(), f.ncols()), (20, 4));
-    // An edited checkpoint whose block shape no longer matches the configuration.
+    // An edited model file whose block shape no longer matches the configuration.
     let json = model.to_json().unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
     v["config"]["num_inducing"] = 5.into();

@@ -143,7 +143,7 @@ impl GpUnit {
     }
 
     /// Checks that the unit's blocks exist in `store` with consistent shapes (a restored
-    /// checkpoint must not panic later).
+    /// model file must not panic later).
     ///
     /// # Errors
     /// [`Error::Shape`] naming the unit.

@@ -12,7 +12,8 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitObserver, Model};
+use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
+use dgp_traits::model::{FitConfig, FitHooks, Model};
 
 use crate::sghmc::{SghmcDgp, SghmcDgpConfig};
 
@@ -94,16 +95,29 @@ impl ConfigBackend for SghmcBackend {
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
-        _stop: &dyn FitObserver,
+        _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
         Ok(Box::new(SghmcDgp::new(config.into_inner(), train)?))
+    }
+
+    /// The default width is the input dimension, and prediction keeps every kept
+    /// posterior sample of every parameter (the q(u)-sized blocks and the inducing inputs).
+    fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
+        let mut e = memory::sparse_dgp(shape, shape.d);
+        let w = shape.width(shape.d);
+        let (l, m) = (shape.layers.max(1) as f64, shape.m as f64);
+        let din = (shape.d.max(1) as f64).max(w as f64);
+        let sp = shape.predict_samples.max(1) as f64;
+        let kept = 2.0 * sp * (shape.outputs(w) * m * (m + 1.0) + l * m * din);
+        e.add(MemoryPart::PredictSamples, kept * memory::F64_BYTES);
+        e
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::backend::{Backend, insert_dotted, parse_assignment};
+    use dgp_traits::backend::Backend;
 
     fn common() -> CommonSettings {
         CommonSettings {
@@ -118,12 +132,7 @@ mod tests {
     }
 
     fn set(pairs: &[&str]) -> Settings {
-        let mut s = Settings::new();
-        for p in pairs {
-            let (k, v) = parse_assignment(p).unwrap();
-            insert_dotted(&mut s, &k, v).unwrap();
-        }
-        s
+        dgp_traits::testing::settings(pairs)
     }
 
     #[test]

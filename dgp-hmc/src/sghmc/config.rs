@@ -48,7 +48,7 @@ pub struct SghmcDgpConfig {
     /// [`SghmcConfig::default`] is the reference's schedule (10 000 burn-in steps, ε = 0.01).
     pub sampler: SghmcConfig,
     /// The data term of the potential (default [`Potential::Expected`]; the reference's is
-    /// [`Potential::Marginal`], which a checkpoint without this field keeps).
+    /// [`Potential::Marginal`], which a model file without this field keeps).
     #[serde(default = "Potential::reference")]
     pub potential: Potential,
 }
@@ -119,7 +119,7 @@ pub const DEFAULT_STEP_SIZE: f64 = 0.03;
 
 /// Largest hidden width [`SghmcDgpConfig::validate`] accepts: each hidden unit carries an
 /// M-vector of sampled inducing outputs with its momentum and preconditioner state, so an
-/// edited checkpoint or config with an absurd width is refused before anything is allocated.
+/// edited model file or config with an absurd width is refused before anything is allocated.
 pub const MAX_HIDDEN_WIDTH: usize = 10_000;
 
 impl SghmcDgpConfig {

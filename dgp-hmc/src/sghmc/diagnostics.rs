@@ -16,7 +16,7 @@ use crate::sghmc::SghmcDgp;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::layer::HYPER_FLOOR;
-use dgp_traits::model::{FitConfig, FitObserver, FitReport, Objective};
+use dgp_traits::model::{FitConfig, FitHooks, FitReport, Objective};
 use dgp_traits::train::{Control, Observer, SampledModel, StepInfo};
 use dgp_traits::transforms::softplus;
 
@@ -182,10 +182,10 @@ impl SghmcDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
         extra: &mut dyn Observer<SghmcDgp>,
     ) -> Result<FitReport> {
-        self.sample(data, cfg, observer, Some(extra))
+        self.sample(data, cfg, hooks, Some(extra))
     }
 }
 

@@ -12,19 +12,19 @@ use dgp_traits::layer::{SparseLayer, SparseLayerInit};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::mean::LinearInit;
-use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
-};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, stream};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
-    ChunkMoments, NoiseMode, check_batch, check_inputs, checkpoint, describe_stack,
-    finish_predictive, predict_chunked, reparam_sample,
+    ChunkMoments, NoiseMode, check_batch, check_inputs, describe_stack, finish_predictive,
+    model_json, predict_chunked, reparam_sample,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{Checkpoint, Executor, Observer, SampledModel, SghmcState, SghmcStepper};
+use dgp_traits::train::{
+    Executor, ModelSnapshots, Observer, SampledModel, SghmcState, SghmcStepper,
+};
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
@@ -260,23 +260,23 @@ impl SghmcDgp {
             .collect()
     }
 
-    /// [`Model::fit`] with a checkpoint (the model's JSON, sampler state included) handed
-    /// to `sink(steps_done_in_this_run, json)` after every `every` steps and the last: a
-    /// run interrupted after a checkpoint continues exactly from it
+    /// [`Model::fit`] with a snapshot of the model (its JSON, sampler state included)
+    /// handed to `sink(steps_done_in_this_run, json)` after every `every` steps and the
+    /// last: a run interrupted after a snapshot continues exactly from it
     /// ([`SghmcDgp::from_json`], then `fit` again).
     ///
     /// # Errors
     /// As [`Model::fit`]; `every == 0`; the sink's errors.
-    pub fn fit_with_checkpoints(
+    pub fn fit_with_snapshots(
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
         every: usize,
         sink: impl FnMut(usize, String) -> Result<()>,
     ) -> Result<FitReport> {
-        let mut ckpt = Checkpoint::new(every, sink)?;
-        self.sample(data, cfg, observer, Some(&mut ckpt))
+        let mut ckpt = ModelSnapshots::new(every, sink)?;
+        self.sample(data, cfg, hooks, Some(&mut ckpt))
     }
 
     /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
@@ -284,7 +284,7 @@ impl SghmcDgp {
         &mut self,
         data: &Dataset,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
         extra: Option<&mut dyn Observer<SghmcDgp>>,
     ) -> Result<FitReport> {
         if cfg.early_stopping.is_some() {
@@ -308,7 +308,7 @@ impl SghmcDgp {
             learning_rate: self.config.sampler.hyper_lr,
             ..cfg.clone()
         };
-        let mut progress = crate::sghmc::progress::PhaseProgress::new(observer, schedule, done);
+        let mut progress = crate::sghmc::progress::PhaseProgress::new(hooks, schedule, done);
         let mut ex = Executor::new(stepper, &run).observe(&mut progress);
         if let Some(o) = extra {
             ex = ex.observe(o);
@@ -431,20 +431,20 @@ impl Model for SghmcDgp {
     /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
     /// shrinks burn-in and thinning by the same factor and keeps every sample.
     /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model
-    /// that already holds a sampler state (restored from a checkpoint) continues that run
+    /// that already holds a sampler state (restored from its JSON) continues that run
     /// to its end with its own schedule and seed; a finished run does nothing.
     fn fit(
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        observer: &mut dyn FitObserver,
+        hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         let data = require_in_memory(
             data,
             "sghmc",
             "its sampler is not yet written on a row source",
         )?;
-        self.sample(data, cfg, observer, None)
+        self.sample(data, cfg, hooks, None)
     }
 
     /// Spec §5: the equal-weight mixture over the kept samples — per sample s one
@@ -474,7 +474,7 @@ impl Model for SghmcDgp {
     }
 
     fn to_json(&self) -> Result<String> {
-        checkpoint::to_json(self)
+        model_json::to_json(self)
     }
 
     /// `count` coherent function draws at the rows of `x` (first output, model units):
@@ -546,17 +546,17 @@ impl SghmcDgp {
     /// [`Error::Serde`] for malformed JSON; [`Error::Config`] for a configuration outside
     /// its ranges or a sampler state that does not fit the parameters.
     pub fn from_json(s: &str) -> Result<Self> {
-        checkpoint::from_json_checked(
+        model_json::from_json_checked(
             s,
             |m: &SghmcDgp| {
                 m.config.validate()?;
                 if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
-                    return Err(Error::config("checkpoint", "layer count mismatch"));
+                    return Err(Error::config("model file", "layer count mismatch"));
                 }
                 for l in &m.layers {
                     if l.num_inducing != m.config.num_inducing {
                         return Err(Error::config(
-                            "checkpoint",
+                            "model file",
                             "num_inducing does not match the layers",
                         ));
                     }
@@ -565,7 +565,7 @@ impl SghmcDgp {
                     .is_some_and(|e| !(e.is_finite() && e >= 0.0))
                 {
                     return Err(Error::config(
-                        "checkpoint",
+                        "model file",
                         "potential_ess must be finite and ≥ 0",
                     ));
                 }
@@ -582,7 +582,7 @@ impl SghmcDgp {
                         || st.window_next >= st.schedule.window)
                 {
                     return Err(Error::config(
-                        "checkpoint",
+                        "model file",
                         "sampler state does not fit the sampled blocks",
                     ));
                 }
@@ -592,7 +592,7 @@ impl SghmcDgp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 SghmcDgp::new(
                     m.config.clone(),
-                    &checkpoint::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },
             &["sampler", "potential_ess"],

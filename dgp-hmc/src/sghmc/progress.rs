@@ -1,24 +1,27 @@
 //! Progress of a sampler run: the global step within the whole schedule, the phase
-//! (burn-in / sampling) and the running objective, forwarded to a [`FitObserver`].
+//! (burn-in / sampling) and the running objective, forwarded to the caller's
+//! [`FitHooks`].
 
 use dgp_traits::error::Result;
-use dgp_traits::model::FitObserver;
+use dgp_traits::fit::FitHooks;
+#[cfg(doc)]
+use dgp_traits::fit::{Progress, RunControl};
 use dgp_traits::train::{Control, Observer, SghmcSchedule, StepInfo};
 
-/// Forwards each step to a [`FitObserver`] as `on_step(global step, schedule total,
-/// objective)` — a resumed run continues the count — and announces each phase with
-/// [`FitObserver::on_phase`] (`"burn-in"`, then `"sampling"`); ends the run after the
-/// current step when the caller's [`FitObserver::should_stop`] turns true.
-pub struct PhaseProgress<'a> {
-    inner: &'a mut dyn FitObserver,
+/// Forwards each step to the caller's [`Progress`] as `on_step(global step, schedule
+/// total, objective)` — a resumed run continues the count — and announces each phase with
+/// [`Progress::on_phase`] (`"burn-in"`, then `"sampling"`); ends the run after the
+/// current step when the caller's [`RunControl::should_stop`] turns true.
+pub struct PhaseProgress<'a, 'h> {
+    inner: &'a mut FitHooks<'h>,
     schedule: SghmcSchedule,
     offset: usize,
     phase: Option<&'static str>,
 }
 
-impl<'a> PhaseProgress<'a> {
+impl<'a, 'h> PhaseProgress<'a, 'h> {
     /// Progress of a run of `schedule` that starts after `done` steps.
-    pub fn new(inner: &'a mut dyn FitObserver, schedule: SghmcSchedule, done: usize) -> Self {
+    pub fn new(inner: &'a mut FitHooks<'h>, schedule: SghmcSchedule, done: usize) -> Self {
         PhaseProgress {
             inner,
             schedule,
@@ -36,7 +39,7 @@ impl<'a> PhaseProgress<'a> {
     }
 }
 
-impl<M: ?Sized> Observer<M> for PhaseProgress<'_> {
+impl<M: ?Sized> Observer<M> for PhaseProgress<'_, '_> {
     fn on_start(&mut self, _model: &M, _steps: usize) -> Result<()> {
         let p = self.phase_of(self.offset);
         self.phase = Some(p);
@@ -53,8 +56,8 @@ impl<M: ?Sized> Observer<M> for PhaseProgress<'_> {
             self.inner.on_phase(next);
         }
         // The sampler keeps what it has drawn; the caller learns of the stop from its own
-        // flag (the executor polls `should_stop` only through `fit_observer`, which this
-        // observer does not offer: the sampler checkpoints through its model JSON).
+        // flag (the executor polls `should_stop` only through `caller_hooks`, which this
+        // observer does not offer: the sampler resumes from its model JSON).
         if self.inner.should_stop() {
             return Ok(Control::Stop);
         }

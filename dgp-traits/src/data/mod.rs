@@ -22,7 +22,7 @@
 //!   the rows live (the in-memory [`Dataset`] is one source; out-of-core stores are others).
 //! * [`kmeans`] — k-means++ seeding followed by Lloyd iterations, for inducing inputs.
 //! * [`serde_mat`] — (de)serialisation of `faer::Mat<f64>` as `(nrows, ncols, data)`, for
-//!   any struct of the workspace that stores matrices (checkpoints, [`crate::predictive`]).
+//!   any struct of the workspace that stores matrices (model files, run states, [`crate::predictive`]).
 
 mod batches;
 mod bounded;

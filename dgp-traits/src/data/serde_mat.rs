@@ -8,15 +8,15 @@
 //! use faer::Mat;
 //! use serde::{Deserialize, Serialize};
 //! #[derive(Serialize, Deserialize)]
-//! struct Checkpoint {
+//! struct Saved {
 //!     #[serde(with = "dgp_traits::data::serde_mat")]
 //!     z: Mat<f64>,
 //!     #[serde(with = "dgp_traits::data::serde_mat::vec")]
 //!     blocks: Vec<Mat<f64>>,
 //! }
-//! let c = Checkpoint { z: Mat::from_fn(2, 3, |i, j| (i + 10 * j) as f64), blocks: vec![] };
+//! let c = Saved { z: Mat::from_fn(2, 3, |i, j| (i + 10 * j) as f64), blocks: vec![] };
 //! let s = serde_json::to_string(&c).unwrap();
-//! let back: Checkpoint = serde_json::from_str(&s).unwrap();
+//! let back: Saved = serde_json::from_str(&s).unwrap();
 //! assert_eq!(back.z, c.z);
 //! ```
 //!

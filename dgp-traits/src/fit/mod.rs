@@ -4,18 +4,21 @@
 //! * [`FitConfig`] — steps, minibatch size, seed, held-out early stopping
 //!   ([`HeldOutRule`]) and the learning rate with its schedule ([`LrSchedule`]) of the
 //!   backends that train with Adam;
-//! * [`FitObserver`] — the caller's hooks: progress, run control (stop, resume) and
-//!   checkpoints ([`RunState`]);
+//! * [`FitHooks`] — the caller's hooks, each optional: [`Progress`], [`RunControl`]
+//!   (stop, and the [`RunState`] to resume from) and [`Checkpoints`] (the run's state at
+//!   a cadence);
 //! * [`FitReport`] — what a fit did (with [`FitSummary`] when early stopping ran).
 //!
 //! The implementation (`crate::train`: the executor, steppers and observers;
 //! `crate::optim`) imports this module, never the reverse.
 
+mod hooks;
 mod rules;
 mod run_state;
 mod schedule;
 mod summary;
 
+pub use hooks::{Checkpoints, FitHooks, Hooks, Progress, RunControl};
 pub use rules::{
     Convergence, EarlyStopping, HeldOutRule, LindingerStopping, PATIENCE_SCORE_SAMPLES, Restore,
 };
@@ -23,7 +26,6 @@ pub use run_state::{RUN_STATE_VERSION, RunState};
 pub use schedule::LrSchedule;
 pub use summary::FitSummary;
 
-use crate::error::Result;
 use serde::{Deserialize, Serialize};
 
 /// Settings shared by every backend's training loop. Backend-specific settings (numbers
@@ -72,72 +74,6 @@ impl Default for FitConfig {
             lr_schedule: LrSchedule::Constant,
             convergence: None,
         }
-    }
-}
-
-/// Receives progress from a training loop (the benchmark shows a progress bar with it).
-pub trait FitObserver {
-    /// Called after every step with the objective value of that step.
-    fn on_step(&mut self, _step: usize, _total: usize, _objective: f64) {}
-
-    /// Called when a run enters a named phase (a sampler's `"burn-in"`, `"sampling"`),
-    /// before the phase's first [`FitObserver::on_step`]; ignored by default.
-    fn on_phase(&mut self, _phase: &str) {}
-
-    /// Whether the caller asks the run to stop after the current step (e.g. on SIGINT);
-    /// polled by the executor after every step. Default `false`.
-    fn should_stop(&self) -> bool {
-        false
-    }
-
-    /// Save the run's state ([`RunState`]) through
-    /// [`FitObserver::save_run_state`] every this many steps (and when stopped by
-    /// [`FitObserver::should_stop`]); `0` (the default) saves nothing.
-    fn checkpoint_every(&self) -> usize {
-        0
-    }
-
-    /// Receives a run's state to keep (see [`FitObserver::checkpoint_every`]).
-    ///
-    /// # Errors
-    /// A failure to keep it, which ends the run with that error.
-    fn save_run_state(&mut self, _state: &RunState) -> Result<()> {
-        Ok(())
-    }
-
-    /// A saved state the executor's run should continue from instead of starting fresh
-    /// (taken once); `None` by default.
-    fn take_run_state(&mut self) -> Option<RunState> {
-        None
-    }
-}
-
-/// An observer that ignores everything.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Silent;
-
-impl FitObserver for Silent {}
-
-/// Forwards only the caller's stop request ([`FitObserver::should_stop`]) of `0`: the
-/// observer for fits *inside* a fit or a build — random restarts, the candidates of a
-/// hyper-parameter search — whose steps, phases and checkpoints are not the caller's run
-/// but which must still end when the caller asks (e.g. on SIGTERM).
-///
-/// ```
-/// use dgp_traits::model::{FitObserver, Silent, StopOnly};
-/// struct Stop;
-/// impl FitObserver for Stop {
-///     fn should_stop(&self) -> bool { true }
-/// }
-/// assert!(StopOnly(&Stop).should_stop());
-/// assert!(!StopOnly(&Silent).should_stop());
-/// ```
-#[derive(Clone, Copy)]
-pub struct StopOnly<'a>(pub &'a dyn FitObserver);
-
-impl FitObserver for StopOnly<'_> {
-    fn should_stop(&self) -> bool {
-        self.0.should_stop()
     }
 }
 

@@ -13,7 +13,7 @@ pub struct FitSummary {
     pub best_heldout_nll: Option<f64>,
     /// Rows held out for early stopping (0 when it did not run).
     pub heldout_rows: usize,
-    /// Whether training stopped on a numerical failure after a good checkpoint existed.
+    /// Whether training stopped on a numerical failure after good parameters were kept.
     pub stopped_on_numerical_failure: bool,
     /// Every held-out evaluation as (steps done, held-out NLL in model units), in order;
     /// `+∞` where the model could not be scored. The trace a run is diagnosed by.

@@ -101,7 +101,8 @@ pub struct AdamState {
 /// which differs only in the size of ε's effect.)
 ///
 /// Use one direction per optimiser: the moments are kept for the gradient as passed.
-/// The whole optimiser (configuration and state) serialises for checkpoints.
+/// The whole optimiser (configuration and state) serialises with a run's state
+/// ([`crate::fit::RunState`]), so a checkpointed run resumes exactly.
 ///
 /// ```
 /// use dgp_traits::optim::{Adam, AdamConfig};
@@ -134,7 +135,7 @@ impl Adam {
         })
     }
 
-    /// Rebuilds an optimiser from a checkpointed configuration and state.
+    /// Rebuilds an optimiser from a saved configuration and state.
     pub fn from_parts(config: AdamConfig, state: AdamState) -> Result<Self> {
         config.validate()?;
         if state.m.len() != state.v.len() {

@@ -2,7 +2,7 @@
 //!
 //! * [`Adam`] (Kingma & Ba 2015) with bias correction and learning-rate schedules
 //!   ([`LrSchedule`]: constant, exponential/staircase decay, step drops), for stochastic
-//!   (minibatch) objectives. Its state serialises for checkpoints.
+//!   (minibatch) objectives. Its state serialises with a run's state ([`crate::fit::RunState`]).
 //! * [`lbfgs_minimise`] / [`lbfgs_maximise`]: L-BFGS with the Moré–Thuente line search
 //!   from `argmin`, for deterministic full-batch objectives (e.g. nested variational
 //!   compression on small data sets).

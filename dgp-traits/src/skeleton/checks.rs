@@ -61,7 +61,7 @@ pub const MAX_WIDTH: usize = 10_000;
 pub const MAX_INDUCING: usize = 10_000;
 
 /// Bounds on the sizes of a deep-GP stack, checked by every backend's configuration so
-/// that an edited config or checkpoint with an absurd size is a typed error before
+/// that an edited config or model file with an absurd size is a typed error before
 /// anything is allocated (rather than an allocation panic or an out-of-memory abort).
 ///
 /// # Errors

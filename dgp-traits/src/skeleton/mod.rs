@@ -9,11 +9,12 @@
 //! * [`predict`]: chunked parallel prediction into [`crate::predictive::Predictive`], chunk k
 //!   drawing its noise from stream k of the prediction seed, and the likelihood finishing
 //!   the job (Gaussian noise added, probit class probabilities);
-//! * [`checkpoint`]: JSON checkpoints with validation of the restored configuration;
+//! * [`model_json`]: a model's JSON (the backend's part of a model file), read back with
+//!   its whole state validated against its configuration;
 //! * [`checks`]: input checks and the one-line description shared by the backends.
 
-pub mod checkpoint;
 pub mod checks;
+pub mod model_json;
 pub mod predict;
 pub mod propagate;
 pub mod stack;

@@ -2,6 +2,9 @@
 
 use crate::data::{Minibatches, RowSource};
 use crate::error::{Error, Result};
+use crate::fit::Hooks;
+#[cfg(doc)]
+use crate::fit::{Checkpoints, RunControl};
 use crate::model::{Batch, FitConfig, FitReport, Model};
 use crate::rng::stream;
 use crate::tape::Tape;
@@ -70,11 +73,12 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     /// Trains `model` on the rows of `data` (model units; an in-memory
     /// [`crate::data::Dataset`] or any other [`RowSource`]: the minibatch indices depend on
     /// the number of rows, the batch size and the seed only, so the same source contents
-    /// give the same run bit for bit); see the type docs. When the caller's
-    /// [`crate::model::FitObserver`] asks for checkpoints or supplies a saved state, the
-    /// run saves / continues from [`RunState`]s (`crate::train::resume`); when it asks to
-    /// stop, the run ends after the current step (saving its state first if checkpoints
-    /// are on).
+    /// give the same run bit for bit); see the type docs. When the caller's hooks
+    /// ([`crate::fit::FitHooks`], reached through the [`crate::train::CallerHooks`]
+    /// observer) ask for checkpoints ([`Checkpoints`]) or supply a state to resume from
+    /// ([`RunControl::take_resume_state`]), the run saves / continues from [`RunState`]s
+    /// (`crate::train::resume`); when they ask to stop ([`RunControl::should_stop`]), the
+    /// run ends after the current step (saving its state first if checkpoints are on).
     ///
     /// # Errors
     /// [`Error::Empty`] for data without rows; [`Error::Config`] naming the field for
@@ -105,8 +109,8 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
             o.on_start(model, self.steps)?;
         }
         let mut report = FitReport::default();
-        let every = self.control().map_or(0, |c| c.checkpoint_every());
-        let resume = self.control().and_then(|c| c.take_run_state());
+        let every = self.hooks().map_or(0, |c| c.every());
+        let resume = self.hooks().and_then(|c| c.take_resume_state());
         if every > 0 || resume.is_some() {
             self.save_state(model, &noise, &report, conv.as_ref(), (0, b, n))?;
         }
@@ -149,13 +153,13 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
                 stop = true;
                 report.converged_after = Some(step + 1);
             }
-            let asked = self.control().is_some_and(|c| c.should_stop());
+            let asked = self.hooks().is_some_and(|c| c.should_stop());
             let done = step + 1;
             let due = asked || done.is_multiple_of(every.max(1));
             if every > 0 && (done == self.steps || (!stop && due)) {
                 let state = self.save_state(model, &noise, &report, conv.as_ref(), (done, b, n))?;
-                if let Some(c) = self.control() {
-                    c.save_run_state(&state)?;
+                if let Some(c) = self.hooks() {
+                    c.save(&state)?;
                 }
             }
             if stop || asked {
@@ -169,10 +173,9 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         Ok(report)
     }
 
-    /// The caller's [`crate::model::FitObserver`], reached through the first observer
-    /// that forwards to one.
-    fn control(&mut self) -> Option<&mut dyn crate::model::FitObserver> {
-        self.observers.iter_mut().find_map(|o| o.fit_observer())
+    /// The caller's hooks, reached through the first observer that forwards to them.
+    fn hooks(&mut self) -> Option<&mut dyn Hooks> {
+        self.observers.iter_mut().find_map(|o| o.caller_hooks())
     }
 
     /// The run's state after `done` steps (`(done, batch_size, n)`); also the check,

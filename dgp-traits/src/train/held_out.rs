@@ -3,7 +3,7 @@
 //! early-stopping summary is the report's [`crate::model::FitReport::held_out`].
 //!
 //! With `early_stopping: None` (or fewer than [`MIN_ROWS_FOR_EARLY_STOPPING`] rows) it is
-//! exactly `Executor::new(stepper, cfg).observe(&mut Progress::new(observer)).run(model,
+//! exactly `Executor::new(stepper, cfg).observe(&mut CallerHooks::new(hooks)).run(model,
 //! data)`: same batches, same noise, same numbers. With a rule it
 //!
 //! 1. splits the rows passed to `fit` into kept and held-out rows with the fit seed
@@ -21,18 +21,18 @@
 //! ```text
 //! // in a backend's Model::fit:
 //! let stepper = AdamStepper::new(cfg.adam());
-//! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, observer)
+//! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, hooks)
 //! ```
 
 use crate::data::{Dataset, RowSource, holdout_with_replacement, require_in_memory};
 use crate::error::Result;
-use crate::model::{FitConfig, FitObserver, FitReport, Model, PredictConfig};
+use crate::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use crate::predictive::Predictive;
 use crate::train::early_stopping::{
     FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
 };
 use crate::train::executor::Executor;
-use crate::train::observer::{Observer, Progress};
+use crate::train::observer::{CallerHooks, Observer};
 use crate::train::rules::HeldOutRule;
 use crate::train::stepper::Stepper;
 use faer::MatRef;
@@ -118,7 +118,7 @@ pub fn predictive_nll(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
 
 /// Trains `model` on the rows of `data` with `stepper` on the core executor, honouring
 /// `cfg.early_stopping` (see the module docs; early stopping needs the rows in memory). This is what a backend's `Model::fit`
-/// calls; `observer` receives progress as with [`Progress`].
+/// calls; the caller's `hooks` are attached as [`CallerHooks`].
 ///
 /// # Errors
 /// Invalid early-stopping settings; the executor's errors.
@@ -127,17 +127,17 @@ pub fn fit_with_held_out<M, S>(
     data: &dyn RowSource,
     cfg: &FitConfig,
     stepper: S,
-    observer: &mut dyn FitObserver,
+    hooks: &mut FitHooks<'_>,
 ) -> Result<FitReport>
 where
     M: Model,
     S: Stepper<M>,
 {
-    fit_with_held_out_observed(model, data, cfg, stepper, observer, &mut [])
+    fit_with_held_out_observed(model, data, cfg, stepper, hooks, &mut [])
 }
 
 /// [`fit_with_held_out`] with `extra` observers (after progress, before the rule's
-/// observer, e.g. a sampler's collector or a checkpoint); the rule's [`FitSummary`] is
+/// observer, e.g. a sampler's collector or model snapshots); the rule's [`FitSummary`] is
 /// the report's [`FitReport::held_out`] (`None` when no early stopping ran).
 ///
 /// # Errors
@@ -147,14 +147,14 @@ pub fn fit_with_held_out_observed<M, S>(
     data: &dyn RowSource,
     cfg: &FitConfig,
     stepper: S,
-    observer: &mut dyn FitObserver,
+    hooks: &mut FitHooks<'_>,
     extra: &mut [&mut dyn Observer<M>],
 ) -> Result<FitReport>
 where
     M: Model,
     S: Stepper<M>,
 {
-    let mut progress = Progress::new(observer);
+    let mut progress = CallerHooks::new(hooks);
     let rows = match &cfg.early_stopping {
         Some(rule) => held_out_rows(rule, data.n(), cfg.seed)?,
         None => None,

@@ -2,7 +2,10 @@
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::model::{Batch, FitObserver, FitReport, Model};
+use crate::fit::Hooks;
+#[cfg(doc)]
+use crate::fit::RunControl;
+use crate::model::{Batch, FitReport, Model};
 use crate::optim::{LbfgsConfig, lbfgs_maximise};
 use crate::rng::stream;
 use crate::tape::Tape;
@@ -19,7 +22,7 @@ use std::time::Instant;
 /// [`Error::NotPositiveDefinite`]: e.g. `Kuu` lost definiteness) is reported to L-BFGS as
 /// NaN, so it backs off instead of aborting. The best point is written back at the end.
 /// Evaluations are numbered after `offset` steps (e.g. a warm-up) for the history (every
-/// [`HISTORY_EVERY`]-th) and the progress observer, whose total is `offset + max_iters`.
+/// [`HISTORY_EVERY`]-th) and the caller's progress hook, whose total is `offset + max_iters`.
 #[derive(Clone, Debug)]
 pub struct FullBatchLbfgs {
     config: LbfgsConfig,
@@ -51,13 +54,13 @@ impl FullBatchLbfgs {
     /// # Errors
     /// [`Error::Empty`] for data without rows; errors of the objective other than the
     /// numerical ones above; L-BFGS failures ([`lbfgs_maximise`]);
-    /// [`Error::Interrupted`] when `observer`'s [`FitObserver::should_stop`] turns true
+    /// [`Error::Interrupted`] when `hooks`' [`RunControl::should_stop`] turns true
     /// (checked before each evaluation; the model then holds the last evaluated point).
     pub fn run<M: Model + ?Sized>(
         &self,
         model: &mut M,
         data: &Dataset,
-        observer: &mut dyn FitObserver,
+        hooks: &mut dyn Hooks,
     ) -> Result<FitReport> {
         let n = data.n();
         if n == 0 {
@@ -74,7 +77,7 @@ impl FullBatchLbfgs {
         let mut evals = 0usize;
         let report = lbfgs_maximise(
             |x: &[f64]| {
-                if observer.should_stop() {
+                if hooks.should_stop() {
                     return Err(Error::Interrupted(format!(
                         "L-BFGS after {evals} of at most {} evaluations",
                         total - offset
@@ -86,7 +89,7 @@ impl FullBatchLbfgs {
                         if evals.is_multiple_of(HISTORY_EVERY) {
                             history.push((offset + evals, v));
                         }
-                        observer.on_step(offset + evals, total, v);
+                        hooks.on_step(offset + evals, total, v);
                         evals += 1;
                         Ok((v, g))
                     }

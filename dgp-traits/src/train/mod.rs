@@ -11,11 +11,11 @@
 //!   rest, alternate or joint scheme). A stepper is told the step index and owns its
 //!   per-parameter state, so a sampler with adapting and frozen phases (SGHMC) is one more
 //!   implementation.
-//! * Observers: [`Progress`] (forwards to a [`crate::model::FitObserver`]),
-//!   [`HeldOutStopping`] (early stopping on a held-out score, restoring the best
-//!   parameters; configured by [`EarlyStopping`]), [`Checkpoint`] (the model's JSON every
-//!   N steps to a sink) and [`SampleCollector`] (burn-in, thinning, a maximum number of
-//!   kept samples).
+//! * Observers: [`CallerHooks`] (forwards to the caller's [`crate::fit::FitHooks`]:
+//!   progress, run control, checkpoints), [`HeldOutStopping`] (early stopping on a
+//!   held-out score, restoring the best parameters; configured by [`EarlyStopping`]),
+//!   [`ModelSnapshots`] (the model's JSON every N steps to a sink) and
+//!   [`SampleCollector`] (burn-in, thinning, a maximum number of kept samples).
 //! * Held-out early stopping for every backend: `FitConfig::early_stopping` holds a
 //!   [`HeldOutRule`] (the patience rule [`EarlyStopping`], or Lindinger et al.'s
 //!   [`LindingerStopping`]); a backend's `fit` honours it by calling
@@ -28,11 +28,11 @@
 //!   where the objective cannot be evaluated.
 //! * [`best_of`]: random restarts — train candidates briefly and keep the best-scoring.
 //!
-//! A backend's `fit` composes these in a few lines, e.g. Adam with progress:
+//! A backend's `fit` composes these in a few lines, e.g. Adam with the caller's hooks:
 //!
 //! ```text
 //! Executor::new(AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)), cfg)
-//!     .observe(&mut Progress::new(observer))
+//!     .observe(&mut CallerHooks::new(hooks))
 //!     .run(self, data)
 //! ```
 
@@ -62,7 +62,7 @@ pub use held_out::{
 };
 pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
-pub use observer::{Checkpoint, Control, Observer, Progress, SampleCollector, StepInfo};
+pub use observer::{CallerHooks, Control, ModelSnapshots, Observer, SampleCollector, StepInfo};
 pub use restarts::{BestOf, best_of};
 pub use resume::{RUN_STATE_VERSION, RunState};
 pub use rules::{

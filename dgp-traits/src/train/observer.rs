@@ -1,8 +1,9 @@
-//! The [`Observer`] trait and the general-purpose observers: [`Progress`], [`Checkpoint`]
-//! and [`SampleCollector`].
+//! The [`Observer`] trait and the general-purpose observers: [`CallerHooks`],
+//! [`ModelSnapshots`] and [`SampleCollector`].
 
 use crate::error::{Error, Result};
-use crate::model::{FitObserver, Model};
+use crate::fit::{FitHooks, Hooks};
+use crate::model::Model;
 use crate::params::Role;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -28,7 +29,7 @@ pub struct StepInfo {
 }
 
 /// Watches a run of the executor: called after each step with the model and the step's
-/// value; may ask to stop; at the end may change the model (restore a checkpoint).
+/// value; may ask to stop; at the end may change the model (restore the best parameters).
 pub trait Observer<M: ?Sized> {
     /// Before the first step of a run of `steps` steps.
     fn on_start(&mut self, _model: &M, _steps: usize) -> Result<()> {
@@ -40,7 +41,8 @@ pub trait Observer<M: ?Sized> {
 
     /// A step failed numerically (`error` is [`Error::Numerical`] or
     /// [`Error::NotPositiveDefinite`]); return `true` when this observer can finish the run
-    /// from what it has kept (e.g. a good checkpoint), which ends the run without an error.
+    /// from what it has kept (e.g. the best parameters so far), which ends the run without
+    /// an error.
     fn absorbs_failure(&mut self, _model: &M, _error: &Error) -> bool {
         false
     }
@@ -50,9 +52,10 @@ pub trait Observer<M: ?Sized> {
         Ok(())
     }
 
-    /// The caller's [`FitObserver`] when this observer forwards to one ([`Progress`]):
-    /// the executor asks it for stop requests and checkpoints (`crate::train::resume`).
-    fn fit_observer(&mut self) -> Option<&mut dyn FitObserver> {
+    /// The caller's hooks when this observer forwards to them ([`CallerHooks`]): the
+    /// executor asks them for stop requests, the state to resume from and checkpoints
+    /// (`crate::train::resume`).
+    fn caller_hooks(&mut self) -> Option<&mut dyn Hooks> {
         None
     }
 
@@ -78,24 +81,26 @@ pub trait Observer<M: ?Sized> {
     }
 }
 
-/// Forwards every step to a [`FitObserver`] (`on_step(step, steps, value)`), e.g. the
-/// benchmark's progress bar.
-pub struct Progress<'a>(&'a mut dyn FitObserver);
+/// Forwards every step to the caller's [`FitHooks`] (progress: `on_step(step, steps,
+/// value)`, e.g. the benchmark's progress bar) and offers them to the executor, which
+/// asks them for stop requests, the state to resume from and checkpoints. Every backend's
+/// executor run attaches one.
+pub struct CallerHooks<'a, 'h>(&'a mut FitHooks<'h>);
 
-impl<'a> Progress<'a> {
-    /// Progress reported to `inner`.
-    pub fn new(inner: &'a mut dyn FitObserver) -> Self {
-        Progress(inner)
+impl<'a, 'h> CallerHooks<'a, 'h> {
+    /// Forwards to `hooks`.
+    pub fn new(hooks: &'a mut FitHooks<'h>) -> Self {
+        CallerHooks(hooks)
     }
 }
 
-impl<M: ?Sized> Observer<M> for Progress<'_> {
+impl<M: ?Sized> Observer<M> for CallerHooks<'_, '_> {
     fn on_step(&mut self, _model: &M, info: &StepInfo) -> Result<Control> {
-        self.0.on_step(info.step, info.steps, info.value);
+        crate::fit::Progress::on_step(self.0, info.step, info.steps, info.value);
         Ok(Control::Continue)
     }
 
-    fn fit_observer(&mut self) -> Option<&mut dyn FitObserver> {
+    fn caller_hooks(&mut self) -> Option<&mut dyn Hooks> {
         Some(&mut *self.0)
     }
 
@@ -110,38 +115,41 @@ impl<M: ?Sized> Observer<M> for Progress<'_> {
 
 /// Hands the model's JSON ([`Model::to_json`]) to a sink after every `every` steps (and
 /// after the last step of a run): `sink(steps_done, json)`. A sink error ends the run.
-pub struct Checkpoint<F> {
+/// (Snapshots of the model alone, e.g. to watch it evolve; the state an interrupted run
+/// continues from is the executor's [`crate::fit::RunState`], kept through
+/// [`crate::fit::Checkpoints`].)
+pub struct ModelSnapshots<F> {
     every: usize,
     sink: F,
     written: usize,
 }
 
-impl<F: FnMut(usize, String) -> Result<()>> Checkpoint<F> {
-    /// A checkpoint every `every` steps (≥ 1) to `sink`.
+impl<F: FnMut(usize, String) -> Result<()>> ModelSnapshots<F> {
+    /// A snapshot every `every` steps (≥ 1) to `sink`.
     ///
     /// # Errors
     /// [`Error::Config`] for `every == 0`.
     pub fn new(every: usize, sink: F) -> Result<Self> {
         if every == 0 {
             return Err(Error::config(
-                "checkpoint.every",
-                "checkpoint every must be at least 1",
+                "snapshots.every",
+                "snapshots every must be at least 1",
             ));
         }
-        Ok(Checkpoint {
+        Ok(ModelSnapshots {
             every,
             sink,
             written: 0,
         })
     }
 
-    /// Checkpoints written so far.
+    /// Snapshots written so far.
     pub fn written(&self) -> usize {
         self.written
     }
 }
 
-impl<M: Model + ?Sized, F: FnMut(usize, String) -> Result<()>> Observer<M> for Checkpoint<F> {
+impl<M: Model + ?Sized, F: FnMut(usize, String) -> Result<()>> Observer<M> for ModelSnapshots<F> {
     fn on_step(&mut self, model: &M, info: &StepInfo) -> Result<Control> {
         let done = info.step + 1;
         if done.is_multiple_of(self.every) || done == info.steps {

@@ -9,18 +9,18 @@
 //! a pure function of the seed, so the executor replays `steps_done` batches of it). JSON
 //! numbers round-trip exactly (serde_json's `float_roundtrip`).
 //!
-//! The caller asks for checkpoints and supplies a state to resume through its
-//! [`FitObserver`] ([`FitObserver::checkpoint_every`], [`FitObserver::save_run_state`],
-//! [`FitObserver::take_run_state`], [`FitObserver::should_stop`]), which the executor
-//! reaches through the [`crate::train::Progress`] observer every backend's fit attaches
+//! The caller asks for checkpoints ([`Checkpoints::every`], [`Checkpoints::save`]),
+//! supplies a state to resume from ([`RunControl::take_resume_state`]) and asks to stop
+//! ([`RunControl::should_stop`]) through its [`crate::fit::FitHooks`], which the executor
+//! reaches through the [`crate::train::CallerHooks`] observer every backend's fit attaches
 //! — so every backend that trains on the executor honours them without code of its own.
 //! A stepper or observer that cannot save its state makes the run refuse checkpointing
 //! with an error naming it, before the first step.
 
 use crate::error::{Error, Result};
-pub use crate::fit::{RUN_STATE_VERSION, RunState};
 #[cfg(doc)]
-use crate::model::FitObserver;
+use crate::fit::{Checkpoints, RunControl};
+pub use crate::fit::{RUN_STATE_VERSION, RunState};
 use crate::optim::Adam;
 use serde::Deserialize;
 use serde_json::Value;

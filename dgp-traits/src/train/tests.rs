@@ -2,7 +2,8 @@
 
 use crate::data::{Dataset, Minibatches, RowSource, gather_rows_into};
 use crate::error::{Error, Result};
-use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig};
+use crate::fit::{Checkpoints, FitHooks, Progress, RunControl};
+use crate::model::{Batch, FitConfig, FitReport, Model, Objective, PredictConfig};
 use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::predictive::Predictive;
@@ -10,8 +11,8 @@ use crate::rng::{Rng, standard_normal, stream};
 use crate::tape::{Tape, Var};
 use crate::testing::{StopAfter, toy_regression};
 use crate::train::{
-    AdamStepper, Checkpoint, Control, EarlyStopping, Executor, HeldOutStopping, NaturalAdamStepper,
-    NaturalGradientModel, Observer, Progress, SampleCollector, StepInfo, best_of,
+    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutStopping, ModelSnapshots,
+    NaturalAdamStepper, NaturalGradientModel, Observer, SampleCollector, StepInfo, best_of,
 };
 use faer::{Mat, MatRef, Par, mat};
 
@@ -71,13 +72,13 @@ impl Model for Toy {
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
-        o: &mut dyn FitObserver,
+        o: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         Executor::new(
             AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
             cfg,
         )
-        .observe(&mut Progress::new(o))
+        .observe(&mut CallerHooks::new(o))
         .run(self, data)
     }
     fn predict(&self, _x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
@@ -172,7 +173,7 @@ fn reference_loop(
 #[derive(Default)]
 struct Trace(Vec<(usize, f64)>);
 
-impl FitObserver for Trace {
+impl Progress for Trace {
     fn on_step(&mut self, step: usize, _total: usize, objective: f64) {
         self.0.push((step, objective));
     }
@@ -189,7 +190,9 @@ fn adam_stepper_reproduces_the_old_loop_bit_for_bit() {
     let want = reference_loop(&mut old, &data, &cfg(25), None);
     let mut new = toy_with(Role::Optimised, Role::Optimised);
     let mut trace = Trace::default();
-    let report = new.fit(&data, &cfg(25), &mut trace).unwrap();
+    let report = new
+        .fit(&data, &cfg(25), &mut FitHooks::none().progress(&mut trace))
+        .unwrap();
     assert_eq!(bits(&new.params.flat()), bits(&old.params.flat()));
     assert_eq!(trace.0, want);
     assert_eq!(report.steps, 25);
@@ -213,7 +216,9 @@ fn natural_adam_reproduces_the_old_loop_in_both_schemes() {
         let stepper = NaturalAdamStepper::new(AdamConfig::with_lr(0.05), nat).unwrap();
         let mut trace = Trace::default();
         Executor::new(stepper, &cfg(20))
-            .observe(&mut Progress::new(&mut trace))
+            .observe(&mut CallerHooks::new(
+                &mut FitHooks::none().progress(&mut trace),
+            ))
             .run(&mut new, &data)
             .unwrap();
         assert_eq!(
@@ -245,7 +250,8 @@ fn adam_moves_only_optimised_blocks() {
     let data = toy_regression(20, 1, 1.0, 3);
     let mut m = toy(Role::Natural);
     let before = m.params.clone();
-    m.fit(&data, &cfg(30), &mut crate::model::Silent).unwrap();
+    m.fit(&data, &cfg(30), &mut crate::fit::FitHooks::none())
+        .unwrap();
     for (id, role) in [(1, Role::Natural), (2, Role::Sampled), (3, Role::Fixed)] {
         assert_eq!(m.params.role(ParamId(id)), role);
         assert_eq!(
@@ -489,7 +495,7 @@ fn sample_collector_counts_burn_in_thinning_and_window() {
 fn checkpoints_every_n_steps_and_at_the_end() {
     let data = toy_regression(20, 1, 1.0, 8);
     let mut written = Vec::new();
-    let mut ck = Checkpoint::new(4, |done, json: String| {
+    let mut ck = ModelSnapshots::new(4, |done, json: String| {
         let back: ParamStore =
             serde_json::from_str(&json).map_err(|e| Error::Serde(e.to_string()))?;
         written.push((done, back.flat()));
@@ -507,7 +513,7 @@ fn checkpoints_every_n_steps_and_at_the_end() {
         vec![4, 8, 10]
     );
     assert_eq!(written[2].1, m.params.flat());
-    assert!(Checkpoint::new(0, |_, _: String| Ok(())).is_err());
+    assert!(ModelSnapshots::new(0, |_, _: String| Ok(())).is_err());
 }
 
 #[test]
@@ -554,7 +560,7 @@ fn full_batch_lbfgs_finds_the_optimum_and_numbers_after_the_offset() {
     };
     let report = crate::train::FullBatchLbfgs::new(cfg, 0)
         .offset(7)
-        .run(&mut m, &data, &mut trace)
+        .run(&mut m, &data, &mut FitHooks::none().progress(&mut trace))
         .unwrap();
     assert!((m.params.get(ParamId(0))[(0, 0)] - ybar).abs() < 1e-5);
     assert!((m.params.get(ParamId(1))[(0, 0)] - 1.0).abs() < 1e-5);
@@ -606,9 +612,10 @@ fn best_of_ends_the_search_on_an_interrupted_candidate() {
 fn stop_only_forwards_the_stop_request_and_nothing_else() {
     let data = toy_regression(20, 1, 1.0, 9);
     let mut m = toy(Role::Optimised);
-    let inner = StopAfter::new(0);
+    let mut inner = StopAfter::new(0);
+    let outer = FitHooks::all(&mut inner);
     let report = Executor::new(AdamStepper::new(AdamConfig::default()), &cfg(10))
-        .observe(&mut Progress::new(&mut crate::model::StopOnly(&inner)))
+        .observe(&mut CallerHooks::new(&mut outer.stop_only()))
         .run(&mut m, &data)
         .unwrap();
     assert_eq!(report.steps, 1, "stopped after the first step");
@@ -700,7 +707,11 @@ fn convergence_stops_a_flat_run_early_on_the_same_trajectory_and_says_so() {
     let data = toy_regression(30, 2, 1.0, 1);
     let mut stopped = toy(Role::Optimised);
     let report = stopped
-        .fit(&data, &converging(3000), &mut Trace::default())
+        .fit(
+            &data,
+            &converging(3000),
+            &mut FitHooks::none().progress(&mut Trace::default()),
+        )
         .unwrap();
     let k = report.steps;
     assert!((100..3000).contains(&k), "stopped after {k} steps");
@@ -708,13 +719,23 @@ fn convergence_stops_a_flat_run_early_on_the_same_trajectory_and_says_so() {
     assert_eq!(report.converged_after, Some(k));
     // The same trajectory as a plain run of k steps.
     let mut plain = toy(Role::Optimised);
-    let plain_report = plain.fit(&data, &cfg(k), &mut Trace::default()).unwrap();
+    let plain_report = plain
+        .fit(
+            &data,
+            &cfg(k),
+            &mut FitHooks::none().progress(&mut Trace::default()),
+        )
+        .unwrap();
     assert_eq!(bits(&stopped.params.flat()), bits(&plain.params.flat()));
     assert_eq!(plain_report.converged_after, None);
     // A cap below the stop: the run ends at the cap, not converged.
     let mut capped = toy(Role::Optimised);
     let r = capped
-        .fit(&data, &converging(k - 20), &mut Trace::default())
+        .fit(
+            &data,
+            &converging(k - 20),
+            &mut FitHooks::none().progress(&mut Trace::default()),
+        )
         .unwrap();
     assert_eq!((r.steps, r.converged_after), (k - 20, None));
 }
@@ -753,7 +774,13 @@ fn convergence_settings_out_of_range_are_config_errors_naming_the_field() {
             convergence: Some(c),
             ..cfg(1000)
         };
-        let e = m.fit(&data, &fit, &mut Trace::default()).unwrap_err();
+        let e = m
+            .fit(
+                &data,
+                &fit,
+                &mut FitHooks::none().progress(&mut Trace::default()),
+            )
+            .unwrap_err();
         assert!(
             matches!(e, Error::Config(_)) && e.to_string().contains(field),
             "{e}"
@@ -770,18 +797,23 @@ struct Saves {
     resume: Option<crate::train::RunState>,
 }
 
-impl FitObserver for Saves {
-    fn checkpoint_every(&self) -> usize {
+impl Checkpoints for Saves {
+    fn every(&self) -> usize {
         self.every
     }
-    fn save_run_state(&mut self, state: &crate::train::RunState) -> Result<()> {
+    fn save(&mut self, state: &crate::train::RunState) -> Result<()> {
         self.saved.push(state.clone());
         Ok(())
     }
-    fn take_run_state(&mut self) -> Option<crate::train::RunState> {
+}
+
+impl RunControl for Saves {
+    fn take_resume_state(&mut self) -> Option<crate::train::RunState> {
         self.resume.take()
     }
 }
+
+impl Progress for Saves {}
 
 #[test]
 fn a_resumed_run_stops_on_convergence_where_the_uninterrupted_run_does() {
@@ -791,7 +823,9 @@ fn a_resumed_run_stops_on_convergence_where_the_uninterrupted_run_does() {
         every: 30,
         ..Saves::default()
     };
-    let want = whole.fit(&data, &converging(3000), &mut saves).unwrap();
+    let want = whole
+        .fit(&data, &converging(3000), &mut FitHooks::all(&mut saves))
+        .unwrap();
     // A state in the middle of a window, after the comparisons began.
     let state = saves
         .saved
@@ -805,7 +839,9 @@ fn a_resumed_run_stops_on_convergence_where_the_uninterrupted_run_does() {
         resume: Some(state),
         ..Saves::default()
     };
-    let got = resumed.fit(&data, &converging(3000), &mut again).unwrap();
+    let got = resumed
+        .fit(&data, &converging(3000), &mut FitHooks::all(&mut again))
+        .unwrap();
     assert_eq!(got.converged_after, want.converged_after);
     assert_eq!(bits(&resumed.params.flat()), bits(&whole.params.flat()));
 }

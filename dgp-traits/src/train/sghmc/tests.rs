@@ -3,7 +3,7 @@
 use super::*;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::model::{Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig};
+use crate::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::predictive::Predictive;
 use crate::rng::{Rng, seeded};
@@ -174,7 +174,7 @@ impl Model for Toy {
         &mut self,
         _: &dyn crate::data::RowSource,
         _: &FitConfig,
-        _: &mut dyn FitObserver,
+        _: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         Err(Error::config("test", "not used"))
     }

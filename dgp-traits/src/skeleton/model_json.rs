@@ -1,7 +1,7 @@
-//! JSON checkpoints: a model (configuration and parameters) written with serde, and read
-//! back with its whole state validated against its configuration, so that an edited
-//! checkpoint is an error at load rather than a panic (or silently different numbers) at
-//! prediction.
+//! A model's JSON (configuration and parameters; the backend's part of a model file,
+//! [`crate::fitted`]) written with serde, and read back with its whole state validated
+//! against its configuration, so that an edited model file is an error at load rather
+//! than a panic (or silently different numbers) at prediction.
 //!
 //! [`from_json_checked`] is what every backend's `from_json` calls. After the
 //! configuration's own validation it **rebuilds** a fresh model from the loaded
@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// Largest magnitude of an unconstrained parameter value a checkpoint may hold (beyond
+/// Largest magnitude of an unconstrained parameter value a model file may hold (beyond
 /// it, `exp`/softplus transforms overflow and predictions would not be finite).
 pub const MAX_UNCONSTRAINED: f64 = 1e6;
 
@@ -30,7 +30,7 @@ pub const MAX_UNCONSTRAINED: f64 = 1e6;
 pub const MAX_SYNTHETIC_ENTRIES: usize = 20_000_000;
 
 /// Largest number of rows of the synthetic data set (twice the inducing points): a
-/// checkpoint with more than half as many inducing points is refused rather than built
+/// model file with more than half as many inducing points is refused rather than built
 /// (its M×M matrices would not fit in memory).
 pub const MAX_SYNTHETIC_ROWS: usize = 20_000;
 
@@ -66,7 +66,7 @@ pub fn from_json<T: DeserializeOwned>(
 ///
 /// # Errors
 /// [`Error::Serde`] for malformed JSON; `validate`'s and `rebuild`'s errors;
-/// [`Error::Config`] starting with `checkpoint` and naming the JSON path for a state that
+/// [`Error::Config`] starting with `model file` and naming the JSON path for a state that
 /// does not match its configuration.
 pub fn from_json_checked<T: Serialize + DeserializeOwned>(
     s: &str,
@@ -78,14 +78,14 @@ pub fn from_json_checked<T: Serialize + DeserializeOwned>(
     validate(&model)?;
     let fresh = rebuild(&model).map_err(|e| {
         Error::config(
-            "checkpoint",
+            "model file",
             format!("its configuration does not build a model: {e}"),
         )
     })?;
     let fresh = serde_json::to_value(&fresh).map_err(|e| Error::Serde(e.to_string()))?;
-    // Compare the state as this version writes it: fields an older checkpoint lacks and
+    // Compare the state as this version writes it: fields an older model file lacks and
     // that deserialise to their defaults (e.g. an optional setting added later) are
-    // filled in, so old checkpoints keep loading.
+    // filled in, so old model files keep loading.
     let loaded = serde_json::to_value(&model).map_err(|e| Error::Serde(e.to_string()))?;
     compare_states(&loaded, &fresh, skip)?;
     Ok(model)
@@ -104,7 +104,7 @@ pub fn synthetic_data(d: usize, p: usize, n: usize) -> Result<Dataset> {
         .filter(|&e| e <= MAX_SYNTHETIC_ENTRIES && n <= MAX_SYNTHETIC_ROWS && d > 0 && p > 0);
     if entries.is_none() {
         return Err(Error::config(
-            "checkpoint",
+            "model file",
             format!(
                 "implausible dimensions (input_dim {d}, output_dim {p}, {n} inducing-scale rows)"
             ),
@@ -152,7 +152,7 @@ pub fn compare_states(loaded: &Value, fresh: &Value, skip: &[&str]) -> Result<()
 }
 
 fn mismatch(path: &str, what: impl std::fmt::Display) -> Error {
-    Error::config("checkpoint", format!("{path}: {what}"))
+    Error::config("model file", format!("{path}: {what}"))
 }
 
 fn compare(a: &Value, b: &Value, skip: &[&str], path: &str) -> Result<()> {
@@ -316,7 +316,7 @@ mod tests {
         ];
         for b in &bad {
             let e = compare_states(b, &fresh, &[]).unwrap_err();
-            assert!(e.to_string().contains("checkpoint: $"), "{e}");
+            assert!(e.to_string().contains("model file: $"), "{e}");
         }
         let skipped =
             json!({"z": 3, "w": [1, 2], "f": 0.5, "params": fresh["params"].clone(), "s": [1]});
