@@ -1,8 +1,9 @@
 //! Tests of the SGHMC deep GP (issue 15 tests 2 and 3; resume, determinism, checkpoint
 //! and input checks through the core test kit). The update rule (test 1) and the MCEM
-//! semantics (test 4) are unit tests of the core stepper (`dgp-traits/src/train/sghmc.rs`).
+//! semantics (test 4) are unit tests of the stepper (`dgp-hmc/src/sghmc/sampler/tests.rs`).
 
 use dgp_hmc::sghmc::Potential;
+use dgp_hmc::sghmc::SghmcConfig;
 use dgp_hmc::sghmc::diagnostics::effective_sample_size;
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_traits::data::Dataset;
@@ -11,7 +12,6 @@ use dgp_traits::testing::{
     assert_checkpoint_round_trip, assert_fit_same_on_one_and_two_threads,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
 };
-use dgp_traits::train::SghmcConfig;
 use faer::linalg::solvers::Solve;
 use faer::{Mat, Side};
 
@@ -413,7 +413,7 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
 /// checkpoint written (one after every good step).
 #[test]
 fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
-    use dgp_traits::train::SampledModel;
+    use dgp_hmc::sghmc::SampledModel;
     let data = toy_regression(30, 2, 1.0, 13);
     let fit = FitConfig {
         steps: 100,

@@ -4,6 +4,7 @@
 
 use crate::sghmc::config::{Potential, SghmcDgpConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
+use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
 use dgp_traits::conditional::{QPart, conditional};
 use dgp_traits::data::{Dataset, RowSource, kmeans, require_in_memory};
 use dgp_traits::error::{Error, Result};
@@ -24,7 +25,7 @@ use dgp_traits::skeleton::{
     finish_predictive, predict_chunked, reparam_sample,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{Checkpoint, Executor, Observer, SampledModel, SghmcState, SghmcStepper};
+use dgp_traits::train::{Checkpoint, Executor, Observer};
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
@@ -427,7 +428,7 @@ impl Model for SghmcDgp {
     /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
     /// `cfg.batch_size`, seed `cfg.seed`): burn-in with MCEM hyper steps, then the kept
     /// samples with thinning. `cfg.steps` is the budget of the whole run, burn-in plus
-    /// sampling ([`dgp_traits::train::SghmcConfig::schedule`]): at least the configured
+    /// sampling ([`crate::sghmc::SghmcConfig::schedule`]): at least the configured
     /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
     /// shrinks burn-in and thinning by the same factor and keeps every sample.
     /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model

@@ -1,9 +1,10 @@
 //! Progress of a sampler run: the global step within the whole schedule, the phase
 //! (burn-in / sampling) and the running objective, forwarded to a [`FitObserver`].
 
+use crate::sghmc::sampler::SghmcSchedule;
 use dgp_traits::error::Result;
 use dgp_traits::model::FitObserver;
-use dgp_traits::train::{Control, Observer, SghmcSchedule, StepInfo};
+use dgp_traits::train::{Control, Observer, StepInfo};
 
 /// Forwards each step to a [`FitObserver`] as `on_step(global step, schedule total,
 /// objective)` — a resumed run continues the count — and announces each phase with
