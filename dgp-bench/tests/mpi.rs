@@ -176,6 +176,38 @@ fn two_ranks_equal_one_process_dspp() {
     ranks_equal_one_process("dspp", 2, &["--steps", "20", "--no-tune"]);
 }
 
+/// The structured families and sghmc split their minibatch objective into row chunks
+/// too (927 training rows: two chunks of the full batch).
+#[test]
+fn two_ranks_equal_one_process_star_fc_sghmc() {
+    let few = ["--steps", "6", "--inducing", "8"];
+    ranks_equal_one_process("star", 2, &few);
+    // fc trains its q by natural steps: their (μ_M, L) adjoints travel with the gradient.
+    ranks_equal_one_process("fc", 2, &few);
+    ranks_equal_one_process("sghmc", 2, &["--steps", "12", "--inducing", "8"]);
+}
+
+/// A backend that does not declare `data_parallel` (nested: one tape or full-batch
+/// L-BFGS) is refused before training by every rank, with one message.
+#[test]
+fn a_backend_that_is_not_data_parallel_is_refused_under_several_ranks() {
+    let s = Scratch::new("mpi-nested");
+    let json = s.path("a.jsonl");
+    let mut c = mpirun();
+    c.args(["-np", "2", BIN])
+        .args(run_args("nested", &json, &["--steps", "5"]));
+    let o = wait(spawn(c));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("does not split its training steps"), "{t}");
+    assert_eq!(
+        t.matches("does not split").count(),
+        1,
+        "rank 0 alone says it: {t}"
+    );
+    assert!(!json.exists(), "nothing is written");
+}
+
 #[test]
 fn ranks_with_different_arguments_refuse_to_run() {
     let s = Scratch::new("mpi-args");

@@ -6,7 +6,7 @@ use crate::sghmc::config::{Potential, SghmcDgpConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
 use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::data::{Dataset, RowSource, kmeans, require_in_memory};
+use dgp_traits::data::{Dataset, RowSource, kmeans};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{SparseLayer, SparseLayerInit};
@@ -14,7 +14,8 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
-    Batch, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
+    Batch, ChunkSpec, FitConfig, FitObserver, FitReport, Model, Objective, PredictConfig,
+    chunked_value_and_grads,
 };
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
@@ -32,6 +33,12 @@ use serde::{Deserialize, Serialize};
 
 /// Lower bound of the Gaussian noise variance (softplus + floor, as in dgp-svi).
 pub const NOISE_FLOOR: f64 = 1e-6;
+
+/// Most minibatch rows recorded on one tape: a larger minibatch's log joint is recorded in
+/// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes
+/// ([`dgp_traits::model::chunked_value_and_grads`]), in parallel and, under a distributed
+/// launch, on different processes.
+pub const GRAD_CHUNK_ROWS: usize = 512;
 /// Inner-layer variances are clamped at this floor before the square root of the
 /// reparameterised sample (cambridge-mlg/sghmc_dgp: the reference adds no jitter and its variance
 /// can be slightly negative; a floor above 0 keeps √'s derivative finite).
@@ -283,7 +290,7 @@ impl SghmcDgp {
     /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
     pub(crate) fn sample(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
         extra: Option<&mut dyn Observer<SghmcDgp>>,
@@ -315,7 +322,11 @@ impl SghmcDgp {
             ex = ex.observe(o);
         }
         let report = ex.run(self, data)?;
-        if self.sampler.as_ref().is_some_and(|st| st.finished()) {
+        // The diagnostic is a full-batch pass per kept sample: only for rows in memory.
+        if let (true, Some(data)) = (
+            self.sampler.as_ref().is_some_and(|st| st.finished()),
+            data.in_memory(),
+        ) {
             let potentials = self.kept_potentials(data)?;
             self.potential_ess = Some(effective_sample_size(&potentials));
         }
@@ -340,7 +351,9 @@ impl SghmcDgp {
     }
 
     /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
-    /// data, computed when the run's last sample was kept (`None` before that).
+    /// data, computed when the run's last sample was kept (`None` before that, and for a
+    /// run on a row source that does not hold its rows in memory: the diagnostic is a
+    /// full pass over the rows per kept sample).
     pub fn potential_ess(&self) -> Option<f64> {
         self.potential_ess
     }
@@ -381,6 +394,50 @@ impl Objective for SghmcDgp {
         rng: &mut Rng,
     ) -> Result<Var> {
         check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
+        self.joint_share(tape, params, batch, batch.len(), true, rng)
+    }
+
+    /// Value and gradient of the log joint on `batch` through the core's
+    /// [`chunked_value_and_grads`]: a minibatch of at most [`GRAD_CHUNK_ROWS`] rows is
+    /// recorded on `tape` as [`Objective::record`] does; a larger one in
+    /// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes (in parallel,
+    /// and on the ranks of a distributed launch), chunk c recording its rows' share
+    /// `(N/|B|) Σ_{b∈c} ℓ_b` with the inner-layer noise of stream c of one seed drawn from
+    /// `rng`, chunk 0 also the prior term, summed in chunk order.
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        self.chunked_joint(None, tape, batch, rng)
+    }
+
+    /// [`Objective::value_and_grad`] at the free parameters `flat` (the MCEM hyper step's
+    /// window sample), through the same row chunks.
+    fn value_and_grad_at(
+        &self,
+        flat: &[f64],
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        self.chunked_joint(Some(flat), tape, batch, rng)
+    }
+}
+
+impl SghmcDgp {
+    /// The share of the log joint of the rows of `batch` in a minibatch of `total` rows,
+    /// `(N/total) Σ_{b∈batch} ℓ_b`, minus `½ Σ_l ‖U_l‖²_F` when `with_prior`.
+    fn joint_share(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        total: usize,
+        with_prior: bool,
+        rng: &mut Rng,
+    ) -> Result<Var> {
         let x = tape.constant(batch.x.to_owned());
         let (mu, var) = self.forward(tape, params, x, NoiseMode::PerPoint, rng)?;
         let y = tape.constant(batch.y.to_owned());
@@ -392,13 +449,46 @@ impl Objective for SghmcDgp {
                 .expected_log_lik(tape, y, mu, var, Some(s2))?,
         };
         let data = tape.sum(lp);
-        let mut joint = tape.scale(data, batch.num_data as f64 / batch.len() as f64);
-        for id in &self.u {
-            let sq = tape.sum_squares(id.var(params));
-            let half = tape.scale(sq, 0.5);
-            joint = tape.sub(joint, half);
+        let mut joint = tape.scale(data, batch.num_data as f64 / total as f64);
+        if with_prior {
+            for id in &self.u {
+                let sq = tape.sum_squares(id.var(params));
+                let half = tape.scale(sq, 0.5);
+                joint = tape.sub(joint, half);
+            }
         }
         Ok(joint)
+    }
+
+    /// The log joint's value and gradient at `at` (else the stored parameters) in row
+    /// chunks (see [`Objective::value_and_grad`]).
+    fn chunked_joint(
+        &self,
+        at: Option<&[f64]>,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
+        let total = batch.len();
+        let spec = ChunkSpec {
+            chunk_rows: GRAD_CHUNK_ROWS,
+            draws_noise: true,
+            at,
+            adjoints: &[],
+        };
+        let out = chunked_value_and_grads(
+            tape,
+            &self.params,
+            batch,
+            &spec,
+            rng,
+            |t, leaves, part, first, noise| {
+                self.joint_share(t, leaves, part, total, first, noise)
+                    .map(|v| (v, Vec::new()))
+            },
+        )?;
+        Ok((out.value, out.grad))
     }
 }
 
@@ -440,11 +530,6 @@ impl Model for SghmcDgp {
         cfg: &FitConfig,
         observer: &mut dyn FitObserver,
     ) -> Result<FitReport> {
-        let data = require_in_memory(
-            data,
-            "sghmc",
-            "its sampler is not yet written on a row source",
-        )?;
         self.sample(data, cfg, observer, None)
     }
 
