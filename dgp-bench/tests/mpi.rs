@@ -108,6 +108,7 @@ fn records(path: &Path) -> Vec<serde_json::Value> {
                 "wall_seconds",
                 "peak_rss_mib",
                 "command",
+                "ranks",
             ] {
                 o.remove(k);
             }
@@ -154,6 +155,10 @@ fn ranks_equal_one_process(backend: &str, ranks: usize, extra: &[&str]) {
     // Only rank 0 prints: one header line, one split line.
     assert_eq!(out.matches("split  0: NLL").count(), 1, "{out}");
 
+    // The records of several ranks say so; one process's have no `ranks`.
+    let ranks_of = |p: &Path| read_json_lines(p).unwrap()[0].resources.ranks;
+    assert_eq!(ranks_of(&one), None);
+    assert_eq!(ranks_of(&many), Some(ranks));
     let (a, b) = (records(&one), records(&many));
     assert_eq!(a.len(), 1);
     assert_eq!(a, b, "{ranks} ranks differ from one process");
