@@ -13,7 +13,7 @@ pub mod sampler;
 
 pub use backend::{SGHMC_BACKEND, SghmcBackend};
 pub use config::{DEFAULT_BURN_IN, DEFAULT_STEP_SIZE, MAX_HIDDEN_WIDTH, Potential, SghmcDgpConfig};
-pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SghmcDgp, VAR_FLOOR};
+pub use model::{ESS_MAX_ROWS, GRAD_CHUNK_ROWS, NOISE_FLOOR, SghmcDgp, VAR_FLOOR};
 pub use progress::PhaseProgress;
 pub use sampler::{
     SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, SghmcStepper,

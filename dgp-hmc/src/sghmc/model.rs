@@ -6,7 +6,7 @@ use crate::sghmc::config::{Potential, SghmcDgpConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
 use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::data::{Dataset, RowSource, kmeans};
+use dgp_traits::data::{Dataset, RowSource, gather_dataset, kmeans};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{SparseLayer, SparseLayerInit};
@@ -39,6 +39,11 @@ pub const NOISE_FLOOR: f64 = 1e-6;
 /// ([`dgp_traits::model::chunked_value_and_grads`]), in parallel and, under a distributed
 /// launch, on different processes.
 pub const GRAD_CHUNK_ROWS: usize = 512;
+
+/// Most training rows on which the potential's effective sample size
+/// ([`SghmcDgp::potential_ess`]) is computed after sampling (a full pass over the rows per
+/// kept sample; rows from a source that does not hold them in memory are read once).
+pub const ESS_MAX_ROWS: usize = 100_000;
 /// Inner-layer variances are clamped at this floor before the square root of the
 /// reparameterised sample (cambridge-mlg/sghmc_dgp: the reference adds no jitter and its variance
 /// can be slightly negative; a floor above 0 keeps √'s derivative finite).
@@ -322,12 +327,19 @@ impl SghmcDgp {
             ex = ex.observe(o);
         }
         let report = ex.run(self, data)?;
-        // The diagnostic is a full-batch pass per kept sample: only for rows in memory.
-        if let (true, Some(data)) = (
-            self.sampler.as_ref().is_some_and(|st| st.finished()),
-            data.in_memory(),
-        ) {
-            let potentials = self.kept_potentials(data)?;
+        // The diagnostic is a full pass over the rows per kept sample: bounded by
+        // ESS_MAX_ROWS, the same for rows in memory and rows read from a source.
+        if self.sampler.as_ref().is_some_and(|st| st.finished()) && data.n() <= ESS_MAX_ROWS {
+            let gathered;
+            let rows = match data.in_memory() {
+                Some(d) => d,
+                None => {
+                    let all: Vec<usize> = (0..data.n()).collect();
+                    gathered = gather_dataset(data, &all)?;
+                    &gathered
+                }
+            };
+            let potentials = self.kept_potentials(rows)?;
             self.potential_ess = Some(effective_sample_size(&potentials));
         }
         Ok(report)
@@ -351,9 +363,9 @@ impl SghmcDgp {
     }
 
     /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
-    /// data, computed when the run's last sample was kept (`None` before that, and for a
-    /// run on a row source that does not hold its rows in memory: the diagnostic is a
-    /// full pass over the rows per kept sample).
+    /// data, computed when the run's last sample was kept (`None` before that, and for
+    /// more than [`ESS_MAX_ROWS`] training rows: the diagnostic is a full pass over the
+    /// rows per kept sample).
     pub fn potential_ess(&self) -> Option<f64> {
         self.potential_ess
     }
