@@ -293,6 +293,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         resources: RunResources {
             wall_seconds: Some(wall.elapsed().as_secs_f64()),
             peak_rss_mib: crate::resources::peak_rss_mib(),
+            ranks: crate::resources::ranks(),
         },
         diagnostics: FitDiagnostics::of(model.as_ref(), &fit, &standardizer),
         warnings: Vec::new(),

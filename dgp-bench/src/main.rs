@@ -99,6 +99,7 @@ mod mpi_launch {
     use std::io::Write;
     use std::process::ExitCode;
 
+    use dgp_bench::backends::{find_backend, names_where};
     use dgp_bench::checkpointing::stop_agreed;
     use dgp_bench::cli::{Cli, Command};
     use dgp_bench::distributed::Launch;
@@ -107,16 +108,36 @@ mod mpi_launch {
     use super::{exit_code, parse, plain_main, run};
 
     /// Only `run` and `time` train; every other subcommand (and the default job) is
-    /// refused under a launch of several ranks, before any work.
+    /// refused under a launch of several ranks, before any work, and so is a backend
+    /// that does not declare [`Capabilities::data_parallel`] (every rank would repeat
+    /// the whole computation).
+    ///
+    /// [`Capabilities::data_parallel`]: dgp_traits::backend::Capabilities::data_parallel
     fn check_command(cli: &Cli) -> Result<()> {
-        match &cli.command {
-            Some(Command::Run(_)) | Some(Command::Time(_)) => Ok(()),
-            _ => Err(BenchError::Usage(
-                "under mpirun with several ranks, dgp-bench runs only `run` and `time` \
-                 (data-parallel training); run other commands as one process"
-                    .into(),
-            )),
+        let backends = match &cli.command {
+            Some(Command::Run(a)) => &a.backend,
+            Some(Command::Time(a)) => &a.backend,
+            _ => {
+                return Err(BenchError::Usage(
+                    "under mpirun with several ranks, dgp-bench runs only `run` and `time` \
+                     (data-parallel training); run other commands as one process"
+                        .into(),
+                ));
+            }
+        };
+        for name in backends.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let b = find_backend(name)?;
+            if !b.capabilities().data_parallel {
+                return Err(BenchError::Usage(format!(
+                    "--backend {}: it does not split its training steps across MPI ranks \
+                     (full-batch or single-tape training: every rank would repeat the whole \
+                     run); run it as one process, or use a data-parallel backend ({})",
+                    b.name(),
+                    names_where(|c| c.data_parallel)
+                )));
+            }
         }
+        Ok(())
     }
 
     /// Clears the output flags of a rank that does not write (all but rank 0).

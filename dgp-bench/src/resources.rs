@@ -18,6 +18,17 @@ pub struct RunResources {
     /// Peak resident set size in MiB (`VmHWM`; see the module docs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
+    /// Number of processes (MPI ranks) that shared each training step
+    /// ([`dgp_traits::distribute::ChunkRunner::processes`]); `None` for one process (and
+    /// omitted from the JSON then, so single-process records keep their form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
+}
+
+/// The number of processes sharing each training step when more than one, else `None`
+/// (see [`RunResources::ranks`]).
+pub fn ranks() -> Option<usize> {
+    Some(dgp_traits::distribute::runner().processes()).filter(|&p| p > 1)
 }
 
 /// Resets the peak-RSS mark of this process (see the module docs); `false` when the

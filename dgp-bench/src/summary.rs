@@ -348,10 +348,12 @@ mod tests {
         a.resources = RunResources {
             wall_seconds: Some(2.0),
             peak_rss_mib: Some(100.0),
+            ranks: None,
         };
         b.resources = RunResources {
             wall_seconds: Some(4.0),
             peak_rss_mib: None,
+            ranks: Some(2),
         };
         let rows = summarise(&[a, b]);
         assert_eq!(rows[0].wall_seconds.unwrap().mean, 3.0);

@@ -108,6 +108,7 @@ fn records(path: &Path) -> Vec<serde_json::Value> {
                 "wall_seconds",
                 "peak_rss_mib",
                 "command",
+                "ranks",
             ] {
                 o.remove(k);
             }
@@ -154,6 +155,10 @@ fn ranks_equal_one_process(backend: &str, ranks: usize, extra: &[&str]) {
     // Only rank 0 prints: one header line, one split line.
     assert_eq!(out.matches("split  0: NLL").count(), 1, "{out}");
 
+    // The records of several ranks say so; one process's have no `ranks`.
+    let ranks_of = |p: &Path| read_json_lines(p).unwrap()[0].resources.ranks;
+    assert_eq!(ranks_of(&one), None);
+    assert_eq!(ranks_of(&many), Some(ranks));
     let (a, b) = (records(&one), records(&many));
     assert_eq!(a.len(), 1);
     assert_eq!(a, b, "{ranks} ranks differ from one process");
@@ -174,6 +179,38 @@ fn three_ranks_with_two_chunks_equal_one_process_svi() {
 #[test]
 fn two_ranks_equal_one_process_dspp() {
     ranks_equal_one_process("dspp", 2, &["--steps", "20", "--no-tune"]);
+}
+
+/// The structured families and sghmc split their minibatch objective into row chunks
+/// too (927 training rows: two chunks of the full batch).
+#[test]
+fn two_ranks_equal_one_process_star_fc_sghmc() {
+    let few = ["--steps", "6", "--inducing", "8"];
+    ranks_equal_one_process("star", 2, &few);
+    // fc trains its q by natural steps: their (μ_M, L) adjoints travel with the gradient.
+    ranks_equal_one_process("fc", 2, &few);
+    ranks_equal_one_process("sghmc", 2, &["--steps", "12", "--inducing", "8"]);
+}
+
+/// A backend that does not declare `data_parallel` (nested: one tape or full-batch
+/// L-BFGS) is refused before training by every rank, with one message.
+#[test]
+fn a_backend_that_is_not_data_parallel_is_refused_under_several_ranks() {
+    let s = Scratch::new("mpi-nested");
+    let json = s.path("a.jsonl");
+    let mut c = mpirun();
+    c.args(["-np", "2", BIN])
+        .args(run_args("nested", &json, &["--steps", "5"]));
+    let o = wait(spawn(c));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("does not split its training steps"), "{t}");
+    assert_eq!(
+        t.matches("does not split").count(),
+        1,
+        "rank 0 alone says it: {t}"
+    );
+    assert!(!json.exists(), "nothing is written");
 }
 
 #[test]

@@ -51,9 +51,10 @@ fn record(path: &PathBuf) -> serde_json::Value {
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
-#[test]
-fn streamed_run_equals_the_in_memory_run() {
-    let s = Scratch::new("equal");
+/// `stream` of `backend` with `layers` layers from the row store and with `--in-memory`:
+/// the same records (model, steps, metrics) and the same prediction file.
+fn streamed_equals_in_memory(backend: &str, layers: &str, steps: &str, tag: &str) {
+    let s = Scratch::new(tag);
     write_files(&s);
     let common = |json: &str, preds: &str| -> Vec<String> {
         [
@@ -63,15 +64,15 @@ fn streamed_run_equals_the_in_memory_run() {
             "--test",
             &s.arg("test.rows"),
             "--backend",
-            "svi",
+            backend,
             "--layers",
-            "2",
+            layers,
             "--inducing",
             "8",
             "--batch",
             "700",
             "--steps",
-            "15",
+            steps,
             "--samples",
             "3",
             "--init-rows",
@@ -93,7 +94,7 @@ fn streamed_run_equals_the_in_memory_run() {
     let out = bench(&file_args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.status.success(),
-        "{}",
+        "{backend}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let mut mem_args = common("mem.jsonl", "mem.csv");
@@ -101,7 +102,7 @@ fn streamed_run_equals_the_in_memory_run() {
     let out = bench(&mem_args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.status.success(),
-        "{}",
+        "{backend}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let (f, m) = (record(&s.path("file.jsonl")), record(&s.path("mem.jsonl")));
@@ -116,7 +117,10 @@ fn streamed_run_equals_the_in_memory_run() {
         "bayes_nll",
         "model",
     ] {
-        assert_eq!(f[key], m[key], "{key} differs between file and memory");
+        assert_eq!(
+            f[key], m[key],
+            "{backend}: {key} differs between file and memory"
+        );
     }
     assert!(f["nll"].as_f64().unwrap().is_finite());
     assert!(f["bayes_nll"].as_f64().unwrap() < f["nll"].as_f64().unwrap());
@@ -125,7 +129,25 @@ fn streamed_run_equals_the_in_memory_run() {
         std::fs::read_to_string(s.path("mem.csv")).unwrap(),
     );
     assert_eq!(pf.lines().count(), 301, "header and one line per test row");
-    assert_eq!(pf, pm, "prediction files differ");
+    assert_eq!(pf, pm, "{backend}: prediction files differ");
+}
+
+#[test]
+fn streamed_run_equals_the_in_memory_run() {
+    streamed_equals_in_memory("svi", "2", "15", "equal");
+}
+
+/// dspp holds validation rows out for its early stopping: from the file they are read
+/// into memory and the training rows stay a view of the file (the in-memory split).
+#[test]
+fn streamed_dspp_and_ppgpr_equal_the_in_memory_runs() {
+    streamed_equals_in_memory("dspp", "2", "15", "equal-dspp");
+    streamed_equals_in_memory("ppgpr", "1", "15", "equal-ppgpr");
+}
+
+#[test]
+fn streamed_sghmc_equals_the_in_memory_run() {
+    streamed_equals_in_memory("sghmc", "2", "30", "equal-sghmc");
 }
 
 #[test]

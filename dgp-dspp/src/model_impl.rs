@@ -4,7 +4,7 @@
 
 use crate::lmc::lmc_marginals;
 use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS};
-use dgp_traits::data::{RowSource, require_in_memory};
+use dgp_traits::data::RowSource;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
@@ -32,18 +32,15 @@ impl Model for Dspp {
     /// its NLL is monitored and the best parameters are kept (see [`crate::train`]); with
     /// `restarts > 1`, `restarts` differently seeded initialisations are first trained for
     /// `restart_fraction` of the steps each and the best (held-out, else training, NLL) is
-    /// trained on (paper App. A.2).
+    /// trained on (paper App. A.2). Any [`RowSource`] (a streamed one too: the held-out
+    /// rows are read into memory and the training rows stay a view of the source, the
+    /// same split as in memory; restarts need the rows in memory).
     fn fit(
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        let data = require_in_memory(
-            data,
-            "dspp",
-            "its training holds validation rows out for early stopping",
-        )?;
         crate::train::fit(self, data, cfg, hooks)
     }
 

@@ -51,7 +51,7 @@
 
 use crate::model::Dspp;
 use dgp_traits::calibration::variance_scale;
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, PERMUTATION_TABLE_MAX_N, RowSource, RowSubset, gather_dataset};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
@@ -140,11 +140,41 @@ fn restart(
     Ok(out.seconds)
 }
 
+/// The training rows of a fit: copied into memory (an in-memory source) or a view of the
+/// source's rows (a source that does not hold them in memory).
+enum TrainRows<'a> {
+    Memory(Dataset),
+    View(RowSubset<'a>),
+    Whole(&'a dyn RowSource),
+}
+
+impl TrainRows<'_> {
+    fn source(&self) -> &dyn RowSource {
+        match self {
+            TrainRows::Memory(d) => d,
+            TrainRows::View(v) => v,
+            TrainRows::Whole(s) => *s,
+        }
+    }
+
+    fn in_memory(&self) -> Option<&Dataset> {
+        self.source().in_memory()
+    }
+}
+
 /// [`dgp_traits::model::Model::fit`] of [`Dspp`]: restarts, then the main Adam loop, with
 /// early stopping when configured.
+///
+/// From a source that does not hold its rows in memory the same split is made
+/// ([`heldout_split`] of the row count and the fit seed): the held-out rows are read into
+/// memory ([`gather_dataset`]) and the training rows are a view of the source
+/// ([`RowSubset`]), so a streamed fit equals the in-memory fit bit for bit. The split's
+/// index lists cost 8 bytes a row; above [`PERMUTATION_TABLE_MAX_N`] rows a streamed fit
+/// with early stopping is refused (as are random restarts, which re-initialise on the
+/// training rows in memory).
 pub(crate) fn fit(
     model: &mut Dspp,
-    data: &Dataset,
+    data: &dyn RowSource,
     cfg: &FitConfig,
     hooks: &mut FitHooks<'_>,
 ) -> Result<FitReport> {
@@ -152,18 +182,45 @@ pub(crate) fn fit(
         return Err(Error::Empty("dspp fit: no training rows".into()));
     }
     let es = model.config().early_stopping.clone();
+    let streamed = data.in_memory().is_none();
     let split = match &es {
         Some(e) if data.n() >= MIN_ROWS_FOR_EARLY_STOPPING => {
             e.validate()?;
+            if streamed && data.n() > PERMUTATION_TABLE_MAX_N {
+                return Err(Error::Unsupported(format!(
+                    "dspp early stopping on {} rows from {}: the held-out split of more than \
+                     {PERMUTATION_TABLE_MAX_N} streamed rows is not bounded in memory; set \
+                     early_stopping to null",
+                    data.n(),
+                    data.describe()
+                )));
+            }
             let (fit_idx, val_idx) = heldout_split(data.n(), e.fraction, cfg.seed)?;
-            Some((data.select_rows(&fit_idx)?, data.select_rows(&val_idx)?))
+            Some(match data.in_memory() {
+                Some(d) => (
+                    TrainRows::Memory(d.select_rows(&fit_idx)?),
+                    d.select_rows(&val_idx)?,
+                ),
+                None => {
+                    let val = gather_dataset(data, &val_idx)?;
+                    (TrainRows::View(RowSubset::new(data, fit_idx)?), val)
+                }
+            })
         }
         _ => None,
     };
+    let whole = TrainRows::Whole(data);
     let (train, val) = match &split {
         Some((t, v)) => (t, Some(v)),
-        None => (data, None),
+        None => (&whole, None),
     };
+    if streamed && model.config().restarts > 1 {
+        return Err(Error::Unsupported(format!(
+            "dspp restarts on rows from {}: each restart re-initialises on the training rows \
+             in memory; set restarts to 1 or load the rows into memory",
+            data.describe()
+        )));
+    }
     // A new fit starts uncalibrated: held-out scores during training see the raw model.
     model.variance_scale = 1.0;
     model.refit_steps = 0;
@@ -172,6 +229,11 @@ pub(crate) fn fit(
     if model.config().restarts > 1 && cfg.steps > 1 {
         let pre = ((cfg.steps as f64 * model.config().restart_fraction).round() as usize)
             .clamp(1, cfg.steps - 1);
+        let Some(train) = train.in_memory() else {
+            return Err(Error::Unsupported(
+                "dspp restarts need the training rows in memory".into(),
+            ));
+        };
         seconds = restart(model, train, val, es.as_ref(), cfg, pre, &*hooks)?;
         steps = cfg.steps - pre;
     }
@@ -194,11 +256,11 @@ pub(crate) fn fit(
     let (mut report, summary) = match (val, es.as_ref()) {
         (Some(v), Some(e)) => {
             let mut stop = HeldOutStopping::new(e, v.n(), |m: &Dspp| heldout_nll(m, v));
-            let report = executor.observe(&mut stop).run(model, train)?;
+            let report = executor.observe(&mut stop).run(model, train.source())?;
             (report, stop.summary().clone())
         }
         _ => {
-            let report = executor.run(model, train)?;
+            let report = executor.run(model, train.source())?;
             let summary = FitSummary {
                 steps: report.steps,
                 ..FitSummary::default()
@@ -231,7 +293,7 @@ pub(crate) fn fit(
 fn refit_all_rows(
     model: &mut Dspp,
     mut start: Dspp,
-    data: &Dataset,
+    data: &dyn RowSource,
     cfg: &FitConfig,
     adam: AdamConfig,
     kept: usize,

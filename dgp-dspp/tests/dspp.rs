@@ -1136,21 +1136,42 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
     assert!(s.best_step.unwrap().is_multiple_of(5));
 }
 
-/// dspp's training holds validation rows out of the data, so it needs them in memory and
-/// says so for other sources.
+/// From rows that are not in memory dspp makes the same held-out split (held-out rows
+/// read into memory, training rows a view of the source) and trains bit for bit as in
+/// memory, early stopping included; restarts, which re-initialise on rows in memory, are
+/// refused for such a source.
 #[test]
-fn streamed_rows_are_refused_before_training() {
+fn streamed_rows_train_bit_identically_to_in_memory() {
     let data = toy_data(100, 2, 1);
     let cfg = DsppConfig {
         num_inducing: 8,
         sites: 3,
         ..Default::default()
     };
+    assert!(cfg.early_stopping.is_some());
+    let predict = PredictConfig {
+        samples: 3,
+        seed: 2,
+    };
+    for batch_size in [30, 0] {
+        let fit = FitConfig {
+            steps: 12,
+            batch_size,
+            ..Default::default()
+        };
+        dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
+            || Dspp::new(cfg.clone(), &data),
+            &data,
+            &fit,
+            &predict,
+        );
+    }
+    let restarts = DsppConfig { restarts: 2, ..cfg };
     let fit = FitConfig {
         steps: 5,
         ..Default::default()
     };
-    dgp_traits::testing::assert_refuses_streamed(Dspp::new(cfg, &data).unwrap(), &data, &fit);
+    dgp_traits::testing::assert_refuses_streamed(Dspp::new(restarts, &data).unwrap(), &data, &fit);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! SGHMC burn-in step (sampler gradient + MCEM hyper gradient + Adam) and an SGHMC
 //! sampling step (one gradient), each through the same machinery as training.
 
+use dgp_hmc::sghmc::{SghmcConfig, SghmcSchedule, SghmcStepper};
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_svi::{DeepGp, SviConfig};
 use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into, load_uci};
@@ -13,7 +14,7 @@ use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictCon
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
-use dgp_traits::train::{Executor, SghmcConfig, SghmcSchedule, SghmcStepper};
+use dgp_traits::train::Executor;
 use faer::{Mat, Par};
 use std::time::Instant;
 

@@ -1,8 +1,9 @@
 //! Tests of the SGHMC deep GP (issue 15 tests 2 and 3; resume, determinism, checkpoint
 //! and input checks through the core test kit). The update rule (test 1) and the MCEM
-//! semantics (test 4) are unit tests of the core stepper (`dgp-traits/src/train/sghmc.rs`).
+//! semantics (test 4) are unit tests of the stepper (`dgp-hmc/src/sghmc/sampler/tests.rs`).
 
 use dgp_hmc::sghmc::Potential;
+use dgp_hmc::sghmc::SghmcConfig;
 use dgp_hmc::sghmc::diagnostics::effective_sample_size;
 use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
 use dgp_traits::data::Dataset;
@@ -11,7 +12,6 @@ use dgp_traits::testing::{
     assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, perturb, toy_regression,
 };
-use dgp_traits::train::SghmcConfig;
 use faer::linalg::solvers::Solve;
 use faer::{Mat, Side};
 
@@ -423,7 +423,7 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
 /// checkpoint written (one after every good step).
 #[test]
 fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
-    use dgp_traits::train::SampledModel;
+    use dgp_hmc::sghmc::SampledModel;
     let data = toy_regression(30, 2, 1.0, 13);
     let fit = FitConfig {
         steps: 100,
@@ -500,17 +500,35 @@ fn trace_recorder_sees_every_step_and_does_not_change_the_run() {
     assert!(rec.hypers[0].noise_variance != rec.hypers[6].noise_variance);
 }
 
-/// The sampler trains on rows in memory only, and says so for other sources.
+/// The sampler trains from rows that are not in memory bit for bit as from memory (the
+/// executor gathers the same minibatches), the ESS diagnostic included.
 #[test]
-fn streamed_rows_are_refused_before_sampling() {
+fn streamed_rows_sample_bit_identically_to_in_memory() {
     let data = toy_regression(40, 2, 1.0, 6);
     let fit = FitConfig {
         steps: 10,
         batch_size: 16,
         ..FitConfig::default()
     };
-    let model = SghmcDgp::new(small_config(2), &data).unwrap();
-    dgp_traits::testing::assert_refuses_streamed(model, &data, &fit);
+    let predict = PredictConfig {
+        samples: 3,
+        seed: 2,
+    };
+    dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
+        || SghmcDgp::new(small_config(2), &data),
+        &data,
+        &fit,
+        &predict,
+    );
+    // The ESS diagnostic too (the rows are read from the source once).
+    let run = |rows: &dyn dgp_traits::data::RowSource| {
+        let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+        model.fit(rows, &fit, &mut FitHooks::none()).unwrap();
+        (model.potential_ess(), model.describe())
+    };
+    let (mem, streamed) = (run(&data), run(&dgp_traits::testing::Streamed(&data)));
+    assert!(mem.0.is_some());
+    assert_eq!(mem, streamed);
 }
 
 #[test]
@@ -523,4 +541,63 @@ fn fitted_model_round_trips_through_a_model_file() {
         ..FitConfig::default()
     };
     dgp_traits::testing::assert_fitted_round_trip(&small_config(2), &data, &fit, "dgps");
+}
+
+/// A minibatch of more than GRAD_CHUNK_ROWS rows: the log joint's value and gradient
+/// (also at given parameters, the MCEM probe) equal `Σ_c (b_c/B)·record(chunk c)` on one
+/// tape with chunk c's noise from stream c of the seed drawn from the step's generator
+/// (each record counts its rows at N/b_c and the prior once).
+#[test]
+fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
+    use dgp_hmc::sghmc::GRAD_CHUNK_ROWS;
+    use dgp_traits::rng::{seeded, stream};
+    use dgp_traits::tape::Tape;
+    use rand::RngExt;
+    let n = 2 * GRAD_CHUNK_ROWS + 37;
+    let data = toy_regression(n, 2, 1.0, 8);
+    let m = SghmcDgp::new(small_config(2), &data).unwrap();
+    let batch = Batch::new(data.x(), data.y(), 4000).unwrap();
+    let mut at = m.params().flat();
+    at.iter_mut().for_each(|v| *v *= 0.9);
+    for probe in [None, Some(&at)] {
+        let (v, g) = match probe {
+            None => m.value_and_grad(&mut Tape::new(), &batch, &mut seeded(4)),
+            Some(f) => m.value_and_grad_at(f, &mut Tape::new(), &batch, &mut seeded(4)),
+        }
+        .unwrap();
+        let seed: u64 = seeded(4).random();
+        let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
+        let mut t = Tape::new();
+        let leaves = match probe {
+            None => m.params().record(&mut t),
+            Some(f) => m.params().record_at(&mut t, f).unwrap(),
+        };
+        let mut total = None;
+        for c in 0..chunks {
+            let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
+            let part = Batch::new(
+                data.x().subrows(start, end - start),
+                data.y().subrows(start, end - start),
+                4000,
+            )
+            .unwrap();
+            let out = m
+                .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+                .unwrap();
+            let w = t.scale(out, (end - start) as f64 / n as f64);
+            total = Some(match total {
+                None => w,
+                Some(acc) => t.add(acc, w),
+            });
+        }
+        let total = total.unwrap();
+        let grads = t.backward(total);
+        let g1 = m.params().flat_grad(&grads, &leaves);
+        let v1 = t.scalar(total);
+        assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
+        let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in g.iter().zip(&g1) {
+            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
+        }
+    }
 }

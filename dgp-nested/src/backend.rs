@@ -60,6 +60,7 @@ impl ConfigBackend for NestedBackend {
             resumable: true,
             selects_on_validation: false,
             streams: true,
+            data_parallel: false,
             likelihoods: &[LikelihoodFamily::Gaussian],
             samples_in_prediction: "ignored: the default prediction is one moment-matched Gaussian per point (NestedConfig::predict)",
             samples_in_training: "ignored: moments are propagated deterministically",

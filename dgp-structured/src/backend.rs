@@ -110,6 +110,7 @@ impl ConfigBackend for StructuredBackend {
             resumable: true,
             selects_on_validation: false,
             streams: true,
+            data_parallel: true,
             likelihoods: &[LikelihoodFamily::Gaussian],
             samples_in_prediction: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",

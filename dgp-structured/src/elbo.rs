@@ -9,6 +9,12 @@ use dgp_traits::skeleton::check_batch;
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
 
+/// Most minibatch rows recorded on one tape: a larger minibatch's ELBO is recorded in
+/// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes
+/// ([`dgp_traits::model::chunked_value_and_grad`]), in parallel and, under a distributed
+/// launch, on different processes.
+pub const GRAD_CHUNK_ROWS: usize = 512;
+
 impl StructuredDgp {
     /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.
     pub(crate) fn elbo_parts(
@@ -19,6 +25,25 @@ impl StructuredDgp {
         rng: &mut Rng,
     ) -> Result<(Var, Var, QTape)> {
         check_batch("structured", batch, self.input_dim, 1)?;
+        let (elbo, kl, q) = self.elbo_share(tape, leaves, batch, batch.len(), true, rng)?;
+        let kl = kl.ok_or_else(|| dgp_traits::Error::Empty("structured: no KL".into()))?;
+        Ok((elbo, kl, q))
+    }
+
+    /// The share of eq. (8) of the rows of `batch` in a minibatch of `total` rows:
+    /// `N/(total·S) Σ_{n∈batch,s} E[log p(y_n | f^L_ns)]`, minus KL(q(f_M) ‖ p(f_M)) when
+    /// `with_kl` (the KL is returned too). The rows' terms are independent given the
+    /// parameters (Theorem 1 marginalises f_M per row), so the shares of consecutive row
+    /// chunks sum to the minibatch ELBO.
+    pub(crate) fn elbo_share(
+        &self,
+        tape: &mut Tape,
+        leaves: &[Var],
+        batch: &Batch<'_>,
+        total: usize,
+        with_kl: bool,
+        rng: &mut Rng,
+    ) -> Result<(Var, Option<Var>, QTape)> {
         let x = tape.constant(batch.x.to_owned());
         let prop = self.propagate(tape, leaves, x, self.config.train_samples, rng)?;
         let b = batch.len();
@@ -34,10 +59,13 @@ impl StructuredDgp {
             .likelihood
             .expected_log_lik(tape, y, mean, var, noise)?;
         let data = tape.sum(ell);
-        let data = tape.scale(data, batch.num_data as f64 / rows as f64);
+        let data = tape.scale(data, batch.num_data as f64 / (total * prop.reps) as f64);
+        if !with_kl {
+            return Ok((data, None, prop.q));
+        }
         let kl = prop.q.kl(tape, &self.layout, prop.whitened, &prop.chols)?;
         let elbo = tape.sub(data, kl);
-        Ok((elbo, kl, prop.q))
+        Ok((elbo, Some(kl), prop.q))
     }
 
     /// ELBO and KL values on `batch` with the noise of `seeded(seed)` (for tests and

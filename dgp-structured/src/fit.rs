@@ -3,19 +3,22 @@
 //! propagation used to test Theorem 1.
 
 use crate::config::Family;
+use crate::elbo::GRAD_CHUNK_ROWS;
 use crate::model::StructuredDgp;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
-    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
+    Batch, ChunkSpec, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig,
+    chunked_value_and_grad, chunked_value_and_grads,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::{
-    ChunkMoments, check_inputs, describe_stack, finish_predictive, model_json, predict_chunked,
+    ChunkMoments, check_batch, check_inputs, describe_stack, finish_predictive, model_json,
+    predict_chunked,
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
@@ -41,6 +44,35 @@ impl Objective for StructuredDgp {
         rng: &mut Rng,
     ) -> Result<Var> {
         self.elbo_parts(tape, params, batch, rng).map(|(e, _, _)| e)
+    }
+
+    /// Value and gradient of eq. (8) on `batch` through the core's
+    /// [`chunked_value_and_grad`]: a minibatch of at most [`GRAD_CHUNK_ROWS`] rows is
+    /// recorded on `tape` as [`Objective::record`] does; a larger one in
+    /// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes (in parallel,
+    /// and on the ranks of a distributed launch), chunk c recording its rows' share of the
+    /// data term with the noise of stream c of one seed drawn from `rng`, chunk 0 also the
+    /// KL, summed in chunk order.
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        check_batch("structured", batch, self.input_dim, 1)?;
+        let b = batch.len();
+        chunked_value_and_grad(
+            tape,
+            &self.params,
+            batch,
+            GRAD_CHUNK_ROWS,
+            true,
+            rng,
+            |t, leaves, part, first, noise| {
+                self.elbo_share(t, leaves, part, b, first, noise)
+                    .map(|(e, _, _)| e)
+            },
+        )
     }
 }
 
@@ -137,34 +169,62 @@ impl NaturalGradientModel for StructuredDgp {
         rng: &mut Rng,
         cfg: &NatGradConfig,
     ) -> Result<(f64, Vec<f64>)> {
-        tape.clear();
-        let leaves = self.params.record(tape);
-        let (out, _, q) = self.elbo_parts(tape, &leaves, batch, rng)?;
-        let (value, grads, flat_grad) = checked_backward(tape, out, &self.params, &leaves)?;
-        let (
-            QParams::Dense {
-                mean: mean_id,
-                factor: factor_id,
-            },
-            FactorTape::Dense(factor),
-        ) = (&self.q, &q.factor)
+        let QParams::Dense {
+            mean: mean_id,
+            factor: factor_id,
+        } = &self.q
         else {
             return Err(Error::config(
                 "natgrad",
                 "natural gradients need the fully_coupled family",
             ));
         };
-        let mean = self.params.get(*mean_id).to_owned();
-        let n = mean.nrows();
-        let zeros = Mat::<f64>::zeros(n, n);
-        let zero_mean = Mat::<f64>::zeros(n, 1);
-        let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
-        let g_factor = grads.get(*factor).unwrap_or(zeros.as_ref());
-        let step =
-            natural_gradient_step(mean.as_ref(), tape.value(*factor), g_mean, g_factor, cfg)?;
-        let raw = raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR);
         let (mean_id, factor_id) = (*mean_id, *factor_id);
-        drop(grads);
+        check_batch("structured", batch, self.input_dim, 1)?;
+        // The ELBO's value, gradient and adjoints of (μ_M, L) through the row chunks (see
+        // `value_and_grad`): each chunk records q from the same parameters, so the chunks'
+        // adjoints of q's nodes sum to the minibatch's.
+        let n = self.layout.size();
+        let shapes = [(n, 1), (n, n)];
+        let spec = ChunkSpec {
+            chunk_rows: GRAD_CHUNK_ROWS,
+            draws_noise: true,
+            at: None,
+            adjoints: &shapes,
+        };
+        let b = batch.len();
+        let out = chunked_value_and_grads(
+            tape,
+            &self.params,
+            batch,
+            &spec,
+            rng,
+            |t, leaves, part, first, noise| {
+                let (e, _, q) = self.elbo_share(t, leaves, part, b, first, noise)?;
+                match q.factor {
+                    FactorTape::Dense(f) => Ok((e, vec![q.mean, f])),
+                    FactorTape::Blocks(_) => Err(Error::config(
+                        "natgrad",
+                        "natural gradients need the fully_coupled family",
+                    )),
+                }
+            },
+        )?;
+        let (value, flat_grad) = (out.value, out.grad);
+        // L = the factor's transform of its raw block, as every chunk recorded it.
+        tape.clear();
+        let leaves = self.params.record(tape);
+        let q = self.q.record(tape, &leaves, &self.layout);
+        let FactorTape::Dense(factor) = q.factor else {
+            return Err(Error::config(
+                "natgrad",
+                "natural gradients need the fully_coupled family",
+            ));
+        };
+        let mean = self.params.get(mean_id).to_owned();
+        let (g_mean, g_factor) = (out.adjoints[0].as_ref(), out.adjoints[1].as_ref());
+        let step = natural_gradient_step(mean.as_ref(), tape.value(factor), g_mean, g_factor, cfg)?;
+        let raw = raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR);
         self.params.set(factor_id, raw)?;
         self.params.set(mean_id, step.mean)?;
         Ok((value, flat_grad))
@@ -291,5 +351,129 @@ impl StructuredDgp {
         let base = (0..b.ncols()).map(|j| b[(0, j)]).collect();
         let mean = p.2.map(|m| tape.value(m).to_owned());
         Ok((a, base, mean))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StructuredConfig;
+    use dgp_traits::model::checked_backward;
+    use dgp_traits::rng::{seeded, stream};
+    use dgp_traits::testing::toy_regression;
+    use rand::RngExt;
+
+    fn model(
+        family: Family,
+        layers: usize,
+        n: usize,
+    ) -> (StructuredDgp, dgp_traits::data::Dataset) {
+        let data = toy_regression(n, 2, 1.5, 3);
+        let c = StructuredConfig {
+            family,
+            layers,
+            num_inducing: 5,
+            train_samples: 2,
+            kmeans_iters: 3,
+            ..Default::default()
+        };
+        (StructuredDgp::new(c, &data).unwrap(), data)
+    }
+
+    /// A minibatch of more than GRAD_CHUNK_ROWS rows: value and gradient equal
+    /// `Σ_c (b_c/B)·record(chunk c)` on one tape with chunk c's noise from stream c of the
+    /// seed drawn from the step's generator (each record counts its rows at N/(b_c·S) and
+    /// the KL once, so the weights give every row N/(B·S) and the KL weight 1).
+    #[test]
+    fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
+        for family in [Family::Star, Family::FullyCoupled] {
+            let n = 2 * GRAD_CHUNK_ROWS + 37;
+            let (m, data) = model(family, 2, n);
+            let batch = Batch::new(data.x(), data.y(), 4000).unwrap();
+            let (v, g) = m
+                .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
+                .unwrap();
+            let seed: u64 = seeded(4).random();
+            let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
+            let mut t = Tape::new();
+            let leaves = m.params().record(&mut t);
+            let mut total = None;
+            for c in 0..chunks {
+                let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
+                let part = Batch::new(
+                    data.x().subrows(start, end - start),
+                    data.y().subrows(start, end - start),
+                    4000,
+                )
+                .unwrap();
+                let out = m
+                    .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+                    .unwrap();
+                let w = t.scale(out, (end - start) as f64 / n as f64);
+                total = Some(match total {
+                    None => w,
+                    Some(acc) => t.add(acc, w),
+                });
+            }
+            let total = total.unwrap();
+            let grads = t.backward(total);
+            let g1 = m.params().flat_grad(&grads, &leaves);
+            let v1 = t.scalar(total);
+            assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
+            let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+            for (a, b) in g.iter().zip(&g1) {
+                assert!((a - b).abs() <= 1e-10 * scale, "{family:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    /// The fully-coupled natural step on a minibatch of several chunks equals the step
+    /// computed from one tape holding the whole batch (one layer: no noise, so both see
+    /// the same objective): the chunks' adjoints of (μ_M, L) sum to the batch's.
+    #[test]
+    fn chunked_natural_step_equals_the_one_tape_step() {
+        let n = 2 * GRAD_CHUNK_ROWS + 11;
+        let (mut m, data) = model(Family::FullyCoupled, 1, n);
+        let batch = Batch::new(data.x(), data.y(), n).unwrap();
+        let cfg = NatGradConfig::default();
+        // The reference: the whole batch on one tape.
+        let mut r = m.clone();
+        let mut tape = Tape::new();
+        let leaves = r.params.record(&mut tape);
+        let (out, _, q) = r
+            .elbo_parts(&mut tape, &leaves, &batch, &mut seeded(1))
+            .unwrap();
+        let (v_ref, grads, g_ref) = checked_backward(&tape, out, &r.params, &leaves).unwrap();
+        let (QParams::Dense { mean, factor }, FactorTape::Dense(f)) = (&r.q, &q.factor) else {
+            panic!("fc has a dense q");
+        };
+        let (mean, factor) = (*mean, *factor);
+        let step = natural_gradient_step(
+            r.params.get(mean),
+            tape.value(*f),
+            grads.get(q.mean).unwrap(),
+            grads.get(*f).unwrap(),
+            &cfg,
+        )
+        .unwrap();
+        drop(grads);
+        r.params
+            .set(factor, raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR))
+            .unwrap();
+        r.params.set(mean, step.mean).unwrap();
+
+        let (v, g) = m
+            .natural_step(&mut Tape::new(), &batch, &mut seeded(1), &cfg)
+            .unwrap();
+        assert!((v - v_ref).abs() <= 1e-10 * v_ref.abs(), "{v} vs {v_ref}");
+        let scale = g_ref.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in g.iter().zip(&g_ref) {
+            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
+        }
+        let (pa, pb) = (m.params().flat(), r.params().flat());
+        let scale = pb.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in pa.iter().zip(&pb) {
+            assert!((a - b).abs() <= 1e-9 * scale, "{a} vs {b}");
+        }
     }
 }

@@ -131,6 +131,7 @@ mod sparse;
 pub use backend::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend};
 pub use config::{Family, StructuredConfig};
 pub use dgp_traits;
+pub use elbo::GRAD_CHUNK_ROWS;
 pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredDgp};
 
 /// The types a user of this crate needs: the configuration, the model, and the shared

@@ -66,6 +66,7 @@ impl ConfigBackend for SviBackend {
             resumable: true,
             selects_on_validation: false,
             streams: true,
+            data_parallel: true,
             likelihoods: &[
                 LikelihoodFamily::Gaussian,
                 LikelihoodFamily::Bernoulli,

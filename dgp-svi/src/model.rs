@@ -9,8 +9,8 @@ use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
-    Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig, checked_backward,
-    chunked_value_and_grad,
+    Batch, ChunkSpec, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig,
+    chunked_value_and_grad, chunked_value_and_grads,
 };
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
@@ -369,13 +369,7 @@ impl NaturalGradientModel for DeepGp {
         rng: &mut Rng,
         cfg: &NatGradConfig,
     ) -> Result<(f64, Vec<f64>)> {
-        tape.clear();
-        let leaves = self.params.record(tape);
-        let (out, q) = self.elbo(tape, &leaves, batch, rng)?;
-        let (value, grads, flat_grad) = checked_backward(tape, out, &self.params, &leaves)?;
-        let QSqrt::Full(factors) = &q.sqrt else {
-            unreachable!("svi's q(u) has full Cholesky factors")
-        };
+        check_batch("svi", batch, self.input_dim, self.output_dim)?;
         let ids = self
             .q
             .last()
@@ -383,14 +377,48 @@ impl NaturalGradientModel for DeepGp {
             .clone();
         let mean = self.params.get(ids.mean).to_owned();
         let m = mean.nrows();
-        let zeros = Mat::<f64>::zeros(m, m);
-        let zero_mean = Mat::<f64>::zeros(m, self.latent_dim());
-        let g_mean = grads.get(q.mean).unwrap_or(zero_mean.as_ref());
+        // The ELBO's value, gradient and the adjoints of the last layer's (m, L_d) through
+        // the row chunks of `value_and_grad`: every chunk records q(u) from the same
+        // parameters, so the chunks' adjoints sum to the minibatch's.
+        let mut shapes = vec![(m, self.latent_dim())];
+        shapes.extend(std::iter::repeat_n((m, m), ids.sqrt.len()));
+        let spec = ChunkSpec {
+            chunk_rows: GRAD_CHUNK_ROWS,
+            draws_noise: true,
+            at: None,
+            adjoints: &shapes,
+        };
+        let b = batch.len();
+        let out = chunked_value_and_grads(
+            tape,
+            &self.params,
+            batch,
+            &spec,
+            rng,
+            |t, leaves, part, first, noise| {
+                let (elbo, q) = self.elbo_part(t, leaves, part, b, first, noise)?;
+                let QSqrt::Full(factors) = &q.sqrt else {
+                    unreachable!("svi's q(u) has full Cholesky factors")
+                };
+                let mut nodes = vec![q.mean];
+                nodes.extend(factors.iter().copied());
+                Ok((elbo, nodes))
+            },
+        )?;
+        let (value, flat_grad) = (out.value, out.grad);
+        // The factors L_d as every chunk recorded them.
+        tape.clear();
+        let leaves = self.params.record(tape);
+        let q = ids.vars(tape, &leaves);
+        let QSqrt::Full(factors) = &q.sqrt else {
+            unreachable!("svi's q(u) has full Cholesky factors")
+        };
+        let g_mean = out.adjoints[0].as_ref();
         // All outputs' steps first, then the parameters: a failed step leaves q(u) as it was.
         let mut new_mean = mean.clone();
         let mut new_factors = Vec::with_capacity(factors.len());
         for (d, &factor) in factors.iter().enumerate() {
-            let g_factor = grads.get(factor).unwrap_or(zeros.as_ref());
+            let g_factor = out.adjoints[1 + d].as_ref();
             let step = natural_gradient_step(
                 mean.subcols(d, 1),
                 tape.value(factor),
@@ -549,5 +577,73 @@ impl DeepGp {
             },
             &[],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dgp_traits::testing::toy_regression;
+
+    /// The natural step on a minibatch of several chunks equals the step computed from
+    /// one tape holding the whole batch (one layer: no noise, so both see the same
+    /// objective): the chunks' adjoints of (m_d, L_d) sum to the batch's.
+    #[test]
+    fn chunked_natural_step_equals_the_one_tape_step() {
+        let n = 2 * GRAD_CHUNK_ROWS + 11;
+        let data = toy_regression(n, 2, 1.5, 3);
+        let cfg = SviConfig {
+            layers: 1,
+            num_inducing: 6,
+            ..Default::default()
+        };
+        let mut m = DeepGp::new(cfg, &data).unwrap();
+        let batch = Batch::new(data.x(), data.y(), n).unwrap();
+        let nat = NatGradConfig::default();
+        // The reference: the whole batch on one tape.
+        let mut r = m.clone();
+        let mut tape = Tape::new();
+        let leaves = r.params.record(&mut tape);
+        let (out, q) = r.elbo(&mut tape, &leaves, &batch, &mut seeded(1)).unwrap();
+        let (v_ref, grads, g_ref) =
+            dgp_traits::model::checked_backward(&tape, out, &r.params, &leaves).unwrap();
+        let QSqrt::Full(factors) = &q.sqrt else {
+            panic!("full factors")
+        };
+        let ids = r.q.last().unwrap().clone();
+        let mean = r.params.get(ids.mean).to_owned();
+        let mut new_mean = mean.clone();
+        let mut raws = Vec::new();
+        for (d, &f) in factors.iter().enumerate() {
+            let step = natural_gradient_step(
+                mean.subcols(d, 1),
+                tape.value(f),
+                grads.get(q.mean).unwrap().subcols(d, 1),
+                grads.get(f).unwrap(),
+                &nat,
+            )
+            .unwrap();
+            new_mean.subcols_mut(d, 1).copy_from(step.mean.as_ref());
+            raws.push(raw_lower_factor(step.factor.as_ref(), Q_SQRT_FLOOR));
+        }
+        drop(grads);
+        for (&id, raw) in ids.sqrt.iter().zip(raws) {
+            r.params.set(id, raw).unwrap();
+        }
+        r.params.set(ids.mean, new_mean).unwrap();
+
+        let (v, g) = m
+            .natural_step(&mut Tape::new(), &batch, &mut seeded(1), &nat)
+            .unwrap();
+        assert!((v - v_ref).abs() <= 1e-10 * v_ref.abs(), "{v} vs {v_ref}");
+        let scale = g_ref.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in g.iter().zip(&g_ref) {
+            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
+        }
+        let (pa, pb) = (m.params().flat(), r.params().flat());
+        let scale = pb.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in pa.iter().zip(&pb) {
+            assert!((a - b).abs() <= 1e-9 * scale, "{a} vs {b}");
+        }
     }
 }

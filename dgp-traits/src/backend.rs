@@ -125,6 +125,14 @@ pub struct Capabilities {
     /// `fit` can train from a [`crate::data::RowSource`] that does not hold the rows in
     /// memory ([`crate::model::Model::fit`] with a source whose `in_memory` is `None`).
     pub streams: bool,
+    /// `fit` computes every minibatch objective's value and gradient through the core's
+    /// row chunks ([`crate::model::chunked_value_and_grad`]) in every configuration, so
+    /// the processes of a distributed launch ([`crate::distribute::ChunkRunner`]) share
+    /// each step's work and together give the single-process result. `false`: some
+    /// configuration trains full batch or on one tape (L-BFGS, a moment-propagating
+    /// objective), every process would repeat the whole computation, and a harness
+    /// refuses a launch of several processes before training.
+    pub data_parallel: bool,
     /// The likelihood families the backend trains with.
     pub likelihoods: &'static [LikelihoodFamily],
     /// What [`CommonSettings::predict_samples`] means when predicting.

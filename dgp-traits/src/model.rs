@@ -23,7 +23,7 @@ use crate::params::ParamStore;
 use crate::predictive::Predictive;
 use crate::rng::{Rng, stream};
 use crate::tape::{Gradients, Tape, Var};
-use faer::MatRef;
+use faer::{Mat, MatRef};
 use rand::RngExt;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -145,8 +145,19 @@ pub fn checked_backward(
     Ok((value, grads, g))
 }
 
-/// An objective's value and its gradient in [`ParamStore::flat`] layout.
-type ValueGrad = (f64, Vec<f64>);
+/// What [`chunked_value_and_grads`] returns: the objective's value, its gradient in
+/// [`ParamStore::flat`] layout, and the adjoints of the extra nodes the record closure
+/// named (summed over the chunks, in chunk order).
+#[derive(Clone, Debug)]
+pub struct ChunkedGrad {
+    /// The objective's value.
+    pub value: f64,
+    /// Its gradient with respect to the free parameters ([`ParamStore::flat`] layout).
+    pub grad: Vec<f64>,
+    /// The adjoint `∂value/∂node` of each extra node, in the order the closure returned
+    /// them (a zero matrix where the node does not reach the objective).
+    pub adjoints: Vec<Mat<f64>>,
+}
 
 /// Value and gradient of an objective that sums over the rows of a minibatch, with large
 /// minibatches recorded in chunks on separate tapes in parallel.
@@ -179,20 +190,114 @@ pub fn chunked_value_and_grad<F>(
 where
     F: Fn(&mut Tape, &[Var], &Batch<'_>, bool, &mut Rng) -> Result<Var> + Sync,
 {
+    let spec = ChunkSpec {
+        chunk_rows,
+        draws_noise,
+        at: None,
+        adjoints: &[],
+    };
+    let out = chunked_value_and_grads(tape, params, batch, &spec, rng, |t, l, b, first, r| {
+        record(t, l, b, first, r).map(|v| (v, Vec::new()))
+    })?;
+    Ok((out.value, out.grad))
+}
+
+/// How [`chunked_value_and_grads`] splits and records a minibatch objective.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkSpec<'a> {
+    /// Most rows of one chunk (a batch of at most this many rows is one chunk, recorded on
+    /// the caller's tape).
+    pub chunk_rows: usize,
+    /// Whether the objective draws noise: chunk c then gets stream c of one seed drawn
+    /// from the caller's generator (see [`chunked_value_and_grad`]).
+    pub draws_noise: bool,
+    /// The free parameters to record the objective at ([`ParamStore::record_at`]); `None`:
+    /// the stored ones ([`ParamStore::record`]).
+    pub at: Option<&'a [f64]>,
+    /// Shapes of the extra nodes whose adjoints the closure asks for (the second part of
+    /// its return value, in this order).
+    pub adjoints: &'a [(usize, usize)],
+}
+
+/// [`chunked_value_and_grad`], generalised: the parameters may be recorded at given free
+/// values (`spec.at`, what [`Objective::value_and_grad_at`] needs), and the closure may
+/// name extra nodes of its tape (e.g. a variational factor after its transform) whose
+/// adjoints are summed over the chunks like the gradient (what a natural-gradient step
+/// needs). Every chunk records the same global nodes from the same parameters, so each
+/// chunk's adjoint is its rows' share and the sum in chunk order is the adjoint of the
+/// whole objective; the adjoints travel with the gradient through the process-wide
+/// [`crate::distribute::runner`] (one row of `1 + n_p + Σ r·c` numbers per chunk).
+///
+/// # Errors
+/// As [`chunked_value_and_grad`]; [`Error::Shape`] when a returned node does not have
+/// the shape `spec.adjoints` gives or the closure returns another number of nodes; the
+/// errors of [`ParamStore::record_at`].
+pub fn chunked_value_and_grads<F>(
+    tape: &mut Tape,
+    params: &ParamStore,
+    batch: &Batch<'_>,
+    spec: &ChunkSpec<'_>,
+    rng: &mut Rng,
+    record: F,
+) -> Result<ChunkedGrad>
+where
+    F: Fn(&mut Tape, &[Var], &Batch<'_>, bool, &mut Rng) -> Result<(Var, Vec<Var>)> + Sync,
+{
     let rows = batch.len();
-    let chunks = rows.div_ceil(chunk_rows.max(1));
+    let chunks = rows.div_ceil(spec.chunk_rows.max(1));
+    let shapes = spec.adjoints;
+    let leaves_of = |t: &mut Tape| match spec.at {
+        Some(flat) => params.record_at(t, flat),
+        None => Ok(params.record(t)),
+    };
+    // One chunk's value, gradient and adjoints on tape `t`.
+    let one = |t: &mut Tape, part: &Batch<'_>, first: bool, noise: &mut Rng| {
+        t.clear();
+        let leaves = leaves_of(t)?;
+        let (out, nodes) = record(t, &leaves, part, first, noise)?;
+        if nodes.len() != shapes.len() {
+            return Err(Error::shape(
+                "chunked objective: adjoint nodes",
+                shapes.len(),
+                nodes.len(),
+            ));
+        }
+        let (value, grads, g) = checked_backward(t, out, params, &leaves)?;
+        let mut adjoints = Vec::with_capacity(nodes.len());
+        for (&node, &(r, c)) in nodes.iter().zip(shapes) {
+            if t.shape(node) != (r, c) {
+                return Err(Error::shape(
+                    "chunked objective: adjoint node",
+                    format!("{r}×{c}"),
+                    format!("{:?}", t.shape(node)),
+                ));
+            }
+            let a = grads
+                .get(node)
+                .map_or_else(|| Mat::zeros(r, c), |m| m.to_owned());
+            if let Some(k) = a
+                .col_iter()
+                .flat_map(|c| c.iter())
+                .position(|v| !v.is_finite())
+            {
+                return Err(Error::Numerical(format!("adjoint entry {k} is not finite")));
+            }
+            adjoints.push(a);
+        }
+        Ok(ChunkedGrad {
+            value,
+            grad: g,
+            adjoints,
+        })
+    };
     if chunks <= 1 {
-        tape.clear();
-        let leaves = params.record(tape);
-        let out = record(tape, &leaves, batch, true, rng)?;
-        let (value, _, g) = checked_backward(tape, out, params, &leaves)?;
-        return Ok((value, g));
+        return one(tape, batch, true, rng);
     }
-    let seed: u64 = if draws_noise { rng.random() } else { 0 };
+    let seed: u64 = if spec.draws_noise { rng.random() } else { 0 };
     let base = rng.clone();
     let runner = crate::distribute::runner();
-    // Per chunk: `None` where another process computes it, else its value and gradient.
-    let parts: Vec<Option<Result<ValueGrad>>> = tape
+    // Per chunk: `None` where another process computes it, else its results.
+    let parts: Vec<Option<Result<ChunkedGrad>>> = tape
         .sub_tapes(chunks)
         .par_iter_mut()
         .enumerate()
@@ -206,29 +311,34 @@ where
                 y: batch.y.subrows(start, end - start),
                 num_data: batch.num_data,
             };
-            let mut noise = if draws_noise {
+            let mut noise = if spec.draws_noise {
                 stream(seed, c as u64)
             } else {
                 base.clone()
             };
-            t.clear();
-            let leaves = params.record(t);
-            let out = record(t, &leaves, &part, c == 0, &mut noise);
-            Some(out.and_then(|out| {
-                let (value, _, g) = checked_backward(t, out, params, &leaves)?;
-                Ok((value, g))
-            }))
+            Some(one(t, &part, c == 0, &mut noise))
         })
         .collect();
-    let width = 1 + params.num_free();
+    let n_p = params.num_free();
+    let extra: usize = shapes.iter().map(|(r, c)| r * c).sum();
+    let width = 1 + n_p + extra;
     let mut slots = vec![0.0; chunks * width];
     let mut local_error = None;
     for (c, part) in parts.into_iter().enumerate() {
         let row = &mut slots[c * width..(c + 1) * width];
         match part {
-            Some(Ok((v, g))) => {
-                row[0] = v;
-                row[1..].copy_from_slice(&g);
+            Some(Ok(p)) => {
+                row[0] = p.value;
+                row[1..1 + n_p].copy_from_slice(&p.grad);
+                let mut k = 1 + n_p;
+                for a in &p.adjoints {
+                    for j in 0..a.ncols() {
+                        for i in 0..a.nrows() {
+                            row[k] = a[(i, j)];
+                            k += 1;
+                        }
+                    }
+                }
             }
             Some(Err(e)) => {
                 row[0] = f64::NAN;
@@ -242,7 +352,7 @@ where
         return Err(e);
     }
     let mut value = 0.0;
-    let mut grad = vec![0.0; params.num_free()];
+    let mut sum = vec![0.0; n_p + extra];
     for (c, row) in slots.chunks_exact(width).enumerate() {
         if row[0].is_nan() {
             return Err(Error::Numerical(format!(
@@ -250,18 +360,29 @@ where
             )));
         }
         value += row[0];
-        grad.iter_mut().zip(&row[1..]).for_each(|(a, b)| *a += b);
+        sum.iter_mut().zip(&row[1..]).for_each(|(a, b)| *a += b);
     }
     if !value.is_finite() {
         return Err(Error::Numerical(format!("objective is {value}")));
     }
-    if let Some(k) = grad.iter().position(|v| !v.is_finite()) {
+    if let Some(k) = sum.iter().position(|v| !v.is_finite()) {
         return Err(Error::Numerical(format!(
             "gradient entry {k} is {}",
-            grad[k]
+            sum[k]
         )));
     }
-    Ok((value, grad))
+    let mut adjoints = Vec::with_capacity(shapes.len());
+    let mut k = n_p;
+    for &(r, c) in shapes {
+        adjoints.push(Mat::from_fn(r, c, |i, j| sum[k + j * r + i]));
+        k += r * c;
+    }
+    sum.truncate(n_p);
+    Ok(ChunkedGrad {
+        value,
+        grad: sum,
+        adjoints,
+    })
 }
 
 /// Settings of a prediction.

@@ -41,6 +41,19 @@ pub(super) fn cmd_backends() {
             b.capabilities().samples_in_training
         );
         println!(
+            "    data: {}; {}",
+            if caps.streams {
+                "trains from streamed rows (`stream`)"
+            } else {
+                "needs the rows in memory (`stream --in-memory`)"
+            },
+            if caps.data_parallel {
+                "splits each step across MPI ranks"
+            } else {
+                "one process only (refused under mpirun -np P > 1)"
+            }
+        );
+        println!(
             "    settings (--set KEY=VALUE, --config FILE): {}",
             b.backend.allowed_keys().join(", ")
         );

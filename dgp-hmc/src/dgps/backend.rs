@@ -57,6 +57,7 @@ impl ConfigBackend for DgpsBackend {
             resumable: false,
             selects_on_validation: false,
             streams: false,
+            data_parallel: false,
             likelihoods: &[LikelihoodFamily::Gaussian],
             samples_in_prediction: "fresh sample paths of the hidden layers = predictive mixture components (thesis §4.3.7: 100; L = 1 gives one Gaussian)",
             samples_in_training: "K, the fixed sample paths of the hidden layers in the objective (Procedure 3; DgpsConfig::samples)",

@@ -2,8 +2,8 @@
 //! initialisation of the reference code (cambridge-mlg/sghmc_dgp, `models.py`), the expected
 //! data term ([`Potential`]) and a shorter, faster-mixing sampler schedule by default.
 
+use crate::sghmc::sampler::SghmcConfig;
 use dgp_traits::error::{Error, Result};
-use dgp_traits::train::SghmcConfig;
 use serde::{Deserialize, Serialize};
 
 /// Architecture, initialisation and sampler settings of a [`crate::SghmcDgp`].

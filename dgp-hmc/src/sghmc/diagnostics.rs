@@ -13,11 +13,12 @@
 //! writes SVG plots; the results for energy are under `results/sghmc-vs-svi/diagnostics/`.
 
 use crate::sghmc::SghmcDgp;
+use crate::sghmc::sampler::SampledModel;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::layer::HYPER_FLOOR;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Objective};
-use dgp_traits::train::{Control, Observer, SampledModel, StepInfo};
+use dgp_traits::train::{Control, Observer, StepInfo};
 use dgp_traits::transforms::softplus;
 
 /// The sample autocorrelation of `x` at lags `0..=max_lag` (capped at `len − 1`):

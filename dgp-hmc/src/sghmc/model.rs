@@ -4,15 +4,19 @@
 
 use crate::sghmc::config::{Potential, SghmcDgpConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
+use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::data::{Dataset, RowSource, kmeans, require_in_memory};
+use dgp_traits::data::{Dataset, RowSource, gather_dataset, kmeans};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{SparseLayer, SparseLayerInit};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::linalg::JitterConfig;
 use dgp_traits::mean::LinearInit;
-use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
+use dgp_traits::model::{
+    Batch, ChunkSpec, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig,
+    chunked_value_and_grads,
+};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::{Rng, seeded, stream};
@@ -22,15 +26,24 @@ use dgp_traits::skeleton::{
     model_json, predict_chunked, reparam_sample,
 };
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::train::{
-    Executor, ModelSnapshots, Observer, SampledModel, SghmcState, SghmcStepper,
-};
+use dgp_traits::train::{Executor, ModelSnapshots, Observer};
 use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
 /// Lower bound of the Gaussian noise variance (softplus + floor, as in dgp-svi).
 pub const NOISE_FLOOR: f64 = 1e-6;
+
+/// Most minibatch rows recorded on one tape: a larger minibatch's log joint is recorded in
+/// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes
+/// ([`dgp_traits::model::chunked_value_and_grads`]), in parallel and, under a distributed
+/// launch, on different processes.
+pub const GRAD_CHUNK_ROWS: usize = 512;
+
+/// Most training rows on which the potential's effective sample size
+/// ([`SghmcDgp::potential_ess`]) is computed after sampling (a full pass over the rows per
+/// kept sample; rows from a source that does not hold them in memory are read once).
+pub const ESS_MAX_ROWS: usize = 100_000;
 /// Inner-layer variances are clamped at this floor before the square root of the
 /// reparameterised sample (cambridge-mlg/sghmc_dgp: the reference adds no jitter and its variance
 /// can be slightly negative; a floor above 0 keeps √'s derivative finite).
@@ -282,7 +295,7 @@ impl SghmcDgp {
     /// The sampler run behind [`Model::fit`] (see there), with an optional extra observer.
     pub(crate) fn sample(
         &mut self,
-        data: &Dataset,
+        data: &dyn RowSource,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
         extra: Option<&mut dyn Observer<SghmcDgp>>,
@@ -314,8 +327,19 @@ impl SghmcDgp {
             ex = ex.observe(o);
         }
         let report = ex.run(self, data)?;
-        if self.sampler.as_ref().is_some_and(|st| st.finished()) {
-            let potentials = self.kept_potentials(data)?;
+        // The diagnostic is a full pass over the rows per kept sample: bounded by
+        // ESS_MAX_ROWS, the same for rows in memory and rows read from a source.
+        if self.sampler.as_ref().is_some_and(|st| st.finished()) && data.n() <= ESS_MAX_ROWS {
+            let gathered;
+            let rows = match data.in_memory() {
+                Some(d) => d,
+                None => {
+                    let all: Vec<usize> = (0..data.n()).collect();
+                    gathered = gather_dataset(data, &all)?;
+                    &gathered
+                }
+            };
+            let potentials = self.kept_potentials(rows)?;
             self.potential_ess = Some(effective_sample_size(&potentials));
         }
         Ok(report)
@@ -339,7 +363,9 @@ impl SghmcDgp {
     }
 
     /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
-    /// data, computed when the run's last sample was kept (`None` before that).
+    /// data, computed when the run's last sample was kept (`None` before that, and for
+    /// more than [`ESS_MAX_ROWS`] training rows: the diagnostic is a full pass over the
+    /// rows per kept sample).
     pub fn potential_ess(&self) -> Option<f64> {
         self.potential_ess
     }
@@ -380,6 +406,50 @@ impl Objective for SghmcDgp {
         rng: &mut Rng,
     ) -> Result<Var> {
         check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
+        self.joint_share(tape, params, batch, batch.len(), true, rng)
+    }
+
+    /// Value and gradient of the log joint on `batch` through the core's
+    /// [`chunked_value_and_grads`]: a minibatch of at most [`GRAD_CHUNK_ROWS`] rows is
+    /// recorded on `tape` as [`Objective::record`] does; a larger one in
+    /// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes (in parallel,
+    /// and on the ranks of a distributed launch), chunk c recording its rows' share
+    /// `(N/|B|) Σ_{b∈c} ℓ_b` with the inner-layer noise of stream c of one seed drawn from
+    /// `rng`, chunk 0 also the prior term, summed in chunk order.
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        self.chunked_joint(None, tape, batch, rng)
+    }
+
+    /// [`Objective::value_and_grad`] at the free parameters `flat` (the MCEM hyper step's
+    /// window sample), through the same row chunks.
+    fn value_and_grad_at(
+        &self,
+        flat: &[f64],
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        self.chunked_joint(Some(flat), tape, batch, rng)
+    }
+}
+
+impl SghmcDgp {
+    /// The share of the log joint of the rows of `batch` in a minibatch of `total` rows,
+    /// `(N/total) Σ_{b∈batch} ℓ_b`, minus `½ Σ_l ‖U_l‖²_F` when `with_prior`.
+    fn joint_share(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        total: usize,
+        with_prior: bool,
+        rng: &mut Rng,
+    ) -> Result<Var> {
         let x = tape.constant(batch.x.to_owned());
         let (mu, var) = self.forward(tape, params, x, NoiseMode::PerPoint, rng)?;
         let y = tape.constant(batch.y.to_owned());
@@ -391,13 +461,46 @@ impl Objective for SghmcDgp {
                 .expected_log_lik(tape, y, mu, var, Some(s2))?,
         };
         let data = tape.sum(lp);
-        let mut joint = tape.scale(data, batch.num_data as f64 / batch.len() as f64);
-        for id in &self.u {
-            let sq = tape.sum_squares(id.var(params));
-            let half = tape.scale(sq, 0.5);
-            joint = tape.sub(joint, half);
+        let mut joint = tape.scale(data, batch.num_data as f64 / total as f64);
+        if with_prior {
+            for id in &self.u {
+                let sq = tape.sum_squares(id.var(params));
+                let half = tape.scale(sq, 0.5);
+                joint = tape.sub(joint, half);
+            }
         }
         Ok(joint)
+    }
+
+    /// The log joint's value and gradient at `at` (else the stored parameters) in row
+    /// chunks (see [`Objective::value_and_grad`]).
+    fn chunked_joint(
+        &self,
+        at: Option<&[f64]>,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        check_batch("sghmc", batch, self.input_dim, self.output_dim)?;
+        let total = batch.len();
+        let spec = ChunkSpec {
+            chunk_rows: GRAD_CHUNK_ROWS,
+            draws_noise: true,
+            at,
+            adjoints: &[],
+        };
+        let out = chunked_value_and_grads(
+            tape,
+            &self.params,
+            batch,
+            &spec,
+            rng,
+            |t, leaves, part, first, noise| {
+                self.joint_share(t, leaves, part, total, first, noise)
+                    .map(|v| (v, Vec::new()))
+            },
+        )?;
+        Ok((out.value, out.grad))
     }
 }
 
@@ -427,7 +530,7 @@ impl Model for SghmcDgp {
     /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
     /// `cfg.batch_size`, seed `cfg.seed`): burn-in with MCEM hyper steps, then the kept
     /// samples with thinning. `cfg.steps` is the budget of the whole run, burn-in plus
-    /// sampling ([`dgp_traits::train::SghmcConfig::schedule`]): at least the configured
+    /// sampling ([`crate::sghmc::SghmcConfig::schedule`]): at least the configured
     /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
     /// shrinks burn-in and thinning by the same factor and keeps every sample.
     /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model
@@ -439,11 +542,6 @@ impl Model for SghmcDgp {
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        let data = require_in_memory(
-            data,
-            "sghmc",
-            "its sampler is not yet written on a row source",
-        )?;
         self.sample(data, cfg, hooks, None)
     }
 

@@ -2,11 +2,12 @@
 //! (burn-in / sampling) and the running objective, forwarded to the caller's
 //! [`FitHooks`].
 
+use crate::sghmc::sampler::SghmcSchedule;
 use dgp_traits::error::Result;
 use dgp_traits::fit::FitHooks;
 #[cfg(doc)]
 use dgp_traits::fit::{Progress, RunControl};
-use dgp_traits::train::{Control, Observer, SghmcSchedule, StepInfo};
+use dgp_traits::train::{Control, Observer, StepInfo};
 
 /// Forwards each step to the caller's [`Progress`] as `on_step(global step, schedule
 /// total, objective)` — a resumed run continues the count — and announces each phase with

@@ -9,8 +9,8 @@
 //!   [`NaturalAdamStepper`] (a natural-gradient step on the
 //!   [`crate::params::Role::Natural`] blocks of a [`NaturalGradientModel`] and Adam on the
 //!   rest, alternate or joint scheme). A stepper is told the step index and owns its
-//!   per-parameter state, so a sampler with adapting and frozen phases (SGHMC) is one more
-//!   implementation.
+//!   per-parameter state, so a sampler with adapting and frozen phases (dgp-hmc's SGHMC
+//!   sampler) is one more implementation.
 //! * Observers: [`CallerHooks`] (forwards to the caller's [`crate::fit::FitHooks`]:
 //!   progress, run control, checkpoints), [`HeldOutStopping`] (early stopping on a
 //!   held-out score, restoring the best parameters; configured by [`EarlyStopping`]),
@@ -46,7 +46,6 @@ mod observer;
 mod restarts;
 pub mod resume;
 pub(crate) mod rules;
-mod sghmc;
 mod stepper;
 #[cfg(test)]
 mod tests;
@@ -68,8 +67,4 @@ pub use resume::{RUN_STATE_VERSION, RunState};
 pub use rules::{
     EarlyStopping, HeldOutRule, LindingerStopping, LindingerTrace, PATIENCE_SCORE_SAMPLES, Restore,
 };
-pub use sghmc::{
-    SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, SghmcStepper,
-    step_rng,
-};
-pub use stepper::{AdamStepper, StepContext, Stepper};
+pub use stepper::{AdamStepper, StepContext, Stepper, merged_ranges};

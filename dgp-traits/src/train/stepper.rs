@@ -59,7 +59,7 @@ pub trait Stepper<M: ?Sized> {
 
 /// The positions of `role`'s blocks in the flat view, adjacent ranges merged (fewer, longer
 /// loops for the optimiser; the same entries).
-pub(crate) fn merged_ranges(params: &ParamStore, role: Role) -> Vec<Range<usize>> {
+pub fn merged_ranges(params: &ParamStore, role: Role) -> Vec<Range<usize>> {
     let mut out: Vec<Range<usize>> = Vec::new();
     for r in params.ranges(role) {
         match out.last_mut() {

@@ -1,13 +1,13 @@
 //! The sampler's settings ([`SghmcConfig`]) and a run's phase lengths ([`SghmcSchedule`]),
 //! the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`.
 
-use crate::error::{Error, Result};
+use dgp_traits::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Settings of the sampler (defaults: the reference's, cambridge-mlg/sghmc_dgp `sghmc_base.py` and `models.py`).
 ///
 /// ```
-/// use dgp_traits::train::SghmcConfig;
+/// use dgp_hmc::sghmc::SghmcConfig;
 /// let c = SghmcConfig::default();
 /// assert_eq!((c.burn_in, c.thinning, c.kept, c.window), (10_000, 50, 100, 100));
 /// assert!(c.validate().is_ok());

@@ -1,14 +1,14 @@
 //! Unit tests of the SGHMC stepper (issue 15 tests 1 and 4, resuming, failures, config).
 
 use super::*;
-use crate::data::Dataset;
-use crate::error::{Error, Result};
-use crate::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
-use crate::params::{ParamId, ParamStore, Role};
-use crate::predictive::Predictive;
-use crate::rng::{Rng, seeded};
-use crate::tape::{Tape, Var};
-use crate::train::Executor;
+use dgp_traits::data::Dataset;
+use dgp_traits::error::{Error, Result};
+use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
+use dgp_traits::params::{ParamId, ParamStore, Role};
+use dgp_traits::predictive::Predictive;
+use dgp_traits::rng::{Rng, seeded};
+use dgp_traits::tape::{Tape, Var};
+use dgp_traits::train::Executor;
 use faer::{Mat, MatRef, mat};
 use rand_distr::{Distribution, StandardNormal};
 use std::sync::Mutex;
@@ -172,7 +172,7 @@ impl Model for Toy {
     }
     fn fit(
         &mut self,
-        _: &dyn crate::data::RowSource,
+        _: &dyn dgp_traits::data::RowSource,
         _: &FitConfig,
         _: &mut FitHooks<'_>,
     ) -> Result<FitReport> {

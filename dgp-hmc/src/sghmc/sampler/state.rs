@@ -1,10 +1,10 @@
 //! The whole state of a sampler run ([`SghmcState`], kept in the model), the trait of
 //! models that hold it ([`SampledModel`]) and the per-step generators ([`step_rng`]).
 
-use crate::model::Model;
-use crate::optim::Adam;
-use crate::rng::{Rng, seeded};
-use crate::train::sghmc::{SghmcChain, SghmcSchedule};
+use crate::sghmc::sampler::{SghmcChain, SghmcSchedule};
+use dgp_traits::model::Model;
+use dgp_traits::optim::Adam;
+use dgp_traits::rng::{Rng, seeded};
 use serde::{Deserialize, Serialize};
 
 /// The whole state of a sampler run, kept in the model (so its checkpoint resumes the run
@@ -49,7 +49,7 @@ impl SghmcState {
     }
 }
 
-/// A model whose [`Role::Sampled`](crate::params::Role::Sampled) blocks an [`SghmcStepper`](crate::train::SghmcStepper) samples; it keeps the
+/// A model whose [`Role::Sampled`](dgp_traits::params::Role::Sampled) blocks an [`SghmcStepper`](crate::sghmc::sampler::SghmcStepper) samples; it keeps the
 /// sampler's [`SghmcState`] (and serialises it with its checkpoint).
 pub trait SampledModel: Model {
     /// The sampler state, `None` before the first run.

@@ -1,8 +1,8 @@
 //! Adaptive stochastic-gradient Hamiltonian Monte Carlo with moving-window MCEM
 //! (Havasi, Hernández-Lobato & Murillo-Fuentes 2018; the update of Springenberg et al.
-//! 2016), as a [`Stepper`](crate::train::Stepper) of the training [`crate::train::Executor`]:
-//! [`SghmcStepper`] samples the [`Role::Sampled`](crate::params::Role::Sampled) blocks of a [`SampledModel`] and, during
-//! burn-in, takes one Adam step on the [`Role::Optimised`](crate::params::Role::Optimised) blocks per sampler step at a
+//! 2016), as a [`Stepper`](dgp_traits::train::Stepper) of the training [`dgp_traits::train::Executor`]:
+//! [`SghmcStepper`] samples the [`Role::Sampled`](dgp_traits::params::Role::Sampled) blocks of a [`SampledModel`] and, during
+//! burn-in, takes one Adam step on the [`Role::Optimised`](dgp_traits::params::Role::Optimised) blocks per sampler step at a
 //! sample drawn from the moving window of recent samples (the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`).
 //!
 //! # The update (the update of cambridge-mlg/sghmc_dgp, `sghmc_base.py`, written out exactly)
@@ -31,9 +31,9 @@
 //! sample after every `thinning`-th frozen step (the reference's `collect_samples`: 50
 //! steps, then a sample). After every burn-in step the new sample joins a moving window
 //! of the last `window` samples and, with MCEM on, one Adam step (ascending the objective
-//! divided by N, i.e. descending the reference's nll) moves the [`Role::Optimised`](crate::params::Role::Optimised) blocks,
+//! divided by N, i.e. descending the reference's nll) moves the [`Role::Optimised`](dgp_traits::params::Role::Optimised) blocks,
 //! its gradient evaluated with the sampled blocks set to a window sample drawn uniformly
-//! ([`Objective::value_and_grad_at`](crate::model::Objective::value_and_grad_at)): the
+//! ([`Objective::value_and_grad_at`](dgp_traits::model::Objective::value_and_grad_at)): the
 //! chain itself is never written by it (pitfall 3). While collecting, hyperparameters are
 //! frozen. Deviation: the executor hands the stepper one minibatch per step, so the hyper
 //! step uses the sampler step's minibatch, not a fresh one (identical for full batches,
@@ -52,7 +52,7 @@
 //!
 //! # Failures
 //! A non-finite objective, gradient or new sample ends the run with
-//! [`Error::Numerical`](crate::error::Error::Numerical) naming the step and phase; the model keeps the state of the last
+//! [`Error::Numerical`](dgp_traits::error::Error::Numerical) naming the step and phase; the model keeps the state of the last
 //! good step (nothing is written before every part of a step succeeded).
 
 mod chain;

@@ -1,14 +1,14 @@
 //! The [`SghmcStepper`]: one SGHMC step plus, during burn-in, one MCEM hyper step,
 //! computed as a proposal and committed only when every part succeeded.
 
-use crate::error::{Error, Result};
-use crate::model::Batch;
-use crate::optim::{Adam, AdamConfig};
-use crate::params::Role;
-use crate::train::sghmc::{
+use crate::sghmc::sampler::{
     SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, step_rng,
 };
-use crate::train::stepper::{StepContext, Stepper, merged_ranges};
+use dgp_traits::error::{Error, Result};
+use dgp_traits::model::Batch;
+use dgp_traits::optim::{Adam, AdamConfig};
+use dgp_traits::params::Role;
+use dgp_traits::train::{StepContext, Stepper, merged_ranges};
 use rand::RngExt;
 use std::ops::Range;
 
