@@ -177,14 +177,16 @@ impl StructuredConfig {
         self.likelihood.validate()
     }
 
-    /// Widths D⁰ (inputs), T_1 … T_{L−1} (hidden), T_L = 1.
+    /// Widths D⁰ (inputs), T_1 … T_{L−1} (hidden), T_L: one latent function for the
+    /// Gaussian and Bernoulli likelihoods, K for a K-class multiclass likelihood
+    /// ([`Likelihood::latent_dim`] of one target column).
     pub fn widths(&self, input_dim: usize) -> Vec<usize> {
         let mut w = vec![input_dim];
         match &self.hidden_widths {
             Some(h) => w.extend(h.iter().copied()),
             None => w.extend(std::iter::repeat_n(self.tau, self.layers - 1)),
         }
-        w.push(1);
+        w.push(self.likelihood.latent_dim(1));
         w
     }
 }

@@ -207,7 +207,7 @@ fn write_traces(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
             csv,
             "{},{},{},{}",
             h.step,
-            h.noise_variance,
+            h.noise_variance.map_or(String::new(), |v| v.to_string()),
             j(&h.kernel_variance),
             j(&h.lengthscale_geomean)
         )?;
@@ -247,7 +247,12 @@ fn hyper_plot(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
     let pts = |f: &dyn Fn(&dgp_hmc::sghmc::diagnostics::HyperSnapshot) -> f64| {
         h.iter().map(|s| (s.step as f64, f(s))).collect::<Vec<_>>()
     };
-    let noise = vec![("noise variance σ²".to_string(), pts(&|s| s.noise_variance))];
+    let noise = vec![(
+        "noise variance σ²".to_string(),
+        h.iter()
+            .filter_map(|s| s.noise_variance.map(|v| (s.step as f64, v)))
+            .collect::<Vec<_>>(),
+    )];
     let kv = (0..layers)
         .map(|l| {
             (
