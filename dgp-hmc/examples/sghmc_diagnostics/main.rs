@@ -168,7 +168,9 @@ fn main() -> Result<(), DynErr> {
     let nll = -ld.iter().sum::<f64>() / ld.len() as f64;
     println!(
         "test NLL {nll:.4} (original units), noise variance {:.4e} (standardised)\n",
-        model.noise_variance()
+        model
+            .noise_variance()
+            .ok_or("a regression model has a noise variance")?
     );
     plots::potential(
         &a.out.join("potential.svg"),
@@ -279,10 +281,9 @@ fn hyper_plot(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
     )?;
     if let (Some(f), Some(l)) = (h.first(), h.last()) {
         println!("hyperparameters at the start / end of burn-in:");
-        println!(
-            "  noise variance {:.4e} / {:.4e}",
-            f.noise_variance, l.noise_variance
-        );
+        if let (Some(f), Some(l)) = (f.noise_variance, l.noise_variance) {
+            println!("  noise variance {f:.4e} / {l:.4e}");
+        }
         println!(
             "  kernel variances {:.3?} / {:.3?}",
             f.kernel_variance, l.kernel_variance
@@ -374,7 +375,11 @@ fn outliers(
 ) -> Result<(), DynErr> {
     let (mean, var) = (pred.mean(), pred.variance());
     let (means, vars) = (&pred.means()[0], &pred.variances()[0]);
-    let noise_sd = model.noise_variance().sqrt() * s.st.y_std[0];
+    let noise_sd = model
+        .noise_variance()
+        .ok_or("a regression model has a noise variance")?
+        .sqrt()
+        * s.st.y_std[0];
     println!(
         "noise sd (original units) {noise_sd:.4}; y sd of the training split {:.4}\n",
         s.st.y_std[0]
