@@ -60,7 +60,9 @@ pub struct StructuredConfig {
     pub inner_white_noise: f64,
     /// Scale of the hidden layers' initial diagonal blocks relative to chol(K_l) (1e-5).
     pub inner_q_scale: f64,
-    /// Likelihood (Gaussian with initial variance 0.01).
+    /// Likelihood (Gaussian with initial variance 0.01). A classification likelihood
+    /// (Bernoulli probit/logit, robust-max, softmax) is trained through its expected
+    /// log-likelihood of the sampled f^L; a multiclass one gives the last layer K GPs.
     pub likelihood: Likelihood,
     /// Lloyd iterations of the k-means++ initialisation of Z (30).
     pub kmeans_iters: usize,

@@ -69,7 +69,7 @@ impl StructuredDgp {
             return Err(Error::config(
                 "output_dim",
                 format!(
-                    "targets must have one column (a value or a class label), got {}",
+                    "targets must have one column (T_L = 1 GP for a value, K GPs for a class label), got {}",
                     data.output_dim()
                 ),
             ));
