@@ -142,6 +142,24 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
         Requested::Setting(v) => likelihood_from_setting(v, k)?,
     };
     let name = likelihood_name(&likelihood);
+    // A likelihood setting may be partial (K taken from the data): the backends see the
+    // completed one, set after every other source.
+    let completed;
+    let a = match requested {
+        Requested::Named(_) => a,
+        Requested::Setting(_) => {
+            let mut b = a.clone();
+            b.model.set.retain(|s| {
+                s.split_once('=')
+                    .is_none_or(|(k, _)| k.trim().split('.').next() != Some("likelihood"))
+            });
+            let full = serde_json::to_string(&likelihood)
+                .map_err(|e| BenchError::Usage(format!("likelihood: {e}")))?;
+            b.model.set.push(format!("likelihood={full}"));
+            completed = b;
+            &completed
+        }
+    };
     for &s in &splits {
         let (train_idx, _) = data.split(s)?;
         check_training_classes(&data.name, s, &labels, &train_idx, k)?;
