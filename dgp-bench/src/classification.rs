@@ -91,6 +91,58 @@ pub fn likelihood_by_name(name: &str, num_classes: usize) -> Result<Likelihood> 
     Ok(lik)
 }
 
+/// The likelihood a `likelihood` setting (`--set likelihood.kind=robust_max`, or a
+/// `--config` object) asks for, on data with `num_classes` classes: a multiclass kind
+/// without `num_classes` takes K from the data; the other fields keep the likelihood's
+/// serde defaults.
+///
+/// # Errors
+/// [`BenchError::Usage`] when the setting is not an object with a `kind`, states a
+/// `num_classes` other than K, asks for a Bernoulli likelihood on K > 2 classes or the
+/// Gaussian, or does not describe a valid likelihood.
+pub fn likelihood_from_setting(
+    setting: &serde_json::Value,
+    num_classes: usize,
+) -> Result<Likelihood> {
+    let usage = |m: String| BenchError::Usage(format!("setting likelihood: {m}"));
+    let mut obj = setting
+        .as_object()
+        .cloned()
+        .ok_or_else(|| usage(format!("expected an object with a kind, got {setting}")))?;
+    let kind = obj
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .ok_or_else(|| usage("needs a kind (probit is bernoulli_probit, logit is bernoulli_logit, robust_max, softmax)".into()))?
+        .to_string();
+    if kind == "gaussian" {
+        return Err(usage(
+            "the Gaussian is the regression likelihood; a classification run needs bernoulli_probit, bernoulli_logit, robust_max or softmax".into(),
+        ));
+    }
+    if matches!(kind.as_str(), "robust_max" | "softmax") {
+        match obj.get("num_classes") {
+            None => {
+                obj.insert("num_classes".into(), serde_json::Value::from(num_classes));
+            }
+            Some(v) if v.as_u64() == Some(num_classes as u64) => {}
+            Some(v) => {
+                return Err(usage(format!(
+                    "num_classes = {v} but the data have K = {num_classes} classes (leave num_classes out to take K from the data)"
+                )));
+            }
+        }
+    }
+    let lik: Likelihood =
+        serde_json::from_value(serde_json::Value::Object(obj)).map_err(|e| usage(e.to_string()))?;
+    lik.validate().map_err(|e| usage(e.to_string()))?;
+    if lik.num_classes() != Some(num_classes) {
+        return Err(usage(format!(
+            "{kind} is binary but the data have {num_classes} classes (use robust_max or softmax)"
+        )));
+    }
+    Ok(lik)
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct ClassExperimentSpec {

@@ -15,7 +15,11 @@
 //!   error over splits; `FOLDER/NAME.md` next to it is appended (comments on the numbers).
 //! * `FOLDER/NAME.md` without records — a table kept verbatim (measured before records
 //!   were kept), in name order with the record files.
-//! * Sub-folders of a folder (plots, printouts) are not read.
+//! * Classification records ([`crate::classification::ClassSplitRecord`], `"task":
+//!   "classification"`) in `FOLDER/*.jsonl` or `FOLDER/records/*.jsonl` — pooled into one
+//!   sub-section after the README ([`class_records_section`]): the commands, the table of
+//!   mean ± standard error over splits per configuration, and the per-split metrics.
+//! * Other sub-folders of a folder (plots, printouts) are not read.
 //!
 //! Headings inside notes are shifted down so that they nest under their section.
 //!
@@ -204,7 +208,9 @@ fn stem(path: &Path) -> String {
 }
 
 /// The command of a record as it can be run from the repository root: a data folder
-/// whose path contains `data/uci/` becomes `<uci>/NAME`, and the argument of `--json`
+/// whose path contains `data/uci/` becomes `<uci>/NAME`, one whose path contains
+/// `data/classification/` becomes `../shared/data/classification/NAME` (the shared
+/// data next to the repository), and the argument of `--json`
 /// becomes `results/{record_file}` (where the records are now). Words are re-joined with
 /// single spaces; nothing else changes.
 pub fn runnable_command(command: &str, record_file: &str) -> String {
@@ -217,6 +223,8 @@ pub fn runnable_command(command: &str, record_file: &str) -> String {
             format!("--json=results/{record_file}")
         } else if let Some(i) = w.find("data/uci/") {
             format!("<uci>/{}", &w[i + "data/uci/".len()..])
+        } else if let Some(i) = w.find("data/classification/") {
+            format!("../shared/{}", &w[i..])
         } else {
             w.to_string()
         };
@@ -310,6 +318,81 @@ fn records_section(path: &Path, rel: &str) -> Result<String> {
         s.push_str(demote_headings(&read_text(&notes)?, 4).trim_end());
         s.push_str("\n\n");
     }
+    Ok(s)
+}
+
+/// The classification records of `files` (`rel` = `FOLDER`, `files` relative names
+/// under it) as one sub-section: the commands (the argument of `--json` becomes the
+/// record file's path under `results/`), the classification table of mean ± s.e. over
+/// splits ([`crate::classification::class_table`]), the per-split metrics.
+///
+/// # Errors
+/// A file that cannot be read or holds a line that is not a classification record.
+pub fn class_records_section(dir: &Path, folder: &str, files: &[PathBuf]) -> Result<String> {
+    use crate::classification::{
+        CLASS_TABLE_NOTE, class_table, read_class_records, summarise_class,
+    };
+    let mut records = Vec::new();
+    let mut cmds: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(dir)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .replace('\\', "/");
+        names.push(format!("`results/{rel}`"));
+        for r in read_class_records(f)? {
+            if !r.command.is_empty() {
+                let c = runnable_command(&r.command, &rel);
+                if !cmds.contains(&c) {
+                    cmds.push(c);
+                }
+            }
+            records.push(r);
+        }
+    }
+    let mut s = format!(
+        "### {folder}: classification records\n\nRecords: {} ({} split records).\n\n",
+        names.join(", "),
+        records.len()
+    );
+    if cmds.is_empty() {
+        s.push_str("Command: not recorded.\n\n");
+    } else {
+        s.push_str("```sh\n");
+        for c in cmds {
+            s.push_str(&c);
+            s.push('\n');
+        }
+        s.push_str("```\n\n");
+    }
+    s.push_str(&class_table(&summarise_class(&records)));
+    s.push('\n');
+    s.push_str(CLASS_TABLE_NOTE);
+    s.push_str("\n\nPer split:\n\n| data | split | backend | model | likelihood | steps | error | NLL (log loss) | ECE | AUC | train s |\n|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    let mut rows: Vec<_> = records.iter().collect();
+    rows.sort_by(|a, b| {
+        (&a.dataset, a.split, &a.backend, a.layers)
+            .cmp(&(&b.dataset, b.split, &b.backend, b.layers))
+    });
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.4} | {:.4} | {:.4} | {} | {:.0} |\n",
+            r.dataset,
+            r.split,
+            r.backend,
+            model_label(r.layers),
+            crate::classification::likelihood_name(&r.likelihood),
+            r.steps,
+            r.metrics.error_rate,
+            r.metrics.log_loss,
+            r.metrics.ece,
+            r.metrics.auc.map_or("—".to_string(), |a| format!("{a:.4}")),
+            r.train_seconds
+        ));
+    }
+    s.push('\n');
     Ok(s)
 }
 
@@ -438,6 +521,9 @@ pub fn headline(dir: &Path, sections: &[Section]) -> Result<String> {
     let mut rows: Vec<HeadlineRow> = Vec::new();
     for sec in sections.iter().filter(|s| s.status == Status::Headline) {
         for f in files_with(&dir.join(&sec.folder), "jsonl")? {
+            if crate::classification::holds_class_records(&f)? {
+                continue;
+            }
             let rel = format!("{}/{}", sec.folder, stem(&f));
             for r in read_json_lines(&f)? {
                 let key = headline_key(&r);
@@ -583,7 +669,21 @@ pub fn render(dir: &Path) -> Result<String> {
             s.push_str(demote_headings(&read_text(&readme)?, 3).trim_end());
             s.push_str("\n\n");
         }
-        let jsonl = files_with(&folder, "jsonl")?;
+        let mut jsonl = Vec::new();
+        let mut class_files = Vec::new();
+        for f in files_with(&folder, "jsonl")?
+            .into_iter()
+            .chain(files_with(&folder.join("records"), "jsonl")?)
+        {
+            if crate::classification::holds_class_records(&f)? {
+                class_files.push(f);
+            } else if f.parent() == Some(folder.as_path()) {
+                jsonl.push(f);
+            }
+        }
+        if !class_files.is_empty() {
+            s.push_str(&class_records_section(dir, &sec.folder, &class_files)?);
+        }
         let mut items: Vec<PathBuf> = jsonl.clone();
         for md in files_with(&folder, "md")? {
             let paired = jsonl.iter().any(|j| j.with_extension("md") == md);
@@ -751,6 +851,13 @@ mod tests {
                 "f/e.jsonl"
             ),
             "dgp-bench run --data <uci>/energy --json=results/f/e.jsonl"
+        );
+        assert_eq!(
+            runnable_command(
+                "dgp-bench run --data /work/shared/data/classification/magic --json m.jsonl",
+                "c/records/m.jsonl"
+            ),
+            "dgp-bench run --data ../shared/data/classification/magic --json results/c/records/m.jsonl"
         );
     }
 }

@@ -1674,7 +1674,7 @@ fn classification_misuse_fails_before_training() {
             &["unknown task 'ranking'"],
         ),
         case(
-            "class: likelihood also given as a setting",
+            "class: a binary likelihood setting on three classes",
             &run(
                 "three",
                 &[
@@ -1684,7 +1684,33 @@ fn classification_misuse_fails_before_training() {
                     "likelihood.kind=bernoulli_probit",
                 ],
             ),
-            &["remove 'likelihood'"],
+            &["is binary but the data have 3 classes"],
+        ),
+        case(
+            "class: likelihood given both as --likelihood and as a setting",
+            &run(
+                "three",
+                &[
+                    "--likelihood",
+                    "softmax",
+                    "--set",
+                    "likelihood.kind=softmax",
+                ],
+            ),
+            &["keep one"],
+        ),
+        case(
+            "class: a likelihood setting whose K disagrees with the data",
+            &run(
+                "three",
+                &[
+                    "--set",
+                    "likelihood.kind=robust_max",
+                    "--set",
+                    "likelihood.num_classes=4",
+                ],
+            ),
+            &["num_classes = 4 but the data have K = 3"],
         ),
     ];
     let failures: Vec<String> = cases

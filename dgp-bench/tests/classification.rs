@@ -206,6 +206,133 @@ fn the_command_line_runs_classification_and_tables_it() {
     assert_eq!(svg.matches("data-bins=\"15\"").count(), 2);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("reliability_") && report.contains("| svi | SGP | robust-max |"));
+    // `dgp-bench results` renders classification records kept under FOLDER/records/.
+    let results = dir.join("results");
+    std::fs::create_dir_all(results.join("cls/records")).unwrap();
+    std::fs::write(
+        results.join("INDEX.md"),
+        "| folder | status | question |\n|---|---|---|\n| cls | current | Classifiers? |\n",
+    )
+    .unwrap();
+    std::fs::copy(&json, results.join("cls/records/blobs.jsonl")).unwrap();
+    let doc = dgp_bench::results::render(&results).unwrap();
+    assert!(doc.contains("### cls: classification records"), "{doc}");
+    assert!(doc.contains("`results/cls/records/blobs.jsonl`"), "{doc}");
+    assert!(
+        doc.contains("--json results/cls/records/blobs.jsonl"),
+        "the command names the record file where it is now: {doc}"
+    );
+    assert!(doc.contains("| svi | DGP2 | robust-max | 1 |"), "{doc}");
+    assert!(doc.contains("Per split:"), "{doc}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// `--set likelihood.kind=robust_max` alone makes a classification run whose K comes
+/// from the data; a stated K that disagrees, or a binary kind on three classes, is a
+/// usage error before training.
+#[test]
+fn a_likelihood_setting_alone_runs_classification() {
+    let dir = write_folder(3);
+    let json = dir.join("records.jsonl");
+    let bench = env!("CARGO_BIN_EXE_dgp-bench");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(bench)
+            .args(["run", "--data", dir.to_str().unwrap(), "--layers", "1"])
+            .args([
+                "--steps",
+                "20",
+                "--inducing",
+                "6",
+                "--samples",
+                "2",
+                "--quiet",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "--set",
+        "likelihood.kind=robust_max",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r["task"], "classification");
+    assert_eq!(r["likelihood"]["kind"], "robust_max");
+    assert_eq!(r["likelihood"]["num_classes"], 3);
+    for bad in [
+        vec![
+            "--set",
+            "likelihood.kind=robust_max",
+            "--set",
+            "likelihood.num_classes=5",
+        ],
+        vec!["--set", "likelihood.kind=bernoulli_probit"],
+        vec![
+            "--set",
+            "likelihood.kind=softmax",
+            "--likelihood",
+            "softmax",
+        ],
+    ] {
+        let o = run(&bad);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{bad:?} should fail");
+        assert!(err.contains("likelihood"), "{bad:?}: {err}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The structured, sghmc and dspp backends run classification from the command line.
+#[test]
+fn structured_sghmc_and_dspp_classify_from_the_command_line() {
+    let dir = write_folder(3);
+    let json = dir.join("records.jsonl");
+    let bench = env!("CARGO_BIN_EXE_dgp-bench");
+    let o = std::process::Command::new(bench)
+        .args([
+            "run",
+            "--data",
+            dir.to_str().unwrap(),
+            "--likelihood",
+            "robust-max",
+        ])
+        .args(["--backend", "star,mf,sghmc,dspp", "--layers", "2"])
+        .args([
+            "--steps",
+            "40",
+            "--inducing",
+            "6",
+            "--samples",
+            "3",
+            "--quiet",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let backends: Vec<String> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert!(
+                r["metrics"]["log_loss"].as_f64().unwrap().is_finite(),
+                "{r}"
+            );
+            r["backend"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(backends, ["star", "mf", "sghmc", "dspp"]);
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -152,7 +152,10 @@ pub struct DsppConfig {
     pub init: SiteInit,
     /// Covariance of q(v).
     pub q_cov: QCov,
-    /// Likelihood (Gaussian regression or Bernoulli-probit classification).
+    /// Likelihood: Gaussian regression, or classification — Bernoulli (probit, logit) with
+    /// one latent GP per target column, multiclass (robust-max, softmax) with K latent GPs
+    /// in the last layer. Eq. (21)'s per-site term is then the likelihood's predictive
+    /// `log ∫ p(y | f) N(f | μ_k, v_k) df` ([`Likelihood::log_predictive_fixed`]).
     pub likelihood: Likelihood,
     /// For multi-output regression: the linear model of coregionalisation of App. A.3 with
     /// this many latent GPs W' in the last layer, mixed by a learned W'×P matrix (the paper
@@ -403,11 +406,15 @@ impl DsppConfig {
     }
 
     /// Widths W_0 (inputs), W_1 … W_{L−1} (hidden), W_L (GPs of the last layer: the outputs,
-    /// or the LMC's latent GPs) for data with `input_dim` columns and `output_dim` targets.
+    /// the LMC's latent GPs, or K for a K-class likelihood) for data with `input_dim`
+    /// columns and `output_dim` targets.
     pub fn widths(&self, input_dim: usize, output_dim: usize) -> Vec<usize> {
         let mut w = vec![input_dim];
         w.extend(std::iter::repeat_n(self.hidden_width, self.layers - 1));
-        w.push(self.lmc_latent.unwrap_or(output_dim));
+        w.push(
+            self.lmc_latent
+                .unwrap_or_else(|| self.likelihood.latent_dim(output_dim)),
+        );
         w
     }
 }

@@ -35,8 +35,13 @@
 //! S^W for QR1/QR2), sites lined up across layers. Training maximises eq. (21) per datum:
 //! the minibatch mean of `log p(y_i | x_i)` minus `β_reg · Σ KL / N`; only the minibatch
 //! is random. Gaussian regression (one GP per output, or the linear model of
-//! coregionalisation of App. A.3 via [`DsppConfig::lmc_latent`]) and Bernoulli-probit
-//! classification (a finite mixture of probit probabilities) are supported.
+//! coregionalisation of App. A.3 via [`DsppConfig::lmc_latent`]) and classification are
+//! supported: Bernoulli (probit, logit) and multiclass (robust-max, softmax, K latent GPs
+//! in the last layer), where each component's term of eq. (21) is the likelihood's
+//! predictive `log ∫ p(y | f) N(f | μ_k, v_k) df` — closed form for the probit,
+//! Gauss–Hermite for the logit and robust-max, fixed-draw Monte Carlo for the softmax
+//! (see [`DsppConfig::likelihood`]) — and the prediction a finite mixture of class
+//! probabilities.
 //! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
 //! split. Algorithm notes: Jankowiak et al. 2020 and GPyTorch's DSPP implementation.
 //!

@@ -143,7 +143,7 @@ impl Dspp {
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
-        config.likelihood.check_targets(data.y())?;
+        config.likelihood.check_training_targets(data.y())?;
         if !config.likelihood.has_noise_variance() && config.lmc_latent.is_some() {
             return Err(Error::config(
                 "likelihood",
@@ -345,7 +345,12 @@ impl Dspp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 Dspp::new(
                     m.config.clone(),
-                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data_for(
+                        &m.config.likelihood,
+                        m.input_dim,
+                        m.output_dim,
+                        n,
+                    )?,
                 )
             },
             &["fit_summary", "refit_steps"],

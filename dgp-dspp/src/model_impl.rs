@@ -47,8 +47,11 @@ impl Model for Dspp {
     /// The finite mixture of eq. (21)'s predictive: weights ω (shared by all points),
     /// per-component means and variances plus the noise variance (Gaussian); for the LMC the
     /// per-output marginals `Aᵀμ_k`, `Σ_w A_wp² v_kw + σ²_p` (the joint density is
-    /// [`Dspp::log_density`]); for the probit likelihood the latent mixture with the class
-    /// probabilities `Σ_k ω_k Φ(μ_k/√(1 + v_k))` (squashed) attached. Deterministic:
+    /// [`Dspp::log_density`]); for a classification likelihood the latent mixture with the
+    /// class probabilities `Σ_k ω_k p(y | μ_k, v_k)` attached (probit
+    /// `Φ(μ_k/√(1 + v_k))`, squashed, in closed form; logit and robust-max by
+    /// Gauss–Hermite; softmax by its fixed Monte Carlo draws:
+    /// [`dgp_traits::likelihoods::Likelihood::class_probs_mixture`]). Deterministic:
     /// `cfg` is ignored (the number of components is fixed by the quadrature rule).
     fn predict(&self, x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
         check_inputs("dspp predict", x, self.input_dim)?;
@@ -84,7 +87,7 @@ impl Model for Dspp {
 
     /// `count` coherent function draws for plots: each draw picks a mixture component k
     /// with probability ω_k (seeded) and returns that component's latent mean function
-    /// μ_k(x) of the first output — the deterministic path of the sigma points of component
+    /// μ_k(x) of the first output (of latent function 0 for a multiclass model) — the deterministic path of the sigma points of component
     /// k through the layers (eqs. 22–23). For the probit likelihood these are latent
     /// functions; for the LMC, the first output's mean `Σ_w A_w1 μ_kw(x)`.
     fn function_samples(

@@ -82,7 +82,17 @@ impl Dspp {
         propagate(tape, x, self.layers.len(), layer, step)
     }
 
-    /// Per-row `log p(y_i | component k)` (R×1, rows `k·B + i`).
+    /// Per-row `log p(y_i | component k)` (R×1, rows `k·B + i`): the one place the
+    /// likelihood enters eq. (21). Component k's latent functions are the independent
+    /// Gaussians `N(μ_k, v_k)` of the last layer at its sigma point, and the term is the
+    /// likelihood's predictive `log ∫ p(y | f) N(f | μ_k, v_k) df`
+    /// ([`dgp_traits::likelihoods::Likelihood::log_predictive_fixed`]): Gaussian
+    /// `log N(y | μ_k, v_k + σ²)` and probit `log Φ(±μ_k/√(1 + v_k))` (squashed) in
+    /// closed form; logit and robust-max by Gauss–Hermite quadrature (robust-max:
+    /// `log[P_y(1 − ε) + (1 − P_y) ε/(K − 1)]`, `P_y` the 1-D quadrature over `f_y` of
+    /// `Π_{j≠y} Φ((f_y − μ_j)/√v_j)`); softmax by Monte Carlo over the last layer,
+    /// `log (1/S) Σ_s softmax_y(μ_k + √v_k ⊙ ε_s)` with the likelihood's fixed antithetic
+    /// predictive draws, so the objective stays deterministic.
     pub(crate) fn component_log_lik(
         &self,
         tape: &mut Tape,
@@ -109,7 +119,7 @@ impl Dspp {
         let lp = self
             .config
             .likelihood
-            .log_predictive(tape, yv, prop.mean, prop.var, noise)?;
+            .log_predictive_fixed(tape, yv, prop.mean, prop.var, noise)?;
         Ok(if p > 1 { tape.row_sums(lp) } else { lp })
     }
 

@@ -114,7 +114,7 @@ fn chain_matches_exact_gaussian(potential: Potential) {
         tape.value(a).to_owned(),
         tape.value(proj.kff_diag).to_owned(),
     );
-    let s2 = model.noise_variance();
+    let s2 = model.noise_variance().unwrap();
     let m = a.nrows();
     let mut prec = Mat::<f64>::identity(m, m);
     let mut rhs = Mat::<f64>::zeros(m, 1);

@@ -111,7 +111,11 @@ impl ConfigBackend for StructuredBackend {
             selects_on_validation: false,
             streams: true,
             data_parallel: true,
-            likelihoods: &[LikelihoodFamily::Gaussian],
+            likelihoods: &[
+                LikelihoodFamily::Gaussian,
+                LikelihoodFamily::Bernoulli,
+                LikelihoodFamily::Multiclass,
+            ],
             samples_in_prediction: "Monte Carlo samples of the hidden layers by Theorem 1 = predictive mixture components (equal weights)",
             samples_in_training: "Monte Carlo samples per data point in the ELBO (StructuredConfig::train_samples, eq. 8)",
             samples_are_components: false,

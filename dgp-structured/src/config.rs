@@ -60,7 +60,9 @@ pub struct StructuredConfig {
     pub inner_white_noise: f64,
     /// Scale of the hidden layers' initial diagonal blocks relative to chol(K_l) (1e-5).
     pub inner_q_scale: f64,
-    /// Likelihood (Gaussian with initial variance 0.01).
+    /// Likelihood (Gaussian with initial variance 0.01). A classification likelihood
+    /// (Bernoulli probit/logit, robust-max, softmax) is trained through its expected
+    /// log-likelihood of the sampled f^L; a multiclass one gives the last layer K GPs.
     pub likelihood: Likelihood,
     /// Lloyd iterations of the k-means++ initialisation of Z (30).
     pub kmeans_iters: usize,
@@ -177,14 +179,16 @@ impl StructuredConfig {
         self.likelihood.validate()
     }
 
-    /// Widths D⁰ (inputs), T_1 … T_{L−1} (hidden), T_L = 1.
+    /// Widths D⁰ (inputs), T_1 … T_{L−1} (hidden), T_L: one latent function for the
+    /// Gaussian and Bernoulli likelihoods, K for a K-class multiclass likelihood
+    /// ([`Likelihood::latent_dim`] of one target column).
     pub fn widths(&self, input_dim: usize) -> Vec<usize> {
         let mut w = vec![input_dim];
         match &self.hidden_widths {
             Some(h) => w.extend(h.iter().copied()),
             None => w.extend(std::iter::repeat_n(self.tau, self.layers - 1)),
         }
-        w.push(1);
+        w.push(self.likelihood.latent_dim(1));
         w
     }
 }

@@ -17,6 +17,13 @@ pub const GRAD_CHUNK_ROWS: usize = 512;
 
 impl StructuredDgp {
     /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.
+    ///
+    /// The data term is the one place the likelihood enters: `N/(|B|·S)` times the sum
+    /// over rows of the likelihood's expected log-likelihood
+    /// ([`dgp_traits::likelihoods::Likelihood::expected_log_lik_with_rng`]) under the
+    /// last layer's per-row Gaussian moments (R×T_L; T_L = K latent functions for a
+    /// multiclass likelihood, drawn as `propagate::last_layer` says). Gaussian: closed
+    /// form; Bernoulli and robust-max: Gauss–Hermite; softmax: Monte Carlo from `rng`.
     pub(crate) fn elbo_parts(
         &self,
         tape: &mut Tape,
@@ -57,7 +64,7 @@ impl StructuredDgp {
         let ell = self
             .config
             .likelihood
-            .expected_log_lik(tape, y, mean, var, noise)?;
+            .expected_log_lik_with_rng(tape, y, mean, var, noise, rng)?;
         let data = tape.sum(ell);
         let data = tape.scale(data, batch.num_data as f64 / (total * prop.reps) as f64);
         if !with_kl {

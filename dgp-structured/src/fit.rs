@@ -77,18 +77,44 @@ impl Objective for StructuredDgp {
 }
 
 impl StructuredDgp {
-    /// Latent mixture moments at `x`: per point, `samples` components (means, variances;
-    /// n×S each; one component for L = 1) from Theorem 1 with the noise of chunk k drawn
-    /// from stream k of `seed`.
+    /// Latent mixture moments at `x` of a model with one latent function (Gaussian or
+    /// Bernoulli likelihood): per point, `samples` components (means, variances; n×S
+    /// each; one component for L = 1) from Theorem 1 with the noise of chunk k drawn from
+    /// stream k of `seed`.
     ///
     /// # Errors
-    /// Bad inputs; Kuu not positive definite.
+    /// Bad inputs; Kuu not positive definite; [`Error::Unsupported`] for a multiclass
+    /// model (use [`StructuredDgp::latent_mixtures`]).
     pub fn latent_mixture(
         &self,
         x: MatRef<'_, f64>,
         samples: usize,
         seed: u64,
     ) -> Result<(Mat<f64>, Mat<f64>)> {
+        let mut m = self.latent_mixtures(x, samples, seed)?;
+        if m.means.len() != 1 {
+            return Err(Error::Unsupported(format!(
+                "latent_mixture is for one latent function, the model has {}; use latent_mixtures",
+                m.means.len()
+            )));
+        }
+        Ok((m.means.remove(0), m.vars.remove(0)))
+    }
+
+    /// Latent mixture moments at `x` of every latent function of the last layer (one,
+    /// or K for a multiclass likelihood): `means[t]`, `vars[t]` n×S, component s of
+    /// point i the independent Gaussian moments of function t in sample s (where the
+    /// last layer's functions are coupled, its q part is drawn in each sample and the
+    /// variance is the kernel residual, as in training). Chunk k uses stream k of `seed`.
+    ///
+    /// # Errors
+    /// Bad inputs; Kuu not positive definite.
+    pub fn latent_mixtures(
+        &self,
+        x: MatRef<'_, f64>,
+        samples: usize,
+        seed: u64,
+    ) -> Result<ChunkMoments> {
         check_inputs("structured predict", x, self.input_dim)?;
         let samples = if self.layers.len() == 1 {
             1
@@ -96,7 +122,7 @@ impl StructuredDgp {
             samples.max(1)
         };
         let chunk = (PREDICT_ROWS / samples).max(1);
-        let mut m = predict_chunked(x.nrows(), chunk, seed, |tape, s, len, rng| {
+        predict_chunked(x.nrows(), chunk, seed, |tape, s, len, rng| {
             tape.clear();
             let leaves = self.params.record(tape);
             let xv = tape.constant(x.subrows(s, len).to_owned());
@@ -104,13 +130,14 @@ impl StructuredDgp {
             let (mu, var) = (tape.value(prop.mean), tape.value(prop.var));
             let reps = prop.reps;
             Ok(ChunkMoments {
-                means: vec![Mat::from_fn(len, reps, |i, r| mu[(0, r * len + i)])],
-                vars: vec![Mat::from_fn(len, reps, |i, r| {
-                    var[(0, r * len + i)].max(0.0)
-                })],
+                means: (0..mu.nrows())
+                    .map(|t| Mat::from_fn(len, reps, |i, r| mu[(t, r * len + i)]))
+                    .collect(),
+                vars: (0..var.nrows())
+                    .map(|t| Mat::from_fn(len, reps, |i, r| var[(t, r * len + i)].max(0.0)))
+                    .collect(),
             })
-        })?;
-        Ok((m.means.remove(0), m.vars.remove(0)))
+        })
     }
 
     /// Restores a model written by [`Model::to_json`].
@@ -141,7 +168,7 @@ impl StructuredDgp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 StructuredDgp::new(
                     m.config.clone(),
-                    &model_json::synthetic_data(m.input_dim, 1, n)?,
+                    &model_json::synthetic_data_for(&m.config.likelihood, m.input_dim, 1, n)?,
                 )
             },
             &[],
@@ -286,17 +313,18 @@ impl Model for StructuredDgp {
     /// The equal-weight mixture of `cfg.samples` Gaussians per test point, each
     /// `N(mû^L_s, Σ̂^L_s + σ²)` from one draw of the hidden layers by Theorem 1; chunked
     /// and parallel, chunk k with noise stream k of `cfg.seed` (thread-count independent).
+    /// For a classification likelihood the predictive also carries the class
+    /// probabilities `(1/S) Σ_s p(y | component s)`
+    /// ([`dgp_traits::likelihoods::Likelihood::class_probs_mixture`]) of the components
+    /// of [`StructuredDgp::latent_mixtures`].
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
-        let (means, vars) = self.latent_mixture(x, cfg.samples, cfg.seed)?;
-        let reps = means.ncols();
+        let moments = self.latent_mixtures(x, cfg.samples, cfg.seed)?;
+        let reps = moments.means[0].ncols();
         let noise = self.noise_variance().map(|v| [v]);
         finish_predictive(
             &self.config.likelihood,
             vec![1.0 / reps as f64; reps],
-            ChunkMoments {
-                means: vec![means],
-                vars: vec![vars],
-            },
+            moments,
             noise.as_ref().map(|v| v.as_slice()),
         )
     }
@@ -305,7 +333,8 @@ impl Model for StructuredDgp {
         model_json::to_json(self)
     }
 
-    /// Coherent function draws (the tests of the reference code, Structured_DGP's exact propagation given one f_M ~ q per
+    /// `None` for a multiclass model (K latent functions); otherwise coherent function
+    /// draws (the tests of the reference code, Structured_DGP's exact propagation given one f_M ~ q per
     /// function, one hidden-layer noise draw per function shared by every point; see
     /// [`StructuredDgp::function_draws`]).
     fn function_samples(
@@ -314,6 +343,9 @@ impl Model for StructuredDgp {
         count: usize,
         seed: u64,
     ) -> Result<Option<Mat<f64>>> {
+        if self.config.likelihood.is_multiclass() {
+            return Ok(None);
+        }
         self.function_draws(x, count, seed).map(Some)
     }
 

@@ -73,6 +73,19 @@
 //! # }
 //! ```
 //!
+//! ## Classification
+//!
+//! [`StructuredConfig::likelihood`] takes any of the core's likelihoods: the ELBO's data
+//! term is `E log p(y | f^L)` of the last layer's moments given the hidden draws, by the
+//! likelihood's own rule (closed form for the Gaussian, Gauss–Hermite for Bernoulli and
+//! robust-max, Monte Carlo for softmax). A K-class likelihood gives the last layer K GPs.
+//! Under star's arrow and fc's dense factor those K functions are correlated given the
+//! hidden draws; their covariance splits exactly into the kernel residual (diagonal) and
+//! the q part, the q part is drawn once per sample and the residual is integrated by the
+//! likelihood, so the estimate stays unbiased and keeps the cross-covariances (mean field:
+//! no coupling, nothing extra drawn). Predictions carry class probabilities, the mixture
+//! over samples of each component's `∫ p(y | f) N(f | m, v) df`.
+//!
 //! ## Cost
 //!
 //! A step costs O(S·B·M²) per layer for the mean-field and STAR families (STAR's

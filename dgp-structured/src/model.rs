@@ -50,7 +50,8 @@ pub(crate) struct Proj {
 }
 
 impl StructuredDgp {
-    /// Builds a model for training data `data` (targets with one column: T_L = 1) with
+    /// Builds a model for training data `data` (targets with one column; the last layer
+    /// has T_L = 1 latent function, K for a K-class multiclass likelihood) with
     /// M = min(`num_inducing`, N) inducing points per layer (the model's
     /// [`StructuredDgp::config`] holds the M used), initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
     /// through fixed identity/PCA means, RBF-ARD kernels (lengthscales 1, variance 1, the
@@ -59,19 +60,21 @@ impl StructuredDgp {
     /// chol(K_L), stripes/arrow 0.
     ///
     /// # Errors
-    /// Invalid configuration, more than one target column, Kuu not positive definite.
+    /// Invalid configuration, more than one target column, targets the likelihood refuses
+    /// (labels outside 0..K−1, a class absent from `data`, NaN), Kuu not positive
+    /// definite.
     pub fn new(mut config: StructuredConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         if data.output_dim() != 1 {
             return Err(Error::config(
                 "output_dim",
                 format!(
-                    "the output layer has T_L = 1 GP (targets must have one column), got {}",
+                    "targets must have one column (T_L = 1 GP for a value, K GPs for a class label), got {}",
                     data.output_dim()
                 ),
             ));
         }
-        config.likelihood.check_targets(data.y())?;
+        config.likelihood.check_training_targets(data.y())?;
         let x = data.x();
         let d_in = data.input_dim();
         let widths = config.widths(d_in);

@@ -13,9 +13,11 @@ use faer::Mat;
 
 /// What the propagation of a batch yields.
 pub(crate) struct Prop {
-    /// Last layer's mû^L (1×R, R = reps·B, column `s·B + i`).
+    /// Means of the last layer's T_L latent functions (T_L×R, R = reps·B, column
+    /// `s·B + i`): mû^L, or for coupled functions mû^L plus the drawn q part (see
+    /// [`StructuredDgp::last_layer`]).
     pub mean: Var,
-    /// Last layer's Σ̂^L (1×R).
+    /// Their variances (T_L×R): diag Σ̂^L, or the residual k − aᵀKa when coupled.
     pub var: Var,
     /// Samples per point (1 for L = 1).
     pub reps: usize,
@@ -67,10 +69,9 @@ impl StructuredDgp {
             let (b, mt, s) = self.sparse_terms(tape, &mut q, l, &proj, r, &mut st.sparse);
             let cond = fields::condition(tape, &st.c, &st.r, &b, &s, &mt);
             if l + 1 == nl {
-                let var =
-                    cond.cov[0][0].ok_or_else(|| Error::Empty("structured: no variance".into()))?;
+                let (mean, var) = last_layer(tape, &cond, proj.base, rows, rng)?;
                 return Ok(Prop {
-                    mean: cond.mean[0],
+                    mean,
                     var,
                     reps,
                     chols,
@@ -122,4 +123,70 @@ impl StructuredDgp {
             })
             .collect()
     }
+}
+
+/// The last layer's T_L latent functions as independent Gaussians per row, `(means,
+/// variances)`, T_L×R each, whose expectation under the likelihood is the ELBO's data term.
+///
+/// Given the hidden draws, f^L is jointly Gaussian `N(mû^L, Σ̂^L)` (eqs. 10–11). When
+/// Σ̂^L is diagonal by structure (T_L = 1, and the mean-field family for any T_L) these
+/// are its mean and diagonal, and nothing is drawn. Otherwise (star's arrow and fc's dense
+/// factor couple the last layer's functions through the shared hidden blocks) Σ̂^L splits
+/// exactly into the kernel residual and the q part, `Σ̂^L = (k − aᵀKa)·I + A` with
+/// `A = a_Lᵀ S^{LL} a_L − WᵀW` ⪰ 0 (the conditional covariance of `a_Lᵀ f_M^L`), so
+/// `f^L = mû^L + chol(A) η + √(k − aᵀKa) ε` with η, ε ∼ N(0, I): one η per row is drawn
+/// from `rng` (a Monte Carlo draw, like the hidden layers' ones) and the returned
+/// moments are `(mû^L + chol(A) η, k − aᵀKa)` for every function — the likelihood then
+/// integrates the independent residual ε (closed form, quadrature or its own Monte
+/// Carlo). The estimate of `E log p(y | f^L)` stays unbiased, with the cross-covariances
+/// kept instead of dropped. A's pivots are floored at [`fields::PIVOT_FLOOR`].
+pub(crate) fn last_layer(
+    tape: &mut Tape,
+    cond: &fields::Conditional,
+    base: Var,
+    rows: usize,
+    rng: &mut Rng,
+) -> Result<(Var, Var)> {
+    let tl = cond.mean.len();
+    let coupled = (0..tl).any(|t| (0..t).any(|t2| cond.cov[t][t2].is_some()));
+    let (means, vars): (Vec<Var>, Vec<Var>) = if coupled {
+        // The last layer is evaluated on all R rows (layer 1 alone is tiled, and a
+        // one-layer model has one sample), so `base` is already 1×R.
+        let a: Vec<Vec<Field>> = (0..tl)
+            .map(|t| {
+                (0..=t)
+                    .map(|t2| {
+                        if t2 == t {
+                            fields::sub(tape, cond.cov[t][t], Some(base))
+                        } else {
+                            cond.cov[t][t2]
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let chol = fields::cholesky(tape, &a, 0.0);
+        let eta = standard_normal(rng, rows, tl);
+        let eta: Vec<Var> = (0..tl)
+            .map(|t| tape.constant(Mat::from_fn(1, rows, |_, r| eta[(r, t)])))
+            .collect();
+        let means = chol
+            .iter()
+            .enumerate()
+            .map(|(t, lrow)| {
+                let shift = fields::dot(tape, lrow.iter().zip(&eta).map(|(&l, &e)| (l, Some(e))));
+                fields::add(tape, Some(cond.mean[t]), shift).unwrap_or(cond.mean[t])
+            })
+            .collect();
+        (means, vec![base; tl])
+    } else {
+        let vars = (0..tl)
+            .map(|t| cond.cov[t][t].ok_or_else(|| Error::Empty("structured: no variance".into())))
+            .collect::<Result<Vec<_>>>()?;
+        (cond.mean.clone(), vars)
+    };
+    if tl == 1 {
+        return Ok((means[0], vars[0]));
+    }
+    Ok((tape.concat_rows(&means), tape.concat_rows(&vars)))
 }

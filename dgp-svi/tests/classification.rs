@@ -8,36 +8,17 @@ use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::testing::{
     assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
-    assert_objective_gradient, perturb,
+    assert_objective_gradient, perturb, toy_binary, toy_blobs,
 };
 
-/// Two classes separated by the hyperplane x₀ + x₁ = 0 with a margin of 0.3.
 fn binary_toy(n: usize, seed: u64) -> Dataset {
-    let raw = standard_normal(&mut seeded(seed), n, 2);
-    let x = Mat::from_fn(n, 2, |i, j| {
-        let s = raw[(i, 0)] + raw[(i, 1)];
-        raw[(i, j)] + if s >= 0.0 { 0.3 } else { -0.3 }
-    });
-    let y = Mat::from_fn(n, 1, |i, _| {
-        if x[(i, 0)] + x[(i, 1)] >= 0.0 {
-            1.0
-        } else {
-            0.0
-        }
-    });
-    Dataset::new(x, y).unwrap()
+    toy_binary(n, seed)
 }
 
-/// Three well-separated Gaussian blobs (sd 0.3, centres 3 apart), labels 0, 1, 2.
 fn blobs(n: usize, seed: u64) -> Dataset {
-    let centres = [[0.0, 0.0], [3.0, 0.0], [1.5, 2.6]];
-    let raw = standard_normal(&mut seeded(seed), n, 2);
-    let x = Mat::from_fn(n, 2, |i, j| centres[i % 3][j] + 0.3 * raw[(i, j)]);
-    let y = Mat::from_fn(n, 1, |i, _| (i % 3) as f64);
-    Dataset::new(x, y).unwrap()
+    toy_blobs(n, seed)
 }
 
 fn train_error(

@@ -105,6 +105,51 @@ pub fn toy_regression(n: usize, d: usize, freq: f64, seed: u64) -> Dataset {
     Dataset::new(x, y).expect("toy_regression needs n, d ≥ 1")
 }
 
+/// Two classes separated by the hyperplane x₀ + x₁ = 0 with a margin of 0.3: x ∼ N(0, I₂)
+/// drawn from `seeded(seed)`, shifted by ±0.3 along both axes away from the plane; label
+/// 1 above it, 0 below.
+///
+/// # Panics
+/// If `n` is zero.
+///
+/// ```
+/// let data = dgp_traits::testing::toy_binary(20, 7);
+/// assert!((0..20).all(|i| data.y()[(i, 0)] == 0.0 || data.y()[(i, 0)] == 1.0));
+/// ```
+pub fn toy_binary(n: usize, seed: u64) -> Dataset {
+    let raw = standard_normal(&mut seeded(seed), n, 2);
+    let x = Mat::from_fn(n, 2, |i, j| {
+        let s = raw[(i, 0)] + raw[(i, 1)];
+        raw[(i, j)] + if s >= 0.0 { 0.3 } else { -0.3 }
+    });
+    let y = Mat::from_fn(n, 1, |i, _| {
+        if x[(i, 0)] + x[(i, 1)] >= 0.0 {
+            1.0
+        } else {
+            0.0
+        }
+    });
+    Dataset::new(x, y).expect("toy_binary needs n ≥ 1")
+}
+
+/// Three well-separated Gaussian blobs in 2-D (sd 0.3, centres 3 apart), point i in class
+/// `i mod 3`; the noise is drawn from `seeded(seed)`.
+///
+/// # Panics
+/// If `n` is zero.
+///
+/// ```
+/// let data = dgp_traits::testing::toy_blobs(9, 1);
+/// assert_eq!(data.y()[(5, 0)], 2.0);
+/// ```
+pub fn toy_blobs(n: usize, seed: u64) -> Dataset {
+    let centres = [[0.0, 0.0], [3.0, 0.0], [1.5, 2.6]];
+    let raw = standard_normal(&mut seeded(seed), n, 2);
+    let x = Mat::from_fn(n, 2, |i, j| centres[i % 3][j] + 0.3 * raw[(i, j)]);
+    let y = Mat::from_fn(n, 1, |i, _| (i % 3) as f64);
+    Dataset::new(x, y).expect("toy_blobs needs n ≥ 1")
+}
+
 /// Adds `scale`·N(0, 1) (drawn from `seeded(seed)`) to every unconstrained parameter, so a
 /// test does not sit at special initial values (zero means, identity factors) where some
 /// gradient paths vanish.

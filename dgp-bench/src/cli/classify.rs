@@ -10,26 +10,92 @@
 
 use std::path::Path;
 
+use dgp_traits::backend::{Settings, insert_dotted};
 use dgp_traits::likelihoods::Likelihood;
+use serde_json::Value;
 
 use super::run::{RunArgs, build_specs, check_memory, command_line, protocol_of};
 use crate::classification::{
     CLASS_TABLE_NOTE, CLASSIFICATION_TASK, ClassSplitRecord, check_training_classes,
-    class_labels_of, class_table, default_likelihood_name, likelihood_by_name, likelihood_name,
-    reliability_file_name, reliability_series, run_class_split, summarise_class, with_likelihood,
+    class_labels_of, class_table, default_likelihood_name, likelihood_by_name,
+    likelihood_from_setting, likelihood_name, reliability_file_name, reliability_series,
+    run_class_split, summarise_class, with_likelihood,
 };
 use crate::datasets::{BenchData, parse_splits};
 use crate::error::{BenchError, Result};
 use crate::experiment::model_label;
 use crate::report::write_text;
 
-/// The classification likelihood the command line asks for: `None` for a regression run,
-/// else the likelihood name (`None` inside = the default for K).
+/// How a classification run's likelihood is asked for.
+#[derive(Debug)]
+pub(super) enum Requested {
+    /// `--likelihood NAME` or `--task classification` alone (`None`: the default for K).
+    Named(Option<String>),
+    /// A `likelihood` object in the `--set` / `--config` settings (its `kind` not
+    /// gaussian), completed with K by [`likelihood_from_setting`].
+    Setting(Value),
+}
+
+/// The `likelihood` object of the `--config` and `--set` settings, merged in that order,
+/// if any; it must apply to every backend alike.
+fn setting_likelihood(a: &RunArgs) -> Result<Option<Value>> {
+    let input = a.model.settings_input((None, None))?;
+    if input
+        .file_per_backend
+        .iter()
+        .any(|(_, m)| m.contains_key("likelihood"))
+        || input
+            .set
+            .iter()
+            .any(|(b, k, _)| b.is_some() && k.split('.').next() == Some("likelihood"))
+    {
+        return Err(BenchError::Usage(
+            "the likelihood is one per run: set it for every backend alike, not under a \
+             backend's name"
+                .into(),
+        ));
+    }
+    let mut s = Settings::new();
+    if let Some(v) = input.file.get("likelihood") {
+        s.insert("likelihood".into(), v.clone());
+    }
+    for (_, key, value) in &input.set {
+        if key.split('.').next() == Some("likelihood") {
+            insert_dotted(&mut s, key, value.clone())
+                .map_err(|e| BenchError::Usage(format!("--set {key}: {}", e)))?;
+        }
+    }
+    Ok(s.remove("likelihood"))
+}
+
+/// The classification likelihood the command line asks for: `None` for a regression run.
 ///
 /// # Errors
-/// [`BenchError::Usage`] for an unknown task, or a classification likelihood with
-/// `--task regression`.
-pub(super) fn requested(a: &RunArgs) -> Result<Option<Option<String>>> {
+/// [`BenchError::Usage`] for an unknown task, a classification likelihood with
+/// `--task regression`, or `--likelihood` next to a classification `likelihood` setting.
+pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
+    let setting = setting_likelihood(a)?.filter(|v| {
+        v.get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k != "gaussian")
+    });
+    if let Some(v) = setting {
+        if a.likelihood.is_some() {
+            return Err(BenchError::Usage(
+                "--likelihood and a likelihood setting (--set / --config) both name the \
+                 likelihood; keep one"
+                    .into(),
+            ));
+        }
+        return match a.task.as_deref() {
+            None | Some(CLASSIFICATION_TASK) => Ok(Some(Requested::Setting(v))),
+            Some(_) => Err(BenchError::Usage(
+                "the likelihood setting is a classification likelihood but --task is not \
+                 classification"
+                    .into(),
+            )),
+        };
+    }
     if a.likelihood.as_deref() == Some("gaussian") && a.task.as_deref() == Some(CLASSIFICATION_TASK)
     {
         return Err(BenchError::Usage(
@@ -41,7 +107,7 @@ pub(super) fn requested(a: &RunArgs) -> Result<Option<Option<String>>> {
     let lik = a.likelihood.as_deref().filter(|l| *l != "gaussian");
     match a.task.as_deref() {
         None | Some("regression") if lik.is_none() => Ok(None),
-        None | Some(CLASSIFICATION_TASK) => Ok(Some(lik.map(str::to_string))),
+        None | Some(CLASSIFICATION_TASK) => Ok(Some(Requested::Named(lik.map(str::to_string)))),
         Some("regression") => Err(BenchError::Usage(format!(
             "--likelihood {} is a classification likelihood but --task is regression",
             lik.unwrap_or_default()
@@ -53,7 +119,7 @@ pub(super) fn requested(a: &RunArgs) -> Result<Option<Option<String>>> {
 }
 
 /// Runs the classification experiments of `a` (see the module docs).
-pub(super) fn cmd_run_classification(a: &RunArgs, lik_name: Option<&str>) -> Result<()> {
+pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Result<()> {
     crate::validate::check_inducing(a.model.inducing)?;
     if a.per_point {
         return Err(BenchError::Usage(
@@ -69,8 +135,31 @@ pub(super) fn cmd_run_classification(a: &RunArgs, lik_name: Option<&str>) -> Res
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let (k, labels) = class_labels_of(&data.name, data.data().y(), a.classes)?;
-    let name = lik_name.unwrap_or(default_likelihood_name(k));
-    let likelihood = likelihood_by_name(name, k)?;
+    let likelihood = match requested {
+        Requested::Named(n) => {
+            likelihood_by_name(n.as_deref().unwrap_or(default_likelihood_name(k)), k)?
+        }
+        Requested::Setting(v) => likelihood_from_setting(v, k)?,
+    };
+    let name = likelihood_name(&likelihood);
+    // A likelihood setting may be partial (K taken from the data): the backends see the
+    // completed one, set after every other source.
+    let completed;
+    let a = match requested {
+        Requested::Named(_) => a,
+        Requested::Setting(_) => {
+            let mut b = a.clone();
+            b.model.set.retain(|s| {
+                s.split_once('=')
+                    .is_none_or(|(k, _)| k.trim().split('.').next() != Some("likelihood"))
+            });
+            let full = serde_json::to_string(&likelihood)
+                .map_err(|e| BenchError::Usage(format!("likelihood: {e}")))?;
+            b.model.set.push(format!("likelihood={full}"));
+            completed = b;
+            &completed
+        }
+    };
     for &s in &splits {
         let (train_idx, _) = data.split(s)?;
         check_training_classes(&data.name, s, &labels, &train_idx, k)?;
@@ -91,7 +180,8 @@ pub(super) fn cmd_run_classification(a: &RunArgs, lik_name: Option<&str>) -> Res
                 k
             )));
         }
-        if spec.arch.settings.contains_key("likelihood") {
+        if matches!(requested, Requested::Named(_)) && spec.arch.settings.contains_key("likelihood")
+        {
             return Err(BenchError::Usage(
                 "a classification run sets the likelihood from --likelihood; remove \
                  'likelihood' from --set / --config"

@@ -338,7 +338,7 @@ impl ModelFlags {
 /// regression run.
 fn run_command(a: &run::RunArgs) -> Result<()> {
     match classify::requested(a)? {
-        Some(likelihood) => classify::cmd_run_classification(a, likelihood.as_deref()),
+        Some(requested) => classify::cmd_run_classification(a, &requested),
         None => run::cmd_run(a),
     }
 }

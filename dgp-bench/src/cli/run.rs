@@ -25,7 +25,7 @@ use dgp_traits::optim::LrSchedule;
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
 /// the DSVI reference settings: M = 100, 10 000 Adam steps at lr 0.01, batch min(N, 10 000),
 /// 1 training sample, 100 predictive samples).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Where the data come from.
     #[command(flatten)]

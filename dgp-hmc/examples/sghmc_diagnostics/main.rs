@@ -168,7 +168,9 @@ fn main() -> Result<(), DynErr> {
     let nll = -ld.iter().sum::<f64>() / ld.len() as f64;
     println!(
         "test NLL {nll:.4} (original units), noise variance {:.4e} (standardised)\n",
-        model.noise_variance()
+        model
+            .noise_variance()
+            .ok_or("a regression model has a noise variance")?
     );
     plots::potential(
         &a.out.join("potential.svg"),
@@ -207,7 +209,7 @@ fn write_traces(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
             csv,
             "{},{},{},{}",
             h.step,
-            h.noise_variance,
+            h.noise_variance.map_or(String::new(), |v| v.to_string()),
             j(&h.kernel_variance),
             j(&h.lengthscale_geomean)
         )?;
@@ -247,7 +249,12 @@ fn hyper_plot(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
     let pts = |f: &dyn Fn(&dgp_hmc::sghmc::diagnostics::HyperSnapshot) -> f64| {
         h.iter().map(|s| (s.step as f64, f(s))).collect::<Vec<_>>()
     };
-    let noise = vec![("noise variance σ²".to_string(), pts(&|s| s.noise_variance))];
+    let noise = vec![(
+        "noise variance σ²".to_string(),
+        h.iter()
+            .filter_map(|s| s.noise_variance.map(|v| (s.step as f64, v)))
+            .collect::<Vec<_>>(),
+    )];
     let kv = (0..layers)
         .map(|l| {
             (
@@ -274,10 +281,9 @@ fn hyper_plot(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
     )?;
     if let (Some(f), Some(l)) = (h.first(), h.last()) {
         println!("hyperparameters at the start / end of burn-in:");
-        println!(
-            "  noise variance {:.4e} / {:.4e}",
-            f.noise_variance, l.noise_variance
-        );
+        if let (Some(f), Some(l)) = (f.noise_variance, l.noise_variance) {
+            println!("  noise variance {f:.4e} / {l:.4e}");
+        }
         println!(
             "  kernel variances {:.3?} / {:.3?}",
             f.kernel_variance, l.kernel_variance
@@ -369,7 +375,11 @@ fn outliers(
 ) -> Result<(), DynErr> {
     let (mean, var) = (pred.mean(), pred.variance());
     let (means, vars) = (&pred.means()[0], &pred.variances()[0]);
-    let noise_sd = model.noise_variance().sqrt() * s.st.y_std[0];
+    let noise_sd = model
+        .noise_variance()
+        .ok_or("a regression model has a noise variance")?
+        .sqrt()
+        * s.st.y_std[0];
     println!(
         "noise sd (original units) {noise_sd:.4}; y sd of the training split {:.4}\n",
         s.st.y_std[0]

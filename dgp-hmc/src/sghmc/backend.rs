@@ -63,7 +63,11 @@ impl ConfigBackend for SghmcBackend {
             selects_on_validation: false,
             streams: true,
             data_parallel: true,
-            likelihoods: &[LikelihoodFamily::Gaussian],
+            likelihoods: &[
+                LikelihoodFamily::Gaussian,
+                LikelihoodFamily::Bernoulli,
+                LikelihoodFamily::Multiclass,
+            ],
             samples_in_prediction: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
             samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
             samples_are_components: false,

@@ -4,6 +4,7 @@
 
 use crate::sghmc::sampler::SghmcConfig;
 use dgp_traits::error::{Error, Result};
+use dgp_traits::likelihoods::Likelihood;
 use serde::{Deserialize, Serialize};
 
 /// Architecture, initialisation and sampler settings of a [`crate::SghmcDgp`].
@@ -51,6 +52,12 @@ pub struct SghmcDgpConfig {
     /// [`Potential::Marginal`], which a model file without this field keeps).
     #[serde(default = "Potential::reference")]
     pub potential: Potential,
+    /// The likelihood of the last layer (default Gaussian). Classification likelihoods
+    /// (Bernoulli probit/logit, robust-max, softmax) give the last layer one latent GP
+    /// per target column, or K for K classes, and need [`Potential::Expected`]. For the
+    /// Gaussian the initial noise variance is [`SghmcDgpConfig::noise_variance`] (the
+    /// likelihood's own `init_variance` is not used).
+    pub likelihood: Likelihood,
 }
 
 /// The data term of the sampled potential, per training point b, given one sample of the
@@ -64,12 +71,16 @@ pub struct SghmcDgpConfig {
 #[serde(rename_all = "snake_case")]
 pub enum Potential {
     /// `log N(y_b | μ_L,b, σ²_L,b + s²)`, the marginal over f_b (cambridge-mlg/sghmc_dgp,
-    /// `predict_density`). For L = 1 the chain's target is then the FITC posterior of U,
+    /// `predict_density`). Gaussian likelihood only: a classification model with this
+    /// term is refused ([`SghmcDgpConfig::validate`]). For L = 1 the chain's target is then the FITC posterior of U,
     /// and the MCEM maximises the FITC evidence, whose diagonal term σ²_L,b acts as
     /// input-dependent noise: the M-step can drive s² to its floor (Bauer, van der Wilk
     /// & Rasmussen 2016, §3.2: FITC underestimates the noise variance).
     Marginal,
-    /// `E_{N(f_b | μ_L,b, σ²_L,b)} log N(y_b | f_b, s²) = log N(y_b | μ_L,b, s²) − σ²_L,b / (2s²)`.
+    /// `E_{N(f_b | μ_L,b, σ²_L,b)} log N(y_b | f_b, s²) = log N(y_b | μ_L,b, s²) − σ²_L,b / (2s²)`;
+    /// for a classification likelihood `E_{N(f_b | μ_L,b, diag σ²_L,b)} log p(y_b | f_b)`
+    /// as the core computes it (Bernoulli and robust-max by Gauss–Hermite, softmax by
+    /// Monte Carlo with draws from the step's generator).
     /// With it, `p(U) exp(Σ_b E log p(y_b | f_b))` is the optimal q(U) of the collapsed
     /// variational bound (Titsias 2009, eq. 10: q*(u) ∝ p(u) exp(E_{p(f|u)} log p(y | f))),
     /// and the MCEM steps ascend that bound, whose trace term −Σ_b σ²_L,b / (2s²) keeps s²
@@ -103,6 +114,7 @@ impl Default for SghmcDgpConfig {
                 ..SghmcConfig::default()
             },
             potential: Potential::Expected,
+            likelihood: Likelihood::default(),
         }
     }
 }
@@ -127,7 +139,9 @@ impl SghmcDgpConfig {
     ///
     /// # Errors
     /// [`Error::Config`] for the first field out of range (the sampler's own errors
-    /// included: zero kept samples, thinning 0, window larger than burn-in, step ≤ 0).
+    /// included: zero kept samples, thinning 0, window larger than burn-in, step ≤ 0);
+    /// `potential` for [`Potential::Marginal`] with a classification likelihood; the
+    /// likelihood's own configuration errors.
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, m: &str| Err(Error::config(field, m));
         if self.layers == 0 {
@@ -166,6 +180,14 @@ impl SghmcDgpConfig {
         }
         if self.predict_chunk == 0 {
             return bad("predict_chunk", "must be at least 1");
+        }
+        self.likelihood.validate()?;
+        if self.potential == Potential::Marginal && !self.likelihood.has_noise_variance() {
+            return bad(
+                "potential",
+                "the marginal data term is written for the Gaussian likelihood; a \
+                 classification likelihood needs potential = expected",
+            );
         }
         self.sampler.validate()
     }

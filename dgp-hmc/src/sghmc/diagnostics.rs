@@ -86,8 +86,8 @@ pub fn effective_sample_size(x: &[f64]) -> f64 {
 pub struct HyperSnapshot {
     /// Global step index of the run (after this step).
     pub step: usize,
-    /// Gaussian noise variance σ².
-    pub noise_variance: f64,
+    /// Gaussian noise variance σ² (`None` for a classification likelihood).
+    pub noise_variance: Option<f64>,
     /// Kernel variance of every layer, first layer first.
     pub kernel_variance: Vec<f64>,
     /// Geometric mean of the ARD lengthscales of every layer.

@@ -56,7 +56,9 @@ pub struct SghmcDgp {
     config: SghmcDgpConfig,
     layers: Vec<SparseLayer>,
     u: Vec<ParamId>,
-    noise: ParamId,
+    /// The Gaussian noise variance s² (unconstrained); `None` for a classification
+    /// likelihood.
+    noise: Option<ParamId>,
     likelihood: Likelihood,
     params: ParamStore,
     input_dim: usize,
@@ -75,7 +77,9 @@ impl SghmcDgp {
     /// running data), computed afresh per layer; RBF ARD with lengthscales √D_in and
     /// variance [`SghmcDgpConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
     /// (Z, lengthscales, variances, noise) are [`Role::Optimised`] (MCEM), the inner mean
-    /// maps fixed.
+    /// maps fixed. With a classification likelihood ([`SghmcDgpConfig::likelihood`]) the
+    /// last layer has one GP per latent function (K for K classes) and there is no noise
+    /// variance.
     ///
     /// Differences from the reference: Z comes from the core's k-means (k-means++ seeding,
     /// then at most `kmeans_iters` Lloyd iterations, empty clusters re-seeded), not scipy's
@@ -84,12 +88,14 @@ impl SghmcDgp {
     /// `exp(θ)`, which changes the Adam geometry of the hyper steps but not the model.
     ///
     /// # Errors
-    /// Invalid configuration; k-means or PCA failures.
+    /// Invalid configuration; targets the likelihood refuses (labels outside 0..K−1, a
+    /// class absent from `data`); k-means or PCA failures.
     pub fn new(config: SghmcDgpConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
+        config.likelihood.check_training_targets(data.y())?;
         let x = data.x();
         let (d_in, p) = (data.input_dim(), data.output_dim());
-        let widths = config.widths(d_in, p);
+        let widths = config.widths(d_in, config.likelihood.latent_dim(p));
         let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
         let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
@@ -142,21 +148,26 @@ impl SghmcDgp {
                 run.push(&w, None);
             }
         }
-        let s2 = config
-            .noise_variance
-            .unwrap_or_else(|| target_variance(data.y()))
-            .max(2.0 * NOISE_FLOOR);
-        let noise = params.add(
-            "likelihood.variance",
-            Mat::from_fn(1, 1, |_, _| inv_softplus(s2 - NOISE_FLOOR)),
-            Role::Optimised,
-        )?;
+        let (noise, likelihood) = if config.likelihood.has_noise_variance() {
+            let s2 = config
+                .noise_variance
+                .unwrap_or_else(|| target_variance(data.y()))
+                .max(2.0 * NOISE_FLOOR);
+            let id = params.add(
+                "likelihood.variance",
+                Mat::from_fn(1, 1, |_, _| inv_softplus(s2 - NOISE_FLOOR)),
+                Role::Optimised,
+            )?;
+            (Some(id), Likelihood::gaussian(s2))
+        } else {
+            (None, config.likelihood.clone())
+        };
         Ok(SghmcDgp {
             config,
             layers,
             u,
             noise,
-            likelihood: Likelihood::gaussian(s2),
+            likelihood,
             params,
             input_dim: d_in,
             output_dim: p,
@@ -180,9 +191,21 @@ impl SghmcDgp {
         &self.u
     }
 
-    /// The Gaussian noise variance σ².
-    pub fn noise_variance(&self) -> f64 {
-        softplus(self.params.get(self.noise)[(0, 0)]) + NOISE_FLOOR
+    /// The Gaussian noise variance σ²; `None` for a classification likelihood.
+    pub fn noise_variance(&self) -> Option<f64> {
+        self.noise
+            .map(|id| softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
+    }
+
+    /// The likelihood of the last layer.
+    pub fn likelihood(&self) -> &Likelihood {
+        &self.likelihood
+    }
+
+    /// Number of latent GPs of the last layer: the target columns, or K for a K-class
+    /// likelihood.
+    fn latent_dim(&self) -> usize {
+        self.likelihood.latent_dim(self.output_dim)
     }
 
     /// The kept samples (values of the sampled blocks in flat order), oldest first; empty
@@ -232,15 +255,16 @@ impl SghmcDgp {
         rng: &mut Rng,
     ) -> Result<ChunkMoments> {
         let (n, s) = (x.nrows(), samples.len());
-        let mut means = vec![Mat::zeros(n, s); self.output_dim];
-        let mut vars = vec![Mat::zeros(n, s); self.output_dim];
+        let latent = self.latent_dim();
+        let mut means = vec![Mat::zeros(n, s); latent];
+        let mut vars = vec![Mat::zeros(n, s); latent];
         for (k, flat) in samples.iter().enumerate() {
             tape.clear();
             let params = self.params.record_at(tape, flat)?;
             let xv = tape.constant(x.to_owned());
             let (mu, var) = self.forward(tape, &params, xv, NoiseMode::PerPoint, rng)?;
             let (mu, var) = (tape.value(mu), tape.value(var));
-            for d in 0..self.output_dim {
+            for d in 0..latent {
                 for i in 0..n {
                     means[d][(i, k)] = mu[(i, d)];
                     vars[d][(i, k)] = var[(i, d)].max(0.0);
@@ -362,6 +386,35 @@ impl SghmcDgp {
         Ok(out)
     }
 
+    /// The per-point data term ℓ_b of the potential (B×1, or B×P for P Gaussian
+    /// outputs) on the tape: the one place the likelihood enters the potential (see
+    /// [`Objective::record`]).
+    fn data_term(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        y: Var,
+        mu: Var,
+        var: Var,
+        rng: &mut Rng,
+    ) -> Result<Var> {
+        let s2 = self
+            .noise
+            .map(|id| tape.positive(id.var(params), NOISE_FLOOR));
+        match self.config.potential {
+            Potential::Marginal if s2.is_some() => {
+                self.likelihood.log_predictive(tape, y, mu, var, s2)
+            }
+            Potential::Marginal => Err(Error::config(
+                "potential",
+                "the marginal data term needs the Gaussian likelihood",
+            )),
+            Potential::Expected => self
+                .likelihood
+                .expected_log_lik_with_rng(tape, y, mu, var, s2, rng),
+        }
+    }
+
     /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
     /// data, computed when the run's last sample was kept (`None` before that, and for
     /// more than [`ESS_MAX_ROWS`] training rows: the diagnostic is a full pass over the
@@ -394,7 +447,11 @@ impl Objective for SghmcDgp {
     /// sample of the inner layers (noise from `rng`) and the data term ℓ_b of
     /// [`SghmcDgpConfig::potential`]: `log N(y_b | μ_L,b, σ²_L,b + s²)` (the reference's,
     /// cambridge-mlg/sghmc_dgp: this is its `−N·nll`) or
-    /// `E_{N(f|μ_L,b, σ²_L,b)} log N(y_b | f, s²)`. Because ℓ_b is taken of a single
+    /// `E_{N(f|μ_L,b, σ²_L,b)} log N(y_b | f, s²)` — for a classification likelihood
+    /// `E_{N(f|μ_L,b, diag σ²_L,b)} log p(y_b | f)` over the last layer's latent GPs
+    /// (Bernoulli probit/logit and robust-max by Gauss–Hermite quadrature, softmax by
+    /// Monte Carlo with antithetic draws from `rng`; the core's
+    /// [`Likelihood::expected_log_lik_with_rng`]). Because ℓ_b is taken of a single
     /// inner-layer sample, its expectation over the noise is a Jensen lower bound of the
     /// exact log marginal: the chain targets `p(U) exp(E_ε ℓ(U, ε))`, not exactly
     /// `p(U | y)` (as the reference does; exact for L = 1 with the marginal term).
@@ -453,13 +510,7 @@ impl SghmcDgp {
         let x = tape.constant(batch.x.to_owned());
         let (mu, var) = self.forward(tape, params, x, NoiseMode::PerPoint, rng)?;
         let y = tape.constant(batch.y.to_owned());
-        let s2 = tape.positive(self.noise.var(params), NOISE_FLOOR);
-        let lp = match self.config.potential {
-            Potential::Marginal => self.likelihood.log_predictive(tape, y, mu, var, Some(s2))?,
-            Potential::Expected => self
-                .likelihood
-                .expected_log_lik(tape, y, mu, var, Some(s2))?,
-        };
+        let lp = self.data_term(tape, params, y, mu, var, rng)?;
         let data = tape.sum(lp);
         let mut joint = tape.scale(data, batch.num_data as f64 / total as f64);
         if with_prior {
@@ -524,7 +575,7 @@ impl Model for SghmcDgp {
     }
 
     fn noise_variance(&self) -> Option<f64> {
-        Some(SghmcDgp::noise_variance(self))
+        SghmcDgp::noise_variance(self)
     }
 
     /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
@@ -562,12 +613,12 @@ impl Model for SghmcDgp {
             |tape, s, len, rng| self.predict_chunk(tape, x.subrows(s, len), &samples, rng),
         )?;
         let s = samples.len();
-        let noise = [self.noise_variance()];
+        let noise = self.noise_variance().map(|v| [v]);
         finish_predictive(
             &self.likelihood,
             vec![1.0 / s as f64; s],
             moments,
-            Some(&noise),
+            noise.as_ref().map(|v| v.as_slice()),
         )
     }
 
@@ -575,7 +626,8 @@ impl Model for SghmcDgp {
         model_json::to_json(self)
     }
 
-    /// `count` coherent function draws at the rows of `x` (first output, model units):
+    /// `None` for a multiclass model (K latent GPs); otherwise `count` coherent function
+    /// draws at the rows of `x` (first output, model units):
     /// function j is the last layer's mean `μ_L(x)` under kept sample `j mod S` (the
     /// current state before sampling) with ONE inner-layer noise draw per hidden unit
     /// shared by all rows ([`NoiseMode::PerPath`]), so each column is a path of the
@@ -587,6 +639,9 @@ impl Model for SghmcDgp {
         seed: u64,
     ) -> Result<Option<Mat<f64>>> {
         check_inputs("sghmc function_samples", x, self.input_dim)?;
+        if self.likelihood.is_multiclass() {
+            return Ok(None);
+        }
         let samples = self.component_params();
         let mut out = Mat::zeros(x.nrows(), count);
         let mut tape = Tape::new();
@@ -626,9 +681,10 @@ impl Model for SghmcDgp {
         );
         let extra = match self.potential_ess {
             Some(ess) => format!(
-                "{extra}; {:?} potential, s²={:.3e}, ESS(potential)={ess:.1}/{}",
+                "{extra}; {:?} potential,{} ESS(potential)={ess:.1}/{}",
                 self.config.potential,
-                self.noise_variance(),
+                self.noise_variance()
+                    .map_or(String::new(), |v| format!(" s²={v:.3e},")),
                 self.kept_samples().len()
             ),
             None => format!("{extra}; {:?} potential", self.config.potential),
@@ -690,7 +746,12 @@ impl SghmcDgp {
                 let n = m.config.num_inducing.saturating_mul(2);
                 SghmcDgp::new(
                     m.config.clone(),
-                    &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
+                    &model_json::synthetic_data_for(
+                        &m.config.likelihood,
+                        m.input_dim,
+                        m.output_dim,
+                        n,
+                    )?,
                 )
             },
             &["sampler", "potential_ess"],

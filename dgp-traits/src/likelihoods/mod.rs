@@ -228,6 +228,15 @@ impl SoftmaxLikelihood {
         let mut rng = seeded(self.predict_seed);
         standard_normal(&mut rng, self.predict_points / 2, self.num_classes)
     }
+
+    /// The predictive draws repeated for `rows` rows (`(rows·predict_points/2) × K`, row
+    /// `r` the draw `r mod (predict_points/2)`): the layout the fused softmax operations
+    /// read, every row with the same draws.
+    fn shared_draws(&self, rows: usize) -> Mat<f64> {
+        let shared = self.predict_draws();
+        let h = shared.nrows();
+        Mat::from_fn(rows * h, self.num_classes, |r, j| shared[(r % h, j)])
+    }
 }
 
 /// The likelihood of a model, as a serialisable configuration.
@@ -578,6 +587,35 @@ impl Likelihood {
         self.tape_op(tape, y, mu, var, noise_var, Some(rng), true)
     }
 
+    /// [`Likelihood::log_predictive`] for every likelihood as a deterministic function of
+    /// the latent moments: the softmax's `log (1/S) Σ_s softmax_y(μ + √v ⊙ ε_s)` uses the
+    /// predictive draws shared by every row (`predict_points` antithetic evaluations from
+    /// `seeded(predict_seed)`, [`SoftmaxLikelihood::predict_points`]) instead of fresh
+    /// draws, so an objective built on it is deterministic (its gradient is the exact
+    /// derivative of that fixed-draw estimate); the other likelihoods are exactly
+    /// [`Likelihood::log_predictive`] (closed form for the Gaussian and probit,
+    /// Gauss–Hermite for the logit and robust-max).
+    ///
+    /// # Errors
+    /// As [`Likelihood::log_predictive`].
+    pub fn log_predictive_fixed(
+        &self,
+        tape: &mut Tape,
+        y: Var,
+        mu: Var,
+        var: Var,
+        noise_var: Option<Var>,
+    ) -> Result<Var> {
+        let Likelihood::Softmax(s) = self else {
+            return self.log_predictive(tape, y, mu, var, noise_var);
+        };
+        self.validate()?;
+        check_tape_shapes(tape, self, y, mu, var, noise_var)?;
+        self.check_targets(tape.value(y))?;
+        let draws = s.shared_draws(tape.shape(mu).0);
+        Ok(tape.softmax_log_predictive(y, mu, var, draws.as_ref(), true))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn tape_op(
         &self,
@@ -715,10 +753,7 @@ impl Likelihood {
                     tape.constant(var.to_owned()),
                 );
                 let out = if let Likelihood::Softmax(s) = self {
-                    let shared = s.predict_draws();
-                    let rows = mu.nrows();
-                    let h = shared.nrows();
-                    let draws = Mat::from_fn(rows * h, s.num_classes, |r, j| shared[(r % h, j)]);
+                    let draws = s.shared_draws(mu.nrows());
                     if predictive {
                         tape.softmax_log_predictive(yv, mv, vv, draws.as_ref(), true)
                     } else {
