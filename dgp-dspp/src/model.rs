@@ -133,12 +133,14 @@ impl Dspp {
     /// linear means (hidden, started per [`DsppConfig::hidden_mean_init`]) and constant
     /// means (last), q(v) = N(N(0, 1e-6) draws, I), sites and weights per
     /// [`DsppConfig::init`]. [`DsppConfig::gpytorch_reference`] gives the GPyTorch
-    /// example's start exactly.
+    /// example's start exactly. M = min(`num_inducing`, N) inducing points per layer
+    /// (every row one inducing input when N ≤ `num_inducing`; the model's configuration
+    /// holds the M used).
     ///
     /// # Errors
     /// [`Error::Config`] for an invalid configuration or labels the likelihood rejects. (A
     /// [`Dataset`] is never empty and holds only finite values.)
-    pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
+    pub fn new(mut config: DsppConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
@@ -151,10 +153,17 @@ impl Dspp {
             ));
         }
         let widths = config.widths(d_in, p);
-        let m = config.num_inducing;
         let n_layers = config.layers;
         let mut rng = seeded(config.init_seed);
-        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, false, &mut rng)?;
+        let mut run = InitRun::kmeans_at_most_rows(
+            x,
+            config.num_inducing,
+            config.kmeans_iters,
+            false,
+            &mut rng,
+        )?;
+        let m = run.z.nrows();
+        config.num_inducing = m;
         let z1 = run.z.clone();
         let mut params = ParamStore::new();
         let rule = if n_layers > 1 {

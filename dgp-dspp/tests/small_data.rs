@@ -278,3 +278,22 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         .unwrap();
     assert_eq!(r.steps, 30);
 }
+
+/// M = min(num_inducing, N): on 12 rows with 30 inducing points asked for, the first
+/// layer has 12 inducing inputs per GP, the configuration holds M = 12 and a saved model
+/// loads with it.
+#[test]
+fn inducing_points_are_capped_at_the_training_rows() {
+    let data = toy_regression(12, 2, 1.5, 3);
+    let cfg = DsppConfig {
+        num_inducing: 30,
+        ..small_cfg()
+    };
+    let model = Dspp::new(cfg, &data).unwrap();
+    assert_eq!(model.config().num_inducing, 12);
+    for block in &model.layers()[0].blocks {
+        assert_eq!(model.params().get(block.layer.z).nrows(), 12);
+    }
+    let json = model.to_json().unwrap();
+    assert_eq!(Dspp::from_json(&json).unwrap().config().num_inducing, 12);
+}

@@ -601,3 +601,30 @@ fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
         }
     }
 }
+
+/// M = min(num_inducing, N): on 12 rows with 30 inducing points asked for, every row is
+/// one inducing input of layer 1, the configuration holds M = 12 and a saved model loads
+/// with it.
+#[test]
+fn inducing_points_are_capped_at_the_training_rows() {
+    let data = dgp_traits::testing::toy_regression(12, 2, 1.5, 3);
+    let cfg = SghmcDgpConfig {
+        layers: 2,
+        num_inducing: 30,
+        hidden_width: Some(2),
+        ..SghmcDgpConfig::default()
+    };
+    let model = SghmcDgp::new(cfg, &data).unwrap();
+    assert_eq!(model.config().num_inducing, 12);
+    let z = model.params().get(model.layers()[0].z);
+    assert_eq!(z.nrows(), 12);
+    for i in 0..12 {
+        let hit = (0..12).any(|r| (0..2).all(|j| z[(r, j)] == data.x()[(i, j)]));
+        assert!(hit, "row {i} is not an inducing input");
+    }
+    let json = model.to_json().unwrap();
+    assert_eq!(
+        SghmcDgp::from_json(&json).unwrap().config().num_inducing,
+        12
+    );
+}

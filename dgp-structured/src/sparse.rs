@@ -8,9 +8,11 @@
 //! through one fused pass ([`forms::stacked_forms`]): one M×M product per block and
 //! column instead of one per stored block of L (for STAR L = 3: the arrow row's 11 blocks
 //! become 1 + 5). Cross terms with a layer-1 GP i use `S_ji a_1 = Σ_k L_jk (L_ikᵀ a_1)`,
-//! formed on the B points and shared by every sample ([`forms::tiled_col_dots`]). A GP
-//! whose row of L is only its diagonal block keeps the cheaper `‖L_jjᵀ a‖²`
-//! (the mean-field case). Layer 1 itself works on the B points: its products
+//! formed on the B points and shared by every sample ([`forms::tiled_col_dots`]). A GP's
+//! own quadratic form `a_lᵀ S_jj a_l` is `‖C_jᵀ a_l‖²` with `C_j = chol(S_jj)` (a
+//! triangular product, half the multiply-adds of a form; the fused form when S_jj is
+//! not numerically positive definite), and a GP whose row of L is only its diagonal block
+//! takes `C_j = L_jj` itself (the mean-field case). Layer 1 itself works on the B points: its products
 //! `W_ik = L_ikᵀ a_1` give its entries and are kept for the later cross terms.
 //!
 //! The dense factor of the fully-coupled family (the reference's `Fully_Coupled_Layers`) takes the same route with
@@ -207,9 +209,14 @@ impl StructuredDgp {
                 }
                 _ => {
                     if let Some(sb) = q.s_block(tape, g, g) {
-                        blocks.push(sb);
-                        partners.push(Partner::Quad);
-                        slots.push(Slot::S(t, t));
+                        match quad_by_factor(tape, sb, a) {
+                            Some(n) => srow[t] = Some(n),
+                            None => {
+                                blocks.push(sb);
+                                partners.push(Partner::Quad);
+                                slots.push(Slot::S(t, t));
+                            }
+                        }
                     }
                 }
             }
@@ -279,6 +286,18 @@ impl StructuredDgp {
         }
         (b, s)
     }
+}
+
+/// The quadratic forms `a_jᵀ S a_j` of a symmetric block S of S_M (1×R) as `‖Cᵀ a_j‖²`
+/// with C = chol(S): the triangular product costs M²R/2 multiply-adds forward and M²R
+/// backward, where the fused form `colsum(a ⊙ S a)` costs M²R and 2M²R (the factor
+/// itself is M³/3, no data factor). C is computed without jitter, so C Cᵀ = S to
+/// rounding and the forms are the same numbers; `None` when S is not numerically positive
+/// definite (a pivot ≤ 0), and the caller keeps the fused form.
+fn quad_by_factor(tape: &mut Tape, s: Var, a: Var) -> Option<Var> {
+    let c = tape.cholesky(s).ok()?;
+    let n = tape.lower_tn_col_sq_norms(c, a);
+    Some(tape.transpose(n))
 }
 
 /// mũ and S̃ entries repeated `reps` times along the columns (layer 1 is evaluated on the

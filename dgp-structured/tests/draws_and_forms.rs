@@ -127,3 +127,70 @@ fn fused_forms_do_not_depend_on_the_thread_count() {
         assert!((one.1[(0, c)] - tv).abs() < 1e-12);
     }
 }
+
+/// The own quadratic forms `aᵀ S a` of a block S = L₁L₁ᵀ + L₂L₂ᵀ of S_M (a diagonal block
+/// and a stripe, as STAR's hidden GPs have): `‖chol(S)ᵀ a‖²` (the route of the layer
+/// terms) against the fused form `colsum(a ⊙ S a)`, values and gradients with respect to
+/// both factors and `a`, to 1e-10 relative (the same numbers up to rounding).
+#[test]
+fn quadratic_forms_by_the_factor_of_s_equal_the_fused_forms() {
+    let (m, r) = (9, 40);
+    let mut rng = seeded(5);
+    let lower = |x: Mat<f64>| {
+        Mat::from_fn(m, m, |i, j| match i.cmp(&j) {
+            std::cmp::Ordering::Greater => x[(i, j)],
+            std::cmp::Ordering::Equal => 0.1 + x[(i, j)].abs(),
+            std::cmp::Ordering::Less => 0.0,
+        })
+    };
+    let l1 = lower(standard_normal(&mut rng, m, m));
+    let l2 = standard_normal(&mut rng, m, m);
+    let a0 = standard_normal(&mut rng, m, r);
+    let w0 = standard_normal(&mut rng, 1, r);
+    let run = |by_factor: bool| {
+        let mut t = Tape::new();
+        let (p1, p2, a) = (t.leaf(l1.clone()), t.leaf(l2.clone()), t.leaf(a0.clone()));
+        let s1 = t.matmul_nt(p1, p1);
+        let s2 = t.matmul_nt(p2, p2);
+        let s = t.add(s1, s2);
+        let e = if by_factor {
+            let c = t.cholesky(s).unwrap();
+            let n = t.lower_tn_col_sq_norms(c, a);
+            t.transpose(n)
+        } else {
+            stacked_forms(&mut t, s, a, &[Partner::Quad])
+        };
+        let w = t.constant(w0.clone());
+        let ew = t.mul(e, w);
+        let out = t.sum(ew);
+        let grads = t.backward(out);
+        let gs: Vec<Mat<f64>> = [p1, p2, a]
+            .iter()
+            .map(|&x| grads.get(x).unwrap().to_owned())
+            .collect();
+        (t.value(e).to_owned(), gs)
+    };
+    let (e_fused, g_fused) = run(false);
+    let (e_fact, g_fact) = run(true);
+    let close = |x: &Mat<f64>, y: &Mat<f64>, what: &str| {
+        let scale = (0..x.ncols())
+            .flat_map(|j| (0..x.nrows()).map(move |i| (i, j)))
+            .fold(0.0f64, |s, (i, j)| s.max(x[(i, j)].abs()));
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                assert!(
+                    (x[(i, j)] - y[(i, j)]).abs() <= 1e-10 * scale,
+                    "{what}[{i},{j}]: {} vs {}",
+                    x[(i, j)],
+                    y[(i, j)]
+                );
+            }
+        }
+    };
+    close(&e_fused, &e_fact, "forms");
+    // Only the lower triangle of the diagonal block is a parameter (the upper one is zero).
+    let tril = |x: &Mat<f64>| Mat::from_fn(m, m, |i, j| if i >= j { x[(i, j)] } else { 0.0 });
+    close(&tril(&g_fused[0]), &tril(&g_fact[0]), "∂L₁");
+    close(&g_fused[1], &g_fact[1], "∂L₂");
+    close(&g_fused[2], &g_fact[2], "∂a");
+}

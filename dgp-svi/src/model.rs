@@ -61,17 +61,25 @@ impl DeepGp {
     /// units), initialised as the reference code does (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): Z of the
     /// first layer by k-means++ on X, later layers' Z and data pushed through fixed
     /// identity/PCA mean functions, q(u) with zero mean, inner factors at
-    /// `inner_q_scale`× the prior, the last layer at the prior.
-    pub fn new(config: SviConfig, data: &Dataset) -> Result<Self> {
+    /// `inner_q_scale`× the prior, the last layer at the prior. M = min(`num_inducing`, N)
+    /// inducing points per layer (every row one inducing input when N ≤ `num_inducing`;
+    /// the model's configuration holds the M used).
+    pub fn new(mut config: SviConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
         config.likelihood.check_training_targets(data.y())?;
         let widths = config.widths(d_in, config.likelihood.latent_dim(p));
-        let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
-        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
+        let mut run = InitRun::kmeans_at_most_rows(
+            x,
+            config.num_inducing,
+            config.kmeans_iters,
+            true,
+            &mut rng,
+        )?;
+        config.num_inducing = run.z.nrows();
         let hidden = StackMean::Linear {
             init: LinearInit::Pca,
             learned: false,

@@ -636,3 +636,32 @@ fn fitted_model_round_trips_through_a_model_file() {
     };
     dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "dspp");
 }
+
+/// M = min(num_inducing, N): on 12 rows with 30 inducing points asked for, every row is
+/// one inducing input of layer 1, the configuration holds M = 12 and a saved model loads
+/// with it; at M ≤ N nothing changes.
+#[test]
+fn inducing_points_are_capped_at_the_training_rows() {
+    let data = toy_data(12, 2, 3);
+    let cfg = SviConfig {
+        layers: 2,
+        num_inducing: 30,
+        ..Default::default()
+    };
+    let model = DeepGp::new(cfg, &data).unwrap();
+    assert_eq!(model.config().num_inducing, 12);
+    let z = model.params().get(model.layers()[0].z);
+    assert_eq!(z.nrows(), 12);
+    for i in 0..12 {
+        let hit = (0..12).any(|r| (0..2).all(|j| z[(r, j)] == data.x()[(i, j)]));
+        assert!(hit, "row {i} is not an inducing input");
+    }
+    let json = model.to_json().unwrap();
+    assert_eq!(DeepGp::from_json(&json).unwrap().config().num_inducing, 12);
+    let at = SviConfig {
+        layers: 2,
+        num_inducing: 12,
+        ..Default::default()
+    };
+    assert_eq!(DeepGp::new(at, &data).unwrap().config().num_inducing, 12);
+}

@@ -74,7 +74,8 @@ impl SghmcDgp {
     /// Builds a model for training data `data` (model units), initialised as the reference
     /// (cambridge-mlg/sghmc_dgp, `models.py`): U_l = 0 ([`Role::Sampled`]); Z_l by k-means on the data pushed through
     /// the fixed inner means (identity / `[I, 0]` pad / PCA = right singular vectors of the
-    /// running data), computed afresh per layer; RBF ARD with lengthscales √D_in and
+    /// running data), computed afresh per layer, M = min(`num_inducing`, N) of them (the
+    /// model's configuration holds the M used); RBF ARD with lengthscales √D_in and
     /// variance [`SghmcDgpConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
     /// (Z, lengthscales, variances, noise) are [`Role::Optimised`] (MCEM), the inner mean
     /// maps fixed. With a classification likelihood ([`SghmcDgpConfig::likelihood`]) the
@@ -90,15 +91,22 @@ impl SghmcDgp {
     /// # Errors
     /// Invalid configuration; targets the likelihood refuses (labels outside 0..K−1, a
     /// class absent from `data`); k-means or PCA failures.
-    pub fn new(config: SghmcDgpConfig, data: &Dataset) -> Result<Self> {
+    pub fn new(mut config: SghmcDgpConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         config.likelihood.check_training_targets(data.y())?;
         let x = data.x();
         let (d_in, p) = (data.input_dim(), data.output_dim());
         let widths = config.widths(d_in, config.likelihood.latent_dim(p));
-        let m = config.num_inducing;
         let mut rng = seeded(config.init_seed);
-        let mut run = InitRun::kmeans(x, m, config.kmeans_iters, true, &mut rng)?;
+        let mut run = InitRun::kmeans_at_most_rows(
+            x,
+            config.num_inducing,
+            config.kmeans_iters,
+            true,
+            &mut rng,
+        )?;
+        let m = run.z.nrows();
+        config.num_inducing = m;
         let hidden = StackMean::Linear {
             init: LinearInit::Pca,
             learned: false,
