@@ -192,25 +192,22 @@ pub struct DsppConfig {
     /// and the paper always train them (ratio 0). Default 16 (2048 rows at M = 128:
     /// protein, kin8nm and power train them; boston, energy, concrete and wine-red do not).
     /// Why: eq. (21) is not a bound, so trained Z add capacity to the parametric model and
-    /// let it interpolate small data sets; measured in [`crate::train`]. The
-    /// row count is a proxy for "small and nearly noise-free": on concrete (small but
-    /// noisy) fixed Z is worse under the β/width selection, so set 0 there
-    /// (`results/dspp-small-data/README.md` §7).
+    /// let it interpolate small data sets ([`crate::train`]). The row count is a proxy for
+    /// "small and nearly noise-free"; on small but noisy data trained Z can be better
+    /// (set 0).
     pub train_inducing_min_ratio: f64,
     /// After training with held-out early stopping, scale every component variance of
     /// the predictive by the factor that maximises the held-out rows' log density
     /// ([`dgp_traits::calibration::variance_scale`]); Gaussian likelihood without the LMC
-    /// only. Off by default: measured in [`crate::train`] it changes little, because the
-    /// early-stopping point is already the held-out optimum.
+    /// only. Off by default: the early-stopping point is already close to the held-out
+    /// optimum of the variances.
     pub calibrate_variance: bool,
     /// After the held-out early stopping has chosen its step k, train the model again
     /// from where the main loop started, on every training row (the held-out ones
     /// included), for k steps with the same learning-rate schedule, and keep that model.
     /// The held-out rows (2/17 of the data by default) then inform the fit too. Default
-    /// on: on small sets it lowered test NLL under every setting measured (energy,
-    /// boston, concrete; `results/dspp-small-data/README.md` §8); costs k more steps. Done
-    /// only with full-batch training (batch ≥ training rows; with minibatches, k steps
-    /// on more rows are fewer passes over them, and on kin8nm it was worse), and not when
+    /// on; costs k more steps. Done only with full-batch training (batch ≥ training rows;
+    /// with minibatches, k steps on more rows are fewer passes over them), and not when
     /// `calibrate_variance` is on (it needs the held-out rows unseen) or without
     /// held-out early stopping.
     pub refit_all_rows: bool,

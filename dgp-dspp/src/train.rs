@@ -6,48 +6,37 @@
 //! Why early stopping: eq. (21) is a *predictive* likelihood, maximised directly. On small
 //! data sets (a few hundred points, M ≳ N/4) it can be driven up without bound by shrinking
 //! the noise and latent variances at the training inputs — the training NLL keeps falling
-//! while the held-out NLL explodes (the failure mode of GPyTorch's DSPP on boston and
-//! concrete: noise at its 1e-4 floor, test NLL 13 and 26). The β·KL/N term regularises
-//! q(v) only, not the inducing inputs and kernel hyperparameters, so it cannot prevent
-//! this. Monitoring the NLL of held-out training rows and keeping the best parameters is
-//! the validation protocol of the paper (which never trains on its validation split)
-//! applied to the number of steps.
+//! while the held-out NLL explodes (noise at its floor; the failure mode of GPyTorch's
+//! DSPP on small UCI sets). The β·KL/N term regularises q(v) only, not the inducing inputs
+//! and kernel hyperparameters, so it cannot prevent this. Monitoring the NLL of held-out
+//! training rows and keeping the best parameters is the validation protocol of the paper
+//! (which never trains on its validation split) applied to the number of steps.
 //!
 //! Why the inducing inputs stay where they start on small data
 //! ([`crate::DsppConfig::train_inducing_min_ratio`]: fewer than 16·M training rows;
 //! GPyTorch always trains them). In the DSVI ELBO Z are variational parameters:
 //! moving them tightens a bound on the evidence of a fixed model. Eq. (21) is no bound;
-//! there Z are parameters of the parametric model, and 128·(W+1) free inducing inputs on a
-//! few hundred rows let it place them on the training inputs and interpolate. A trace of
-//! energy split 4 (β 0.05, W 5, 3000 steps without early stopping; example `dspp_trace`)
-//! shows it: training RMSE 0.004 while the test RMSE stays at 0.76, noise at its 1e-4
-//! floor, one quadrature weight at 1, test NLL 5.2 with 95 % coverage 0.40; β = 1 or 10
-//! instead of 0.05 collapses the same way, so the KL term cannot stop it. With Z fixed
-//! the held-out optimum comes later and generalises better: on energy and boston splits
-//! 0–9 (β 0.05, W 5, no selection) test NLL fell by 0.22 and 0.14 nats (tables and records
-//! in `results/dspp-small-data/README.md`). The collapse itself still happens later in training
-//! (the held-out early stopping above still guards against it). On protein (34 298
-//! training rows, 15:3:2 split 0) fixing Z cost 0.22 nats (standardised NLL 0.149 → 0.37),
-//! hence the size rule: large sets keep training them.
+//! there Z are parameters of the parametric model, and M·(W+1) free inducing inputs on a
+//! few hundred rows let it place them on the training inputs and interpolate (training
+//! RMSE near zero, noise at its floor, one quadrature weight at 1; a larger β_reg does not
+//! stop it, since the KL term does not see Z). With Z fixed the held-out optimum comes
+//! later and generalises better; on large sets trained Z are better, hence the size rule.
+//! The example `dspp_trace` traces the collapse.
 //!
 //! The refit ([`crate::DsppConfig::refit_all_rows`], on by default): once the held-out
 //! rule has chosen its step k, the parameters the main loop started from are trained
 //! again on every training row, the held-out ones included, for k steps with the same
 //! learning-rate schedule, and that model is kept. Only with full batches (every step
 //! sees every row, so k steps are k passes on either row set); with minibatches k steps
-//! on more rows are fewer passes, and on kin8nm (batch 1000 of 7373 rows) the refit was
-//! worse by 0.013 and 0.034 nats on splits 0 and 1. The held-out rows choose *when* to
-//! stop and then also inform the fit. Measured (paired test-NLL differences on published
-//! splits, `results/dspp-small-data/README.md` §8): −0.030 on boston and −0.056 on energy
-//! (β 0.05, W 5, splits 0–9), −0.025 on boston 0–19 under the β/width selection, and
-//! −0.027 / −0.035 / −0.010 for the default job's DSPP2 / DSPP3 / PPGPR on concrete 0–9.
+//! on more rows are fewer passes. The held-out rows choose *when* to stop and then also
+//! inform the fit.
 //!
 //! Variance calibration ([`crate::DsppConfig::calibrate_variance`], off by default):
 //! after training, the predictive's variances are scaled by the factor that maximises the
-//! held-out rows' log density ([`dgp_traits::calibration`]). Measured in the same document:
-//! it changes NLL by −0.02 (energy), +0.04 (boston) and −0.06 to −0.15 (the default job's
-//! concrete rows), because the early-stopping point is already close to the held-out
-//! optimum of the variances.
+//! held-out rows' log density ([`dgp_traits::calibration`]).
+//!
+//! The measured effect of each of these choices is in the repository's `RESULTS.md`
+//! (sections `dspp-small-data` and `dspp-small-data-ablations`).
 
 use crate::model::Dspp;
 use dgp_traits::calibration::variance_scale;
@@ -75,8 +64,7 @@ fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
 /// rows and an early-stopping rule `es`, each candidate is trained under that rule too,
 /// so it keeps (and is scored by) its best held-out parameters: on small data the
 /// held-out optimum comes before `pre` steps, and a candidate scored after `pre` steps
-/// handed the main loop parameters already past it (measured on boston:
-/// RESULTS.md, the DSPP small-data ablations). Returns the
+/// would hand the main loop parameters already past it. Returns the
 /// seconds spent. The candidates poll `stop`'s stop request ([`FitHooks::stop_only`]); when it turns
 /// true the phase ends with [`Error::Interrupted`] (no candidate finished its steps).
 fn restart(
