@@ -18,7 +18,12 @@
 //! median step in the round over the first backend's, summarised by the median and the
 //! interquartile range over rounds (and the ratio of the overall medians). Then each model
 //! predicts the test split `predict_reps` times (interleaved likewise; median / min ms).
-//! The model is built on the standardised training split of split `k`, as in `run`.
+//! The model is built on the standardised training split of split `k`, as in `run`. When
+//! a backend's settings hold a classification likelihood (a `likelihood` setting whose
+//! kind is not `gaussian`, e.g. `--set likelihood.kind=robust_max`), the target column is
+//! class labels `0..K`: only the inputs are standardised, a multiclass likelihood without
+//! `num_classes` takes K from the data, and every backend of the run must ask for the same
+//! task (labels and real targets cannot share one timing).
 
 use std::time::Instant;
 
@@ -29,6 +34,7 @@ use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{ArchSpec, BackendEntry};
+use crate::classification::{class_labels_of, likelihood_from_setting, with_likelihood};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
 
@@ -204,6 +210,51 @@ fn min(values: &[f64]) -> f64 {
     values.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
+/// The backends' architectures with their classification likelihoods completed (K from
+/// the training labels where a multiclass kind leaves `num_classes` out), when the run
+/// times classification; `None` for a regression run.
+///
+/// # Errors
+/// [`BenchError::Usage`] when some backends ask for classification and others do not;
+/// the errors of [`class_labels_of`] (targets that are not labels `0..K`) and of
+/// [`likelihood_from_setting`].
+fn classification_archs(
+    spec: &TimingSpec<'_>,
+    train: &dgp_traits::data::Dataset,
+) -> Result<Option<Vec<ArchSpec>>> {
+    let kind = |b: &TimedBackend| {
+        b.arch
+            .settings
+            .get("likelihood")
+            .and_then(|l| l.get("kind"))
+            .and_then(|k| k.as_str())
+            .is_some_and(|k| k != "gaussian")
+    };
+    let classify = spec.backends.iter().filter(|b| kind(b)).count();
+    if classify == 0 {
+        return Ok(None);
+    }
+    if classify < spec.backends.len() {
+        return Err(BenchError::Usage(
+            "time: some backends have a classification likelihood and others not; time \
+             classification and regression in separate runs"
+                .into(),
+        ));
+    }
+    let (k, _) = class_labels_of(&spec.data.name, train.y(), None)?;
+    spec.backends
+        .iter()
+        .map(|b| {
+            let likelihood = likelihood_from_setting(&b.arch.settings["likelihood"], k)?;
+            let mut arch = b.arch.clone();
+            arch.settings = with_likelihood(&arch.settings, &likelihood)
+                .map_err(|e| BenchError::Usage(e.to_string()))?;
+            Ok(arch)
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 /// Zero counts are usage errors, before any work.
 fn check_spec(spec: &TimingSpec<'_>) -> Result<()> {
     if spec.steps == 0 || spec.block == 0 || spec.predict_reps == 0 {
@@ -235,9 +286,19 @@ pub fn time_backends(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let (train, test) = spec.data.split_data(spec.split)?;
     let st = Standardizer::fit_with(&train, spec.data.standardize_options())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
-    let train = st
-        .transform(&train)
-        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let archs = classification_archs(spec, &train)?;
+    let train = match archs {
+        // Class labels stay labels; the inputs are standardised as in `run`.
+        Some(_) => dgp_traits::data::Dataset::new(
+            st.transform_x(train.x())
+                .map_err(|e| BenchError::run(ctx("standardising"), e))?,
+            train.y().to_owned(),
+        )
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?,
+        None => st
+            .transform(&train)
+            .map_err(|e| BenchError::run(ctx("standardising"), e))?,
+    };
     let test_x = st
         .transform_x(test.x())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
@@ -245,9 +306,10 @@ pub fn time_backends(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let jobs = spec
         .backends
         .iter()
-        .map(|b| Job {
+        .enumerate()
+        .map(|(i, b)| Job {
             backend: b.backend,
-            arch: &b.arch,
+            arch: archs.as_ref().map_or(&b.arch, |a| &a[i]),
             fit: FitConfig {
                 steps: warmup + spec.steps,
                 batch_size: b.batch_size.min(train.n()),

@@ -437,3 +437,43 @@ fn classification_runs_are_identical_at_one_and_two_threads() {
     assert_eq!(one, run("2"));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `time` times a classification model: a likelihood setting alone (K from the data)
+/// keeps the labels as labels (a standardised target would be refused as non-integer),
+/// the model trains K latent GPs, and a stated K that disagrees is refused.
+#[test]
+fn time_runs_a_classification_likelihood_with_k_from_the_data() {
+    let dir = write_folder(3);
+    let json = dir.join("time.json");
+    let bench = env!("CARGO_BIN_EXE_dgp-bench");
+    let time = |extra: &[&str]| {
+        std::process::Command::new(bench)
+            .args(["time", "--data", dir.to_str().unwrap(), "--backend", "svi"])
+            .args(["--layers", "1", "--inducing", "6", "--batch", "30"])
+            .args(["--warmup", "1", "--steps", "2", "--block", "1"])
+            .args(["--predict-reps", "1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = time(&[
+        "--set",
+        "likelihood.kind=robust_max",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["backends"].as_array().unwrap().len(), 1);
+    let o = time(&[
+        "--set",
+        "likelihood.kind=robust_max",
+        "--set",
+        "likelihood.num_classes=5",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("num_classes"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

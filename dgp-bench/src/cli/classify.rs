@@ -14,6 +14,7 @@ use dgp_traits::backend::{Settings, insert_dotted};
 use dgp_traits::likelihoods::Likelihood;
 use serde_json::Value;
 
+use super::ModelFlags;
 use super::run::{RunArgs, build_specs, check_memory, command_line, protocol_of};
 use crate::classification::{
     CLASS_TABLE_NOTE, CLASSIFICATION_TASK, ClassSplitRecord, check_training_classes,
@@ -38,8 +39,8 @@ pub(super) enum Requested {
 
 /// The `likelihood` object of the `--config` and `--set` settings, merged in that order,
 /// if any; it must apply to every backend alike.
-fn setting_likelihood(a: &RunArgs) -> Result<Option<Value>> {
-    let input = a.model.settings_input((None, None))?;
+pub(super) fn setting_likelihood(model: &ModelFlags) -> Result<Option<Value>> {
+    let input = model.settings_input((None, None))?;
     if input
         .file_per_backend
         .iter()
@@ -74,7 +75,7 @@ fn setting_likelihood(a: &RunArgs) -> Result<Option<Value>> {
 /// [`BenchError::Usage`] for an unknown task, a classification likelihood with
 /// `--task regression`, or `--likelihood` next to a classification `likelihood` setting.
 pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
-    let setting = setting_likelihood(a)?.filter(|v| {
+    let setting = setting_likelihood(&a.model)?.filter(|v| {
         v.get("kind")
             .and_then(Value::as_str)
             .is_some_and(|k| k != "gaussian")

@@ -16,7 +16,7 @@ use crate::timing::{
 };
 
 /// Arguments of `dgp-bench time`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TimeArgs {
     /// Where the data come from.
     #[command(flatten)]
@@ -140,8 +140,32 @@ pub(super) fn cmd_time(a: &TimeArgs) -> Result<()> {
             out: None,
         },
     )?;
-    let backends = timed_backends(a)?;
     let data = a.source.load(a.seed)?;
+    // A partial classification likelihood (`--set likelihood.kind=robust_max`) takes K
+    // from the data, as in `run`; the backends see the completed one.
+    let completed;
+    let a = match super::classify::setting_likelihood(&a.model)?.filter(|v| {
+        v.get("kind")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|k| k != "gaussian")
+    }) {
+        None => a,
+        Some(v) => {
+            let (k, _) = crate::classification::class_labels_of(&data.name, data.data().y(), None)?;
+            let likelihood = crate::classification::likelihood_from_setting(&v, k)?;
+            let mut b = a.clone();
+            b.model.set.retain(|s| {
+                s.split_once('=')
+                    .is_none_or(|(k, _)| k.trim().split('.').next() != Some("likelihood"))
+            });
+            let full = serde_json::to_string(&likelihood)
+                .map_err(|e| BenchError::Usage(format!("likelihood: {e}")))?;
+            b.model.set.push(format!("likelihood={full}"));
+            completed = b;
+            &completed
+        }
+    };
+    let backends = timed_backends(a)?;
     if a.split >= data.n_splits() {
         return Err(BenchError::Usage(format!(
             "--split {} does not exist ({} has {} splits)",
