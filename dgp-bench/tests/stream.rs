@@ -1,6 +1,7 @@
 //! End-to-end tests of `dgp-bench stream`: training from a memory-mapped row store equals
 //! training on the same rows in memory (same seed: the same records, bit for bit, and the
-//! same prediction file), and backends that need rows in memory are refused up front.
+//! same prediction file, as CSV and as Parquet with the predictive mixture), and backends
+//! that need rows in memory are refused up front.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -46,6 +47,118 @@ fn write_files(s: &Scratch) {
     write_dataset(&s.path("test.rows"), &synth_dataset(300, 2).unwrap(), &[]).unwrap();
 }
 
+/// The columns of a Parquet file by name, in schema order, and its number of row groups.
+fn parquet_columns(path: &PathBuf) -> (Vec<(String, Vec<f64>)>, usize) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Float64Type;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let groups = builder.metadata().num_row_groups();
+    let schema = builder.schema().clone();
+    let mut cols: Vec<(String, Vec<f64>)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), Vec::new()))
+        .collect();
+    for batch in builder.build().unwrap() {
+        let batch = batch.unwrap();
+        for (j, (_, v)) in cols.iter_mut().enumerate() {
+            v.extend(
+                batch
+                    .column(j)
+                    .as_primitive::<Float64Type>()
+                    .values()
+                    .iter(),
+            );
+        }
+    }
+    (cols, groups)
+}
+
+fn column<'a>(cols: &'a [(String, Vec<f64>)], name: &str) -> &'a [f64] {
+    &cols.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+/// The CSV prediction file as columns `mean,variance,log_density,y`.
+fn csv_columns(text: &str) -> [Vec<f64>; 4] {
+    let mut cols: [Vec<f64>; 4] = Default::default();
+    for line in text.lines().skip(1) {
+        for (c, v) in cols.iter_mut().zip(line.split(',')) {
+            c.push(v.parse().unwrap());
+        }
+    }
+    cols
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * a.abs().max(b.abs()).max(f64::MIN_POSITIVE)
+}
+
+/// The Parquet predictions of the streamed and in-memory runs are equal value for value,
+/// equal the CSV's, and their mixture columns (`components` of them) give the mean and the
+/// variance (law of total variance) to 1e-12 relative.
+fn check_parquet(s: &Scratch, backend: &str, components: usize) {
+    let (pf, groups) = parquet_columns(&s.path("file.parquet"));
+    let (pm, _) = parquet_columns(&s.path("mem.parquet"));
+    assert_eq!(
+        groups, 3,
+        "{backend}: one row group per prediction chunk of 128 rows"
+    );
+    let names: Vec<&str> = pf.iter().map(|(n, _)| n.as_str()).collect();
+    let mut expected: Vec<String> = ["mean", "variance", "log_density", "y"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    for k in 0..components {
+        expected.extend([
+            format!("weight_{k}"),
+            format!("mean_{k}"),
+            format!("variance_{k}"),
+        ]);
+    }
+    assert_eq!(names, expected, "{backend}: Parquet schema");
+    assert_eq!(pf, pm, "{backend}: Parquet prediction files differ");
+    let csv = csv_columns(&std::fs::read_to_string(s.path("file.csv")).unwrap());
+    for (j, name) in ["mean", "variance", "log_density", "y"].iter().enumerate() {
+        assert_eq!(
+            column(&pf, name),
+            &csv[j][..],
+            "{backend}: {name} differs from the CSV"
+        );
+    }
+    let (mean, var) = (column(&pf, "mean"), column(&pf, "variance"));
+    assert_eq!(mean.len(), 300);
+    let comp = |what: &str, k: usize| column(&pf, &format!("{what}_{k}"));
+    let weight_sum: f64 = (0..components).map(|k| comp("weight", k)[0]).sum();
+    assert!(
+        close(weight_sum, 1.0, 1e-12),
+        "{backend}: weights sum to {weight_sum}"
+    );
+    for i in 0..mean.len() {
+        let m: f64 = (0..components)
+            .map(|k| comp("weight", k)[i] * comp("mean", k)[i])
+            .sum();
+        assert!(
+            close(m, mean[i], 1e-12),
+            "{backend}: row {i}: Σ w mean_k = {m}, mean {}",
+            mean[i]
+        );
+        let v: f64 = (0..components)
+            .map(|k| {
+                let d = comp("mean", k)[i] - mean[i];
+                comp("weight", k)[i] * (comp("variance", k)[i] + d * d)
+            })
+            .sum();
+        assert!(
+            close(v, var[i], 1e-12),
+            "{backend}: row {i}: total variance {v}, variance {}",
+            var[i]
+        );
+        assert!((0..components).all(|k| comp("variance", k)[i] > 0.0));
+    }
+}
+
 fn record(path: &PathBuf) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(text.lines().next().unwrap()).unwrap()
@@ -53,7 +166,15 @@ fn record(path: &PathBuf) -> serde_json::Value {
 
 /// `stream` of `backend` with `layers` layers from the row store and with `--in-memory`:
 /// the same records (model, steps, metrics) and the same prediction file.
-fn streamed_equals_in_memory(backend: &str, layers: &str, steps: &str, tag: &str) {
+/// With `components = Some(S)` both runs are repeated writing Parquet, checked by
+/// [`check_parquet`] against an S-component mixture.
+fn streamed_equals_in_memory(
+    backend: &str,
+    layers: &str,
+    steps: &str,
+    tag: &str,
+    components: Option<usize>,
+) {
     let s = Scratch::new(tag);
     write_files(&s);
     let common = |json: &str, preds: &str| -> Vec<String> {
@@ -130,24 +251,43 @@ fn streamed_equals_in_memory(backend: &str, layers: &str, steps: &str, tag: &str
     );
     assert_eq!(pf.lines().count(), 301, "header and one line per test row");
     assert_eq!(pf, pm, "{backend}: prediction files differ");
+    if let Some(c) = components {
+        for (json, preds, memory) in [
+            ("file-pq.jsonl", "file.parquet", false),
+            ("mem-pq.jsonl", "mem.parquet", true),
+        ] {
+            let mut args = common(json, preds);
+            if memory {
+                args.push("--in-memory".into());
+            }
+            let out = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(
+                out.status.success(),
+                "{backend}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!s.path(&format!("{preds}.tmp")).exists());
+        }
+        check_parquet(&s, backend, c);
+    }
 }
 
 #[test]
 fn streamed_run_equals_the_in_memory_run() {
-    streamed_equals_in_memory("svi", "2", "15", "equal");
+    streamed_equals_in_memory("svi", "2", "15", "equal", Some(3));
 }
 
 /// dspp holds validation rows out for its early stopping: from the file they are read
 /// into memory and the training rows stay a view of the file (the in-memory split).
 #[test]
 fn streamed_dspp_and_ppgpr_equal_the_in_memory_runs() {
-    streamed_equals_in_memory("dspp", "2", "15", "equal-dspp");
-    streamed_equals_in_memory("ppgpr", "1", "15", "equal-ppgpr");
+    streamed_equals_in_memory("dspp", "2", "15", "equal-dspp", Some(3));
+    streamed_equals_in_memory("ppgpr", "1", "15", "equal-ppgpr", None);
 }
 
 #[test]
 fn streamed_sghmc_equals_the_in_memory_run() {
-    streamed_equals_in_memory("sghmc", "2", "30", "equal-sghmc");
+    streamed_equals_in_memory("sghmc", "2", "30", "equal-sghmc", None);
 }
 
 #[test]
@@ -184,5 +324,20 @@ fn backends_that_need_rows_in_memory_are_refused_before_training() {
         out.status.code(),
         Some(2),
         "an output naming an input is refused"
+    );
+    let out = bench(&[
+        "stream",
+        "--train",
+        &s.arg("train.rows"),
+        "--test",
+        &s.arg("test.rows"),
+        "--predictions",
+        &s.arg("test.rows"),
+        "--quiet",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a prediction file naming an input is refused"
     );
 }

@@ -12,7 +12,8 @@
 //! 4. The test file is predicted in chunks of `--predict-chunk` rows, chunk k with
 //!    prediction seed `seed + k` (so a test file's predictions are defined by the seed and
 //!    the chunk size, whether its rows come from a file or from memory); NLL and RMSE are
-//!    accumulated on the way and per-row predictions optionally written as CSV.
+//!    accumulated on the way and per-row predictions optionally written as CSV or Parquet
+//!    (with the predictive mixture's components; [`PredictionWriter`]).
 //!
 //! The record says how long training took, the step rate, and the largest anonymous
 //! resident memory (`RssAnon` of `/proc/self/status`, sampled every 50 steps and after
@@ -20,7 +21,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
+
+use arrow_array::{ArrayRef, Float64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use parquet::arrow::ArrowWriter;
 
 use clap::Args;
 use dgp_io::rowstore::RowStore;
@@ -73,7 +79,8 @@ pub struct StreamArgs {
     /// Test rows per prediction chunk.
     #[arg(long, default_value_t = 10_000)]
     pub predict_chunk: usize,
-    /// Write per-row predictions (mean, variance, log density, target) as CSV here.
+    /// Write per-row predictions (mean, variance, log density, target) here: Parquet with
+    /// the mixture's weights, means and variances when FILE ends in `.parquet`, CSV otherwise.
     #[arg(long, value_name = "FILE")]
     pub predictions: Option<PathBuf>,
     /// Append the run's record as one JSON line here.
@@ -174,7 +181,11 @@ fn open(path: &Path, what: &str) -> Result<RowStore> {
 /// Usage errors (a backend that cannot stream, bad sizes, an output that names an input),
 /// read errors of the files, training and prediction errors.
 pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
-    for out in [&a.predictions, &a.json].into_iter().flatten() {
+    let tmp = a
+        .predictions
+        .as_deref()
+        .map(PredictionWriter::temporary_path);
+    for out in [&a.predictions, &tmp, &a.json].into_iter().flatten() {
         for input in [&a.train, &a.test] {
             if same_file(out, input) {
                 return Err(BenchError::Usage(format!(
@@ -408,67 +419,219 @@ pub fn predict_file(
     })
 }
 
-/// Per-row predictions as CSV (`mean,variance,log_density,y` for the first output),
-/// written to a temporary file and renamed at the end.
+/// Per-row predictions of the first output, written chunk by chunk to a temporary file
+/// (`FILE.tmp` beside `FILE`) that [`PredictionWriter::finish`] renames into place, so an
+/// interrupted or failed run never leaves a truncated file under the final name (a writer
+/// dropped unfinished removes its temporary file).
+///
+/// The format follows the extension of `FILE`:
+/// - `.parquet`: Float64 columns `mean`, `variance`, `log_density`, `y` and, when the
+///   predictive is a mixture of S > 1 components, `weight_k`, `mean_k`, `variance_k` for
+///   k = 0..S (component k's weight, mean and variance with noise; the weights are repeated
+///   on every row, equal weights included, so the schema is uniform per file). The mixture
+///   columns satisfy `mean = Σ_k weight_k mean_k` and, by the law of total variance,
+///   `variance = Σ_k weight_k (variance_k + (mean_k − mean)²)`. One row group per
+///   prediction chunk: memory is bounded by the chunk, not the file.
+/// - anything else: CSV with the header `mean,variance,log_density,y`.
 pub struct PredictionWriter {
     path: PathBuf,
     tmp: PathBuf,
-    out: std::io::BufWriter<std::fs::File>,
+    sink: Option<Sink>,
+}
+
+enum Sink {
+    Csv(std::io::BufWriter<std::fs::File>),
+    Parquet(Box<ParquetSink>),
+}
+
+/// The Parquet writer, created at the first chunk (the number of mixture components fixes
+/// the schema); `pending` holds the file until then.
+struct ParquetSink {
+    pending: Option<std::fs::File>,
+    writer: Option<(ArrowWriter<std::fs::File>, Arc<ArrowSchema>, usize)>,
 }
 
 impl PredictionWriter {
-    /// A writer to `path` (through `path.tmp`).
+    /// The temporary name `path` is written under before the rename: `path` + `.tmp`.
+    pub fn temporary_path(path: &Path) -> PathBuf {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        PathBuf::from(tmp)
+    }
+
+    /// A writer to `path` (through [`PredictionWriter::temporary_path`]), Parquet when
+    /// `path` ends in `.parquet`, CSV otherwise.
     ///
     /// # Errors
     /// [`BenchError::Output`] when the file cannot be created.
     pub fn create(path: &Path) -> Result<Self> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
+        let tmp = Self::temporary_path(path);
         let f = std::fs::File::create(&tmp).map_err(|e| BenchError::output(path, e))?;
-        let mut out = std::io::BufWriter::new(f);
-        writeln!(out, "mean,variance,log_density,y").map_err(|e| BenchError::output(path, e))?;
-        Ok(PredictionWriter {
+        let parquet = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+        let mut w = PredictionWriter {
             path: path.to_path_buf(),
             tmp,
-            out,
-        })
+            sink: None,
+        };
+        w.sink = Some(if parquet {
+            Sink::Parquet(Box::new(ParquetSink {
+                pending: Some(f),
+                writer: None,
+            }))
+        } else {
+            let mut out = std::io::BufWriter::new(f);
+            writeln!(out, "mean,variance,log_density,y").map_err(|e| w.err(e))?;
+            Sink::Csv(out)
+        });
+        Ok(w)
     }
 
-    fn write_chunk(
+    fn err(&self, e: impl ToString) -> BenchError {
+        BenchError::output(&self.path, e)
+    }
+
+    /// Appends one chunk: `pred` for its rows, `ld` their log densities at the targets `y`
+    /// (original units); the first output is written.
+    ///
+    /// # Errors
+    /// [`BenchError::Output`] on a write failure, or when a Parquet file's chunk has another
+    /// number of mixture components than its first chunk, or the lengths disagree.
+    pub fn write_chunk(
         &mut self,
         pred: &dgp_traits::predictive::Predictive,
         ld: &[f64],
         y: faer::MatRef<'_, f64>,
     ) -> Result<()> {
-        let (mean, var) = (pred.mean(), pred.variance());
-        for (i, l) in ld.iter().enumerate() {
-            writeln!(
-                self.out,
-                "{},{},{},{}",
-                mean[(i, 0)],
-                var[(i, 0)],
-                l,
-                y[(i, 0)]
-            )
-            .map_err(|e| BenchError::output(&self.path, e))?;
+        let n = ld.len();
+        if pred.n_points() != n || y.nrows() != n || pred.n_outputs() == 0 || y.ncols() == 0 {
+            return Err(self.err(format!(
+                "a chunk of {} predictions, {} log densities and {} targets",
+                pred.n_points(),
+                n,
+                y.nrows()
+            )));
         }
-        Ok(())
+        let (mean, var) = (pred.mean(), pred.variance());
+        let path = self.path.clone();
+        let err = |e: &dyn ToString| BenchError::output(&path, e.to_string());
+        match self.sink.as_mut() {
+            Some(Sink::Csv(out)) => {
+                for (i, l) in ld.iter().enumerate() {
+                    writeln!(out, "{},{},{},{}", mean[(i, 0)], var[(i, 0)], l, y[(i, 0)])
+                        .map_err(|e| err(&e))?;
+                }
+                Ok(())
+            }
+            Some(Sink::Parquet(pq)) => {
+                let s = pred.n_components();
+                if pq.writer.is_none() {
+                    let schema = Arc::new(parquet_schema(s));
+                    let file = pq.pending.take().ok_or_else(|| err(&"no open file"))?;
+                    let w =
+                        ArrowWriter::try_new(file, schema.clone(), None).map_err(|e| err(&e))?;
+                    pq.writer = Some((w, schema, s));
+                }
+                let Some((w, schema, s0)) = pq.writer.as_mut() else {
+                    return Err(err(&"no open writer"));
+                };
+                if *s0 != s {
+                    return Err(err(&format!(
+                        "a chunk with {s} mixture components after chunks with {s0}"
+                    )));
+                }
+                let col = |f: &dyn Fn(usize) -> f64| -> ArrayRef {
+                    Arc::new(Float64Array::from_iter_values((0..n).map(f)))
+                };
+                let mut cols: Vec<ArrayRef> = vec![
+                    col(&|i| mean[(i, 0)]),
+                    col(&|i| var[(i, 0)]),
+                    col(&|i| ld[i]),
+                    col(&|i| y[(i, 0)]),
+                ];
+                if s > 1 {
+                    let (m, v) = (&pred.means()[0], &pred.variances()[0]);
+                    for (k, &wk) in pred.weights().iter().enumerate() {
+                        cols.push(col(&|_| wk));
+                        cols.push(col(&|i| m[(i, k)]));
+                        cols.push(col(&|i| v[(i, k)]));
+                    }
+                }
+                let batch = RecordBatch::try_new(schema.clone(), cols).map_err(|e| err(&e))?;
+                w.write(&batch).map_err(|e| err(&e))?;
+                w.flush().map_err(|e| err(&e))
+            }
+            None => Err(err(&"the writer is finished")),
+        }
     }
 
-    /// Flushes, syncs and renames the file into place.
+    /// Completes the file (the Parquet footer; a Parquet file with no chunk gets the
+    /// one-component schema and no rows), syncs it and renames it into place.
     ///
     /// # Errors
     /// [`BenchError::Output`] on a write failure.
-    pub fn finish(self) -> Result<()> {
-        let path = self.path.clone();
-        let f = self
-            .out
-            .into_inner()
-            .map_err(|e| BenchError::output(&path, e))?;
-        f.sync_all().map_err(|e| BenchError::output(&path, e))?;
-        std::fs::rename(&self.tmp, &path).map_err(|e| BenchError::output(&path, e))
+    pub fn finish(mut self) -> Result<()> {
+        let done = self.complete();
+        if done.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        done
     }
+
+    fn complete(&mut self) -> Result<()> {
+        let f = match self.sink.take() {
+            Some(Sink::Csv(out)) => out.into_inner().map_err(|e| self.err(e))?,
+            Some(Sink::Parquet(pq)) => {
+                let pq = *pq;
+                let w = match (pq.writer, pq.pending) {
+                    (Some((w, _, _)), _) => w,
+                    (None, Some(file)) => {
+                        ArrowWriter::try_new(file, Arc::new(parquet_schema(1)), None)
+                            .map_err(|e| self.err(e))?
+                    }
+                    (None, None) => return Err(self.err("no open file")),
+                };
+                w.into_inner().map_err(|e| self.err(e))?
+            }
+            None => return Err(self.err("the writer is finished")),
+        };
+        f.sync_all().map_err(|e| self.err(e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| self.err(e))
+    }
+}
+
+impl Drop for PredictionWriter {
+    /// An unfinished writer (an error or interruption before [`PredictionWriter::finish`])
+    /// removes its temporary file; the final name is never written.
+    fn drop(&mut self) {
+        if self.sink.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The Parquet schema of predictions with `components` mixture components.
+fn parquet_schema(components: usize) -> ArrowSchema {
+    let mut names: Vec<String> = ["mean", "variance", "log_density", "y"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if components > 1 {
+        for k in 0..components {
+            names.extend([
+                format!("weight_{k}"),
+                format!("mean_{k}"),
+                format!("variance_{k}"),
+            ]);
+        }
+    }
+    ArrowSchema::new(
+        names
+            .into_iter()
+            .map(|n| Field::new(n, DataType::Float64, false))
+            .collect::<Vec<_>>(),
+    )
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -511,4 +674,68 @@ fn append_json(path: &Path, r: &StreamRecord) -> Result<()> {
         .open(path)
         .map_err(|e| BenchError::output(path, e))?;
     writeln!(f, "{line}").map_err(|e| BenchError::output(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dgp_traits::predictive::Predictive;
+
+    /// A two-row, `s`-component predictive and its log densities at y = 0.
+    fn chunk(s: usize) -> (Predictive, Vec<f64>, Mat<f64>) {
+        let means = vec![Mat::from_fn(2, s, |i, k| (i + k) as f64)];
+        let vars = vec![Mat::from_fn(2, s, |i, k| 1.0 + (i * k) as f64)];
+        let pred = Predictive::equal_weights(means, vars).unwrap();
+        let y = Mat::zeros(2, 1);
+        let ld = pred.log_density(y.as_ref()).unwrap();
+        (pred, ld, y)
+    }
+
+    #[test]
+    fn the_final_name_appears_only_when_the_writer_finishes() {
+        let dir = std::env::temp_dir().join(format!("dgp-bench-preds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["p.parquet", "p.csv"] {
+            let path = dir.join(name);
+            let tmp = PredictionWriter::temporary_path(&path);
+            let (pred, ld, y) = chunk(3);
+            // Dropped unfinished (an error or interruption): nothing under either name.
+            let mut w = PredictionWriter::create(&path).unwrap();
+            w.write_chunk(&pred, &ld, y.as_ref()).unwrap();
+            assert!(tmp.exists() && !path.exists(), "{name}");
+            drop(w);
+            assert!(!tmp.exists() && !path.exists(), "{name}");
+            // Finished: the final name only.
+            let mut w = PredictionWriter::create(&path).unwrap();
+            w.write_chunk(&pred, &ld, y.as_ref()).unwrap();
+            w.finish().unwrap();
+            assert!(!tmp.exists() && path.exists(), "{name}");
+        }
+        let text = std::fs::read_to_string(dir.join("p.csv")).unwrap();
+        assert_eq!(text.lines().next(), Some("mean,variance,log_density,y"));
+        assert_eq!(text.lines().count(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_parquet_chunk_with_another_number_of_components_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("dgp-bench-preds-s-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.parquet");
+        let mut w = PredictionWriter::create(&path).unwrap();
+        let (pred, ld, y) = chunk(3);
+        w.write_chunk(&pred, &ld, y.as_ref()).unwrap();
+        let (pred, ld, y) = chunk(2);
+        assert!(matches!(
+            w.write_chunk(&pred, &ld, y.as_ref()),
+            Err(BenchError::Output { .. })
+        ));
+        assert!(
+            w.write_chunk(&pred, &ld[..1], y.as_ref()).is_err(),
+            "mismatched lengths"
+        );
+        drop(w);
+        assert!(!path.exists() && !PredictionWriter::temporary_path(&path).exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
