@@ -212,13 +212,11 @@ impl ConfigBackend for DsppBackend {
         train: &Dataset,
         stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        let cfg = self
-            .tuned_config(config, common, settings, fit, train, stop)?
-            .into_inner();
+        let cfg = self.tuned_config(config, common, settings, fit, train, stop)?;
         if cfg.layers == 1 {
-            return Ok(Box::new(PpgprModel::new(cfg, train)?));
+            return Ok(Box::new(PpgprModel::from_checked(cfg, train)?));
         }
-        Ok(Box::new(DsppModel::new(cfg, train)?))
+        Ok(Box::new(DsppModel::from_checked(cfg, train)?))
     }
 }
 

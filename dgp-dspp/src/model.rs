@@ -5,6 +5,7 @@
 use crate::blocks::{DsppLayer, ZStart, new_blocks};
 use crate::config::{DsppConfig, LaterZInit};
 use crate::quadrature::QuadRule;
+use dgp_traits::backend::Checked;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
@@ -138,10 +139,20 @@ impl DsppModel {
     /// holds the M used).
     ///
     /// # Errors
-    /// [`Error::Config`] for an invalid configuration or labels the likelihood rejects. (A
-    /// [`Dataset`] is never empty and holds only finite values.)
-    pub fn new(mut config: DsppConfig, data: &Dataset) -> Result<Self> {
-        config.validate()?;
+    /// [`Error::Config`] for an invalid configuration (checked once into the [`Checked`]
+    /// that [`DsppModel::from_checked`] takes); as [`DsppModel::from_checked`].
+    pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
+        Self::from_checked(Checked::new(config)?, data)
+    }
+
+    /// [`DsppModel::new`] from a configuration already validated ([`Checked`]); it is not
+    /// validated again.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for labels the likelihood rejects or a setting the likelihood
+    /// does not allow. (A [`Dataset`] is never empty and holds only finite values.)
+    pub fn from_checked(config: Checked<DsppConfig>, data: &Dataset) -> Result<Self> {
+        let mut config = config.into_inner();
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
@@ -349,11 +360,11 @@ impl DsppModel {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &DsppModel| m.config.validate(),
-            |m| {
+            |m: &DsppModel| Checked::new(m.config.clone()),
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                DsppModel::new(
-                    m.config.clone(),
+                DsppModel::from_checked(
+                    config,
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,
                         m.input_dim,

@@ -2,8 +2,9 @@
 
 use crate::config::DsppConfig;
 use crate::model::DsppModel;
+use dgp_traits::backend::Checked;
 use dgp_traits::data::{Dataset, RowSource};
-use dgp_traits::error::Result;
+use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
@@ -43,7 +44,27 @@ impl PpgprModel {
     /// # Errors
     /// As [`DsppModel::new`].
     pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
-        DsppModel::new(config.ppgpr(), data).map(PpgprModel)
+        Self::from_checked(Checked::new(config.ppgpr())?, data)
+    }
+
+    /// [`PpgprModel::new`] from a one-layer configuration already validated ([`Checked`]);
+    /// it is not validated again.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `layers` when the configuration has more than one layer
+    /// (make it with [`DsppConfig::ppgpr`] before checking); as
+    /// [`DsppModel::from_checked`].
+    pub fn from_checked(config: Checked<DsppConfig>, data: &Dataset) -> Result<Self> {
+        if config.layers != 1 {
+            return Err(Error::config(
+                "layers",
+                format!(
+                    "PPGPR has one layer, the configuration has {}",
+                    config.layers
+                ),
+            ));
+        }
+        DsppModel::from_checked(config, data).map(PpgprModel)
     }
 
     /// The underlying one-layer DSPP.

@@ -1211,3 +1211,27 @@ fn fitted_ppgpr_round_trips_through_a_model_file() {
     };
     dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "dspp");
 }
+
+/// The checked road to PPGPR takes a one-layer configuration only: a checked two-layer
+/// DSPP configuration is a typed error naming `layers`, not a silently different model;
+/// `PpgprModel::new` forces one layer before it checks, and gives the same model as
+/// `from_checked` on the forced configuration.
+#[test]
+fn ppgpr_from_checked_takes_one_layer_only() {
+    use dgp_dspp::PpgprModel;
+    use dgp_traits::backend::Checked;
+    use dgp_traits::error::Error;
+    let data = toy_data(30, 2, 4);
+    let two = DsppConfig {
+        layers: 2,
+        num_inducing: 5,
+        ..Default::default()
+    };
+    match PpgprModel::from_checked(Checked::new(two.clone()).unwrap(), &data) {
+        Err(Error::Config(e)) => assert_eq!(e.field, "layers"),
+        other => panic!("expected a layers error, got {other:?}"),
+    }
+    let a = PpgprModel::new(two.clone(), &data).unwrap();
+    let b = PpgprModel::from_checked(Checked::new(two.ppgpr()).unwrap(), &data).unwrap();
+    assert_eq!(a.to_json().unwrap(), b.to_json().unwrap());
+}

@@ -95,7 +95,7 @@ impl ConfigBackend for NestedBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(NestedModel::new(config.into_inner(), train)?))
+        Ok(Box::new(NestedModel::from_checked(config, train)?))
     }
 
     /// `linear_mean` reads "hidden mean linear" / "hidden mean zero"; the rest as

@@ -4,6 +4,7 @@
 use crate::config::{NestedConfig, Optimiser, PredictMode};
 use crate::init::init_layer;
 use crate::layer::{NOISE_FLOOR, NestedLayer, layer_moments, positive};
+use dgp_traits::backend::Checked;
 use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
@@ -48,10 +49,20 @@ impl NestedModel {
     /// m = 0 and S = K_ℓ (the prior); noise variances from the config (0.01).
     ///
     /// # Errors
-    /// Invalid configuration, a Kuu that is not positive definite after jitter. (A
-    /// [`Dataset`] is never empty and holds only finite values.)
+    /// Invalid configuration (checked once into the [`Checked`] that
+    /// [`NestedModel::from_checked`] takes); as [`NestedModel::from_checked`].
     pub fn new(config: NestedConfig, data: &Dataset) -> Result<Self> {
-        config.validate()?;
+        Self::from_checked(Checked::new(config)?, data)
+    }
+
+    /// [`NestedModel::new`] from a configuration already validated ([`Checked`]); it is
+    /// not validated again.
+    ///
+    /// # Errors
+    /// A Kuu that is not positive definite after jitter. (A [`Dataset`] is never empty
+    /// and holds only finite values.)
+    pub fn from_checked(config: Checked<NestedConfig>, data: &Dataset) -> Result<Self> {
+        let config = config.into_inner();
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
@@ -285,11 +296,11 @@ impl NestedModel {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &NestedModel| m.config.validate(),
-            |m| {
+            |m: &NestedModel| Checked::new(m.config.clone()),
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                NestedModel::new(
-                    m.config.clone(),
+                NestedModel::from_checked(
+                    config,
                     &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },

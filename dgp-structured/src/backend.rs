@@ -161,7 +161,7 @@ impl ConfigBackend for StructuredBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(StructuredModel::new(config.into_inner(), train)?))
+        Ok(Box::new(StructuredModel::from_checked(config, train)?))
     }
 
     /// The fully coupled family also holds one dense (L·W·M)² joint covariance (its

@@ -6,6 +6,7 @@ use crate::config::Family;
 use crate::elbo::GRAD_CHUNK_ROWS;
 use crate::model::StructuredModel;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
+use dgp_traits::backend::Checked;
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
@@ -149,7 +150,7 @@ impl StructuredModel {
         model_json::from_json_checked(
             s,
             |m: &StructuredModel| {
-                m.config.validate()?;
+                let config = Checked::new(m.config.clone())?;
                 let widths = m.config.widths(m.input_dim);
                 if m.layers.len() != m.config.layers
                     || m.layout.size() != widths[1..].iter().sum::<usize>() * m.config.num_inducing
@@ -162,12 +163,12 @@ impl StructuredModel {
                         "layers and q do not match the configuration",
                     ));
                 }
-                Ok(())
+                Ok(config)
             },
-            |m| {
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                StructuredModel::new(
-                    m.config.clone(),
+                StructuredModel::from_checked(
+                    config,
                     &model_json::synthetic_data_for(&m.config.likelihood, m.input_dim, 1, n)?,
                 )
             },

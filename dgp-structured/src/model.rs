@@ -3,6 +3,7 @@
 
 use crate::config::{Family, StructuredConfig};
 use crate::q::{QParams, block_pattern};
+use dgp_traits::backend::Checked;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::joint_q::JointQ;
@@ -60,11 +61,20 @@ impl StructuredModel {
     /// chol(K_L), stripes/arrow 0.
     ///
     /// # Errors
-    /// Invalid configuration, more than one target column, targets the likelihood refuses
-    /// (labels outside 0..K−1, a class absent from `data`, NaN), Kuu not positive
-    /// definite.
-    pub fn new(mut config: StructuredConfig, data: &Dataset) -> Result<Self> {
-        config.validate()?;
+    /// Invalid configuration (checked once into the [`Checked`] that
+    /// [`StructuredModel::from_checked`] takes); as [`StructuredModel::from_checked`].
+    pub fn new(config: StructuredConfig, data: &Dataset) -> Result<Self> {
+        Self::from_checked(Checked::new(config)?, data)
+    }
+
+    /// [`StructuredModel::new`] from a configuration already validated ([`Checked`]); it is
+    /// not validated again.
+    ///
+    /// # Errors
+    /// More than one target column, targets the likelihood refuses (labels outside
+    /// 0..K−1, a class absent from `data`, NaN), Kuu not positive definite.
+    pub fn from_checked(config: Checked<StructuredConfig>, data: &Dataset) -> Result<Self> {
+        let mut config = config.into_inner();
         if data.output_dim() != 1 {
             return Err(Error::config(
                 "output_dim",

@@ -107,7 +107,7 @@ impl ConfigBackend for SviBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(SviModel::new(config.into_inner(), train)?))
+        Ok(Box::new(SviModel::from_checked(config, train)?))
     }
 
     fn describe_settings(&self, settings: &Settings) -> String {

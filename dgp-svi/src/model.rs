@@ -3,6 +3,7 @@
 
 use crate::config::{LastMean, SviConfig};
 use crate::variational::{Q_SQRT_FLOOR, QParams, init_q};
+use dgp_traits::backend::Checked;
 use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
@@ -64,8 +65,21 @@ impl SviModel {
     /// `inner_q_scale`× the prior, the last layer at the prior. M = min(`num_inducing`, N)
     /// inducing points per layer (every row one inducing input when N ≤ `num_inducing`;
     /// the model's configuration holds the M used).
-    pub fn new(mut config: SviConfig, data: &Dataset) -> Result<Self> {
-        config.validate()?;
+    ///
+    /// # Errors
+    /// The configuration's [`SviConfig::validate`] error (checked once into the
+    /// [`Checked`] that [`SviModel::from_checked`] takes); as [`SviModel::from_checked`].
+    pub fn new(config: SviConfig, data: &Dataset) -> Result<Self> {
+        Self::from_checked(Checked::new(config)?, data)
+    }
+
+    /// [`SviModel::new`] from a configuration already validated ([`Checked`]); it is not
+    /// validated again.
+    ///
+    /// # Errors
+    /// Targets the likelihood refuses; initialisation failures (k-means, Cholesky).
+    pub fn from_checked(config: Checked<SviConfig>, data: &Dataset) -> Result<Self> {
+        let mut config = config.into_inner();
         let x = data.x();
         // A Dataset is never empty and has only finite entries (Dataset::new checks).
         let (d_in, p) = (data.input_dim(), data.output_dim());
@@ -570,11 +584,11 @@ impl SviModel {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &SviModel| m.config.validate(),
-            |m| {
+            |m: &SviModel| Checked::new(m.config.clone()),
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                SviModel::new(
-                    m.config.clone(),
+                SviModel::from_checked(
+                    config,
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,
                         m.input_dim,

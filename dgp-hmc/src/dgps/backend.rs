@@ -95,6 +95,6 @@ impl ConfigBackend for DgpsBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(DgpsModel::new(config.into_inner(), train)?))
+        Ok(Box::new(DgpsModel::from_checked(config, train)?))
     }
 }

@@ -76,10 +76,10 @@ impl DgpsModel {
         model_json::from_json_checked(
             s,
             |m: &DgpsModel| m.check_structure(),
-            |m| {
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                DgpsModel::new(
-                    m.config.clone(),
+                DgpsModel::from_checked(
+                    config,
                     &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
             },

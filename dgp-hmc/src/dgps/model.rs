@@ -4,6 +4,7 @@
 use super::config::DgpsConfig;
 use super::init::smart_init;
 use super::unit::GpUnit;
+use dgp_traits::backend::Checked;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{Batch, Objective};
@@ -49,12 +50,22 @@ impl DgpsModel {
     /// # Errors
     /// An invalid configuration (the error names the field); initialisation failures.
     pub fn new(config: DgpsConfig, data: &Dataset) -> Result<Self> {
-        Self::with_restart(config, data, 0)
+        Self::from_checked(Checked::new(config)?, data)
     }
 
-    /// [`DgpsModel::new`] with the initialisation of restart `restart`.
+    /// [`DgpsModel::new`] from a configuration already validated ([`Checked`]); it is not
+    /// validated again.
+    ///
+    /// # Errors
+    /// Initialisation failures.
+    pub fn from_checked(config: Checked<DgpsConfig>, data: &Dataset) -> Result<Self> {
+        Self::with_restart(config.into_inner(), data, 0)
+    }
+
+    /// [`DgpsModel::new`] with the initialisation of restart `restart`, for a
+    /// configuration that is valid: it came through [`Checked`] (the configuration of an
+    /// existing model, or [`DgpsModel::from_checked`]'s).
     pub(crate) fn with_restart(config: DgpsConfig, data: &Dataset, restart: u64) -> Result<Self> {
-        config.validate()?;
         let (params, layers) = smart_init(&config, data, restart)?;
         Ok(DgpsModel {
             config,
@@ -99,9 +110,10 @@ impl DgpsModel {
         self.config.widths(self.input_dim, self.output_dim)
     }
 
-    /// Checks a restored model: configuration ranges and that the units match it.
-    pub(crate) fn check_structure(&self) -> Result<()> {
-        self.config.validate()?;
+    /// Checks a restored model: configuration ranges (once, returned checked) and that
+    /// the units match it.
+    pub(crate) fn check_structure(&self) -> Result<Checked<DgpsConfig>> {
+        let config = Checked::new(self.config.clone())?;
         let widths = self.widths();
         if self.layers.len() != self.config.layers || self.input_dim == 0 || self.output_dim == 0 {
             return Err(Error::config(
@@ -126,7 +138,7 @@ impl DgpsModel {
                 u.check(&self.params, self.config.num_inducing)?;
             }
         }
-        Ok(())
+        Ok(config)
     }
 
     /// Propagates `x` (B×D⁽⁰⁾, on the tape) through the layers (Procedure 2): layer 1 once

@@ -102,7 +102,7 @@ impl ConfigBackend for SghmcBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(SghmcModel::new(config.into_inner(), train)?))
+        Ok(Box::new(SghmcModel::from_checked(config, train)?))
     }
 
     /// The default width is the input dimension, and prediction keeps every kept

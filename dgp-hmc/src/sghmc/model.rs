@@ -5,6 +5,7 @@
 use crate::sghmc::config::{Potential, SghmcConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
 use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
+use dgp_traits::backend::Checked;
 use dgp_traits::conditional::{QPart, conditional};
 use dgp_traits::data::{Dataset, RowSource, gather_dataset, kmeans};
 use dgp_traits::error::{Error, Result};
@@ -89,10 +90,20 @@ impl SghmcModel {
     /// `exp(θ)`, which changes the Adam geometry of the hyper steps but not the model.
     ///
     /// # Errors
-    /// Invalid configuration; targets the likelihood refuses (labels outside 0..K−1, a
-    /// class absent from `data`); k-means or PCA failures.
-    pub fn new(mut config: SghmcConfig, data: &Dataset) -> Result<Self> {
-        config.validate()?;
+    /// Invalid configuration (checked once into the [`Checked`] that
+    /// [`SghmcModel::from_checked`] takes); as [`SghmcModel::from_checked`].
+    pub fn new(config: SghmcConfig, data: &Dataset) -> Result<Self> {
+        Self::from_checked(Checked::new(config)?, data)
+    }
+
+    /// [`SghmcModel::new`] from a configuration already validated ([`Checked`]); it is not
+    /// validated again.
+    ///
+    /// # Errors
+    /// Targets the likelihood refuses (labels outside 0..K−1, a class absent from
+    /// `data`); k-means or PCA failures.
+    pub fn from_checked(config: Checked<SghmcConfig>, data: &Dataset) -> Result<Self> {
+        let mut config = config.into_inner();
         config.likelihood.check_training_targets(data.y())?;
         let x = data.x();
         let (d_in, p) = (data.input_dim(), data.output_dim());
@@ -711,7 +722,7 @@ impl SghmcModel {
         model_json::from_json_checked(
             s,
             |m: &SghmcModel| {
-                m.config.validate()?;
+                let config = Checked::new(m.config.clone())?;
                 if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
                     return Err(Error::config("model file", "layer count mismatch"));
                 }
@@ -748,12 +759,12 @@ impl SghmcModel {
                         "sampler state does not fit the sampled blocks",
                     ));
                 }
-                Ok(())
+                Ok(config)
             },
-            |m| {
+            |m, config| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                SghmcModel::new(
-                    m.config.clone(),
+                SghmcModel::from_checked(
+                    config,
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,
                         m.input_dim,

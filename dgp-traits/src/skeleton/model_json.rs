@@ -59,24 +59,26 @@ pub fn from_json<T: DeserializeOwned>(
 }
 
 /// Restores a model written by [`to_json`], validated as a whole (see the module docs):
-/// `validate` checks the configuration, `rebuild` builds a fresh model from the loaded
-/// one's configuration (typically `Model::new(m.config.clone(), &synthetic_data(d, p,
-/// n)?)`), and [`compare_states`] checks the loaded state against it, skipping the
-/// object fields named in `skip` (data-dependent fields such as a fit summary).
+/// `check` checks the configuration once and returns it checked (typically
+/// `Checked::new(m.config.clone())`, [`crate::backend::Checked`]), `rebuild` builds a
+/// fresh model from that checked configuration (typically `Model::from_checked(config,
+/// &synthetic_data(d, p, n)?)`, which does not validate again), and [`compare_states`]
+/// checks the loaded state against it, skipping the object fields named in `skip`
+/// (data-dependent fields such as a fit summary).
 ///
 /// # Errors
-/// [`Error::Serde`] for malformed JSON; `validate`'s and `rebuild`'s errors;
+/// [`Error::Serde`] for malformed JSON; `check`'s and `rebuild`'s errors;
 /// [`Error::Config`] starting with `model file` and naming the JSON path for a state that
 /// does not match its configuration.
-pub fn from_json_checked<T: Serialize + DeserializeOwned>(
+pub fn from_json_checked<T: Serialize + DeserializeOwned, C>(
     s: &str,
-    validate: impl FnOnce(&T) -> Result<()>,
-    rebuild: impl FnOnce(&T) -> Result<T>,
+    check: impl FnOnce(&T) -> Result<C>,
+    rebuild: impl FnOnce(&T, C) -> Result<T>,
     skip: &[&str],
 ) -> Result<T> {
     let model: T = serde_json::from_str(s).map_err(|e| Error::Serde(e.to_string()))?;
-    validate(&model)?;
-    let fresh = rebuild(&model).map_err(|e| {
+    let checked = check(&model)?;
+    let fresh = rebuild(&model, checked).map_err(|e| {
         Error::config(
             "model file",
             format!("its configuration does not build a model: {e}"),
