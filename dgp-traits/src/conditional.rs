@@ -44,9 +44,30 @@
 //!
 //! [`Tape::quad_form_cols`]: crate::tape::Tape::quad_form_cols
 
-use crate::layer::Projection;
 use crate::linalg::Tri;
 use crate::tape::{Tape, Var};
+
+/// What a layer's projection of a batch onto its inducing points yields (all on the tape).
+#[derive(Clone, Copy, Debug)]
+pub struct Projection {
+    /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
+    pub chol: Var,
+    /// `Kuf = k(Z, X)` (M×B).
+    pub kuf: Var,
+    /// `diag Kff` (B×1), including any white-noise variance of the layer.
+    pub kff_diag: Var,
+    /// The mean function at the inputs (B×D_out); `None` for the zero mean.
+    pub mean: Option<Var>,
+}
+
+impl Projection {
+    /// Records `A = L⁻¹Kuf` (M×B), the whitened projection, for callers that need it
+    /// itself (the conditionals of [`crate::conditional`] work with `Kuf` and M×M forms
+    /// instead, and never solve with the batch).
+    pub fn a(&self, tape: &mut Tape) -> Var {
+        tape.tri_solve(self.chol, self.kuf, Tri::Lower)
+    }
+}
 
 /// The Cholesky factor(s) of q(u)'s covariance on the tape, already transformed.
 #[derive(Clone, Debug)]

@@ -5,12 +5,11 @@
 //! The marginals of q(f) and the KL live in [`crate::conditional`] and [`crate::kl`]
 //! (re-exported here).
 
-pub use crate::conditional::{QSqrt, QVars, marginals};
+pub use crate::conditional::{Projection, QSqrt, QVars, marginals};
 use crate::error::{Error, Result};
 use crate::kernels::{Kernel, KernelVars};
 pub use crate::kl::kl_divergence;
 use crate::linalg::JitterConfig;
-use crate::linalg::Tri;
 use crate::mean::{MeanFunction, MeanParams, MeanVars};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::tape::{Tape, Var};
@@ -20,28 +19,6 @@ use serde::{Deserialize, Serialize};
 
 /// Lower bound added to every softplus-transformed kernel hyperparameter.
 pub const HYPER_FLOOR: f64 = 1e-6;
-
-/// What a layer's projection of a batch onto its inducing points yields (all on the tape).
-#[derive(Clone, Copy, Debug)]
-pub struct Projection {
-    /// Lower Cholesky factor L of `Kuu + jitter·I` (M×M).
-    pub chol: Var,
-    /// `Kuf = k(Z, X)` (M×B).
-    pub kuf: Var,
-    /// `diag Kff` (B×1), including any white-noise variance of the layer.
-    pub kff_diag: Var,
-    /// The mean function at the inputs (B×D_out); `None` for the zero mean.
-    pub mean: Option<Var>,
-}
-
-impl Projection {
-    /// Records `A = L⁻¹Kuf` (M×B), the whitened projection, for callers that need it
-    /// itself (the conditionals of [`crate::conditional`] work with `Kuf` and M×M forms
-    /// instead, and never solve with the batch).
-    pub fn a(&self, tape: &mut Tape) -> Var {
-        tape.tri_solve(self.chol, self.kuf, Tri::Lower)
-    }
-}
 
 /// One sparse-GP layer with `output_dim` GPs that share a kernel, a mean function and M
 /// inducing inputs Z (M×D_in).

@@ -128,6 +128,7 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod rng;
+pub mod serde_mat;
 pub mod skeleton;
 pub mod special;
 #[cfg(feature = "testing")]

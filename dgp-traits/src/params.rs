@@ -65,7 +65,7 @@ pub struct ParamBlock {
     /// Human-readable name, e.g. `"layer1.kernel.lengthscales"`.
     pub name: String,
     /// Value in unconstrained space.
-    #[serde(with = "crate::data::serde_mat")]
+    #[serde(with = "crate::serde_mat")]
     pub value: Mat<f64>,
     /// Who moves it.
     pub role: Role,
@@ -77,7 +77,7 @@ pub struct ParamBlock {
 #[serde(deny_unknown_fields)]
 struct ParamBlockRepr {
     name: String,
-    #[serde(with = "crate::data::serde_mat")]
+    #[serde(with = "crate::serde_mat")]
     value: Mat<f64>,
     #[serde(default)]
     role: Option<Role>,

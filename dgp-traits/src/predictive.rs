@@ -11,13 +11,13 @@
 //! observation noise. For classification, the class probabilities p(y_n = c) are attached
 //! as `class_probs` (N×C; binary problems use C = 2 columns p(y=0), p(y=1)).
 //!
-//! Serialisation goes through [`crate::data::serde_mat::MatData`] and re-validates on load.
+//! Serialisation goes through [`crate::serde_mat::MatData`] and re-validates on load.
 
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
-use crate::data::serde_mat::MatData;
 use crate::error::{Error, Result};
+use crate::serde_mat::MatData;
 use crate::special::{gaussian_log_density, log_sum_exp};
 
 /// Tolerance on |Σ w − 1| (weights) and |Σ_c p_c − 1| (class probabilities).

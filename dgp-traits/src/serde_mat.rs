@@ -1,4 +1,6 @@
-//! Serde support for `faer::Mat<f64>`, which has no serde feature of its own.
+//! Serde support for `faer::Mat<f64>`, which has no serde feature of its own: how every
+//! struct of the workspace that stores matrices (model files, run states,
+//! [`crate::predictive`]) writes them, as `(nrows, ncols, data)`.
 //!
 //! A matrix is stored as [`MatData`] `{ nrows, ncols, data }` with `data` in column-major
 //! order. Use the module with `#[serde(with = ...)]` on `Mat<f64>` fields, or its
@@ -9,9 +11,9 @@
 //! use serde::{Deserialize, Serialize};
 //! #[derive(Serialize, Deserialize)]
 //! struct Saved {
-//!     #[serde(with = "dgp_traits::data::serde_mat")]
+//!     #[serde(with = "dgp_traits::serde_mat")]
 //!     z: Mat<f64>,
-//!     #[serde(with = "dgp_traits::data::serde_mat::vec")]
+//!     #[serde(with = "dgp_traits::serde_mat::vec")]
 //!     blocks: Vec<Mat<f64>>,
 //! }
 //! let c = Saved { z: Mat::from_fn(2, 3, |i, j| (i + 10 * j) as f64), blocks: vec![] };
@@ -100,7 +102,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Mat<f
         .map_err(serde::de::Error::custom)
 }
 
-/// `#[serde(with = "dgp_traits::data::serde_mat::vec")]` for `Vec<Mat<f64>>`.
+/// `#[serde(with = "dgp_traits::serde_mat::vec")]` for `Vec<Mat<f64>>`.
 pub mod vec {
     use super::*;
 
@@ -120,7 +122,7 @@ pub mod vec {
     }
 }
 
-/// `#[serde(with = "dgp_traits::data::serde_mat::option")]` for `Option<Mat<f64>>`.
+/// `#[serde(with = "dgp_traits::serde_mat::option")]` for `Option<Mat<f64>>`.
 pub mod option {
     use super::*;
 

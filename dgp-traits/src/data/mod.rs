@@ -21,8 +21,6 @@
 //! * [`RowSource`] — rows read by index, the contract between the minibatch loop and where
 //!   the rows live (the in-memory [`Dataset`] is one source; out-of-core stores are others).
 //! * [`kmeans`] — k-means++ seeding followed by Lloyd iterations, for inducing inputs.
-//! * [`serde_mat`] — (de)serialisation of `faer::Mat<f64>` as `(nrows, ncols, data)`, for
-//!   any struct of the workspace that stores matrices (model files, run states, [`crate::predictive`]).
 
 mod batches;
 mod bounded;
@@ -30,7 +28,6 @@ mod classes;
 mod csv_file;
 mod dataset;
 mod kmeans;
-pub mod serde_mat;
 mod source;
 mod splits;
 mod standardize;
