@@ -2,8 +2,9 @@
 //!
 //! * UCI folders (`shared/data/uci` format) with their published Hernández-Lobato & Adams
 //!   splits (protocol §1);
-//! * CSV files with a header, split by seeded random 90/10 splits (Structured's
-//!   `prepare_dataset`: a permutation whose first 10 % are the test set);
+//! * CSV files with a header and Parquet files (`.parquet`, numeric columns), split by
+//!   seeded random 90/10 splits (Structured's `prepare_dataset`: a permutation whose first
+//!   10 % are the test set);
 //! * two built-ins, addressable on the command line as `builtin:concrete` and
 //!   `builtin:step`: the concrete data set with its 20 published splits, embedded in the
 //!   binary with `include_str!`, and the noisy step function of the DGPS thesis (Vafa 2016,
@@ -11,6 +12,7 @@
 
 use std::path::Path;
 
+use dgp_io::parquet_reader::{load_parquet, parquet_column_names};
 use dgp_traits::data::{
     Dataset, StandardizeOptions, UciDataset, UciSources, extrapolation_split, load_csv, load_uci,
     load_uci_from_str, random_split,
@@ -227,9 +229,10 @@ impl BenchData {
         )
     }
 
-    /// Loads `spec`: `builtin:concrete`, `builtin:step`, a UCI folder (a directory), or a
-    /// CSV file with a header (any other file; `target` names the target column, default
-    /// the last column; random 90/10 splits seeded by `seed`).
+    /// Loads `spec`: `builtin:concrete`, `builtin:step`, a UCI folder (a directory), a
+    /// Parquet file (extension `.parquet`, numeric columns) or a CSV file with a header (any
+    /// other file). For a file, `target` names the target column (default the last column),
+    /// every other column is an input, and the splits are random 90/10 seeded by `seed`.
     ///
     /// # Errors
     /// [`BenchError::Usage`] for an unknown built-in, a missing path or `target` given for a
@@ -238,7 +241,7 @@ impl BenchData {
         if let Some(name) = spec.strip_prefix("builtin:") {
             if target.is_some() {
                 return Err(BenchError::Usage(
-                    "--target applies to CSV files only".into(),
+                    "--target applies to CSV and Parquet files only".into(),
                 ));
             }
             return match name {
@@ -253,7 +256,7 @@ impl BenchData {
         if path.is_dir() {
             if target.is_some() {
                 return Err(BenchError::Usage(format!(
-                    "--target applies to CSV files only; {spec} is a UCI folder (its target is index_target.txt)"
+                    "--target applies to CSV and Parquet files only; {spec} is a UCI folder (its target is index_target.txt)"
                 )));
             }
             let uci = load_uci(path).map_err(BenchError::data)?;
@@ -264,19 +267,29 @@ impl BenchData {
                 "--data {spec}: no such file or directory (give a UCI folder, a CSV file, builtin:concrete or builtin:step)"
             )));
         }
-        let header = csv_header(path)?;
+        let parquet = is_parquet(path);
+        let header = if parquet {
+            parquet_column_names(path).map_err(BenchError::data)?
+        } else {
+            csv_header(path)?
+        };
         let target = match target {
             Some(t) => t.to_string(),
             None => header.last().cloned().unwrap_or_default(),
         };
-        let data = load_csv(path, &target).map_err(BenchError::data)?;
+        let data = if parquet {
+            load_parquet(path, &target)
+        } else {
+            load_csv(path, &target)
+        }
+        .map_err(BenchError::data)?;
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| spec.to_string());
         let mut out =
             Self::with_random_splits(name, spec, data, CSV_TEST_FRACTION, CSV_SPLITS, seed)?;
-        if header.iter().all(|h| h.parse::<f64>().is_ok()) {
+        if !parquet && header.iter().all(|h| h.parse::<f64>().is_ok()) {
             out.warnings.push(format!(
                 "{spec}: every field of the first row ({}) is a number: is the header \
                  missing? The first row is used as the column names, not as data",
@@ -469,6 +482,12 @@ impl BenchData {
 pub const MAX_HEADER_BYTES: u64 = 1 << 20;
 
 /// The column names of a CSV file's header (at least two).
+/// Whether `path` names a Parquet file (extension `parquet`, any case).
+fn is_parquet(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+}
+
 fn csv_header(path: &Path) -> Result<Vec<String>> {
     {
         use std::io::{BufRead, Read};

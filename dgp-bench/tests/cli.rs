@@ -224,6 +224,130 @@ fn run_on_csv_files_uses_seeded_random_splits() {
     assert_eq!(a[1].nll, c[1].nll);
 }
 
+/// Writes float columns `names` (row-major `rows`) and, if given, an Int32 column `label`
+/// as a Parquet file in two row groups.
+fn write_parquet(path: &Path, names: &[&str], rows: &[Vec<f64>], label: Option<&[i32]>) {
+    use arrow_array::{ArrayRef, Float64Array, Int32Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let mut fields: Vec<Field> = names
+        .iter()
+        .map(|n| Field::new(*n, DataType::Float64, false))
+        .collect();
+    if label.is_some() {
+        fields.push(Field::new("label", DataType::Int32, false));
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        schema.clone(),
+        None,
+    )
+    .unwrap();
+    let half = rows.len() / 2;
+    for range in [0..half, half..rows.len()] {
+        let mut cols: Vec<ArrayRef> = (0..names.len())
+            .map(|j| {
+                Arc::new(Float64Array::from(
+                    rows[range.clone()].iter().map(|r| r[j]).collect::<Vec<_>>(),
+                )) as ArrayRef
+            })
+            .collect();
+        if let Some(l) = label {
+            cols.push(Arc::new(Int32Array::from(l[range.clone()].to_vec())));
+        }
+        w.write(&RecordBatch::try_new(schema.clone(), cols).unwrap())
+            .unwrap();
+    }
+    w.close().unwrap();
+}
+
+/// A Parquet file is read like the CSV file with the same columns: the same default
+/// target (the last column), the same seeded splits, bit-identical numbers; the same holds
+/// for class labels in an integer column under a classification likelihood.
+#[test]
+fn run_on_parquet_files_equals_the_same_csv() {
+    let s = Scratch::new("parquet");
+    let csv = s.path("tiny.csv");
+    write_csv(&csv);
+    let table: Vec<Vec<f64>> = rows().iter().map(|r| vec![r[0], r[2], r[1]]).collect();
+    let pq = s.path("tiny.parquet");
+    write_parquet(&pq, &["a", "y", "b"], &table, None);
+    let mut records = Vec::new();
+    for (data, target) in [(&csv, "y"), (&pq, "y"), (&csv, ""), (&pq, "")] {
+        let json = s.path(&format!("r{}.jsonl", records.len()));
+        let mut args = vec![
+            "--data",
+            data.to_str().unwrap(),
+            "--layers",
+            "1",
+            "--splits",
+            "0-1",
+        ];
+        args.extend(["--json", json.to_str().unwrap()]);
+        if !target.is_empty() {
+            args.extend(["--target", target]);
+        }
+        run_ok(&tiny(&args));
+        records.push(read_json_lines(&json).unwrap());
+    }
+    for (a, b) in [(&records[0], &records[1]), (&records[2], &records[3])] {
+        assert_eq!(a.len(), 2);
+        for (ra, rb) in a.iter().zip(b.iter()) {
+            assert_eq!((ra.n_train, ra.n_test), (rb.n_train, rb.n_test));
+            assert_eq!(
+                (ra.nll.to_bits(), ra.rmse.to_bits(), ra.crps.to_bits()),
+                (rb.nll.to_bits(), rb.rmse.to_bits(), rb.crps.to_bits())
+            );
+        }
+    }
+    assert_ne!(
+        records[0][0].rmse, records[2][0].rmse,
+        "default target is the last column"
+    );
+
+    // Two classes in an integer column (the last one, so the default target).
+    let labels: Vec<i32> = (0..40).map(|i| i32::from(rows()[i][0] > 0.0)).collect();
+    let feats: Vec<Vec<f64>> = rows().iter().map(|r| vec![r[0], r[1]]).collect();
+    let cpq = s.path("class.parquet");
+    write_parquet(&cpq, &["a", "b"], &feats, Some(&labels));
+    let ccsv = s.path("class.csv");
+    let text: String = feats
+        .iter()
+        .zip(&labels)
+        .map(|(r, l)| format!("{:e},{:e},{l}\n", r[0], r[1]))
+        .collect();
+    std::fs::write(&ccsv, format!("a,b,label\n{text}")).unwrap();
+    let mut class = Vec::new();
+    for data in [&ccsv, &cpq] {
+        let json = s.path(&format!("c{}.jsonl", class.len()));
+        run_ok(&tiny(&[
+            "--data",
+            data.to_str().unwrap(),
+            "--likelihood",
+            "probit",
+            "--layers",
+            "1",
+            "--splits",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+        let line = std::fs::read_to_string(&json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        assert_eq!(v["task"], "classification");
+        class.push(v["metrics"].clone());
+    }
+    assert_eq!(class[0], class[1]);
+
+    // A missing file is a usage error naming it (a non-numeric column, a truncated file:
+    // dgp-io's `load_parquet` tests).
+    let missing = s.path("nope.parquet");
+    let e = bench(&["run", "--data", missing.to_str().unwrap(), "--quiet"]);
+    assert_eq!(e.status.code(), Some(2), "{}", stderr(&e));
+    assert!(stderr(&e).contains("nope.parquet"), "{}", stderr(&e));
+}
+
 #[test]
 fn time_reports_step_and_prediction_milliseconds() {
     let s = Scratch::new("time");

@@ -10,7 +10,9 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
+use dgp_traits::data::Dataset;
 use dgp_traits::{Error, Result};
+use faer::Mat;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
@@ -231,6 +233,71 @@ impl ChunkReader for ParquetChunks {
     }
 }
 
+/// The names of the top-level columns of the Parquet file at `path`, in file order.
+///
+/// # Errors
+/// [`Error::Io`] if the file cannot be opened; [`Error::Parse`] for a file that is not
+/// Parquet.
+pub fn parquet_column_names(path: &Path) -> Result<Vec<String>> {
+    let file = File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+    Ok(builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect())
+}
+
+/// Reads the whole Parquet file at `path` into memory: the column named `target` becomes
+/// `y` (N×1) and every other column, in file order, becomes `x`, with the column names
+/// kept as feature and target names — the Parquet counterpart of
+/// [`dgp_traits::data::load_csv`]. Every column must be numeric (as [`ParquetChunks`]),
+/// with no nulls and no NaN or infinity.
+///
+/// # Errors
+/// As [`ParquetChunks::open`] and [`ChunkReader::next_chunk`] (a non-numeric column is
+/// named with its type; a null, NaN or infinity with its 0-based data row);
+/// [`Error::Empty`] for no data rows or no column besides the target.
+pub fn load_parquet(path: &Path, target: &str) -> Result<Dataset> {
+    let names = parquet_column_names(path)?;
+    if !names.iter().any(|n| n == target) {
+        return Err(perr(
+            path,
+            format!("no column named '{target}' (columns: {names:?})"),
+        ));
+    }
+    let features: Vec<String> = names.iter().filter(|n| *n != target).cloned().collect();
+    if features.is_empty() {
+        return Err(Error::Empty(format!(
+            "{}: no feature column besides the target '{target}'",
+            path.display()
+        )));
+    }
+    let targets = vec![target.to_string()];
+    let mut reader = ParquetChunks::open(path, &features, &targets, DEFAULT_PARQUET_BATCH_ROWS)?;
+    let w = features.len() + 1;
+    let mut rows = Vec::new();
+    let mut chunk = Vec::new();
+    while reader.next_chunk(&mut chunk, DEFAULT_PARQUET_BATCH_ROWS)? > 0 {
+        rows.extend_from_slice(&chunk);
+    }
+    let n = rows.len() / w;
+    if n == 0 {
+        return Err(Error::Empty(format!("{}: no data rows", path.display())));
+    }
+    let d = features.len();
+    let x = Mat::from_fn(n, d, |i, j| rows[i * w + j]);
+    let y = Mat::from_fn(n, 1, |i, _| rows[i * w + d]);
+    Dataset::new(x, y)?
+        .with_feature_names(features)?
+        .with_target_names(targets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +400,93 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(!dir.join("bad.rows").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A numeric-only file: the same columns as [`write`] without the string column.
+    fn write_numeric(path: &Path, n: usize, bad_row: Option<usize>) {
+        let schema = Arc::new(arrow_schema::Schema::new(vec![
+            Field::new("a", DataType::Float64, false),
+            Field::new("y", DataType::Float64, false),
+            Field::new("b", DataType::Int32, true),
+        ]));
+        let file = File::create(path).unwrap();
+        let mut w = ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+        let mut start = 0;
+        for len in [3, n - 3] {
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Float64Array::from(
+                        (start..start + len)
+                            .map(|i| i as f64 * 0.5)
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Float64Array::from(
+                        (start..start + len)
+                            .map(|i| {
+                                if Some(i) == bad_row {
+                                    f64::NAN
+                                } else {
+                                    1.0 + i as f64
+                                }
+                            })
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Int32Array::from(
+                        (start..start + len)
+                            .map(|i| i as i32 % 3)
+                            .collect::<Vec<_>>(),
+                    )),
+                ],
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            start += len;
+        }
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn load_parquet_reads_every_other_column_as_features_in_file_order() {
+        let dir = std::env::temp_dir().join(format!("dgp-io-pqload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pq = dir.join("t.parquet");
+        write_numeric(&pq, 40, None);
+        assert_eq!(parquet_column_names(&pq).unwrap(), names(&["a", "y", "b"]));
+        let d = load_parquet(&pq, "y").unwrap();
+        assert_eq!((d.n(), d.input_dim(), d.output_dim()), (40, 2, 1));
+        assert_eq!(d.feature_names().unwrap(), &names(&["a", "b"])[..]);
+        assert_eq!(d.target_names().unwrap(), &names(&["y"])[..]);
+        for i in [0, 2, 3, 39] {
+            assert_eq!(d.x()[(i, 0)], i as f64 * 0.5);
+            assert_eq!(d.x()[(i, 1)], (i % 3) as f64);
+            assert_eq!(d.y()[(i, 0)], 1.0 + i as f64);
+        }
+        // Another target: the former target becomes a feature, in file order.
+        let d = load_parquet(&pq, "b").unwrap();
+        assert_eq!(d.feature_names().unwrap(), &names(&["a", "y"])[..]);
+        assert_eq!(d.y()[(5, 0)], 2.0);
+
+        let e = load_parquet(&pq, "zz").unwrap_err();
+        assert!(e.to_string().contains("no column named 'zz'"), "{e}");
+        write_numeric(&pq, 40, Some(17));
+        match load_parquet(&pq, "b") {
+            Err(Error::NonFinite { row, .. }) => assert_eq!(row, 17),
+            other => panic!("{other:?}"),
+        }
+        // A string column is named with its type; a file that is not Parquet is a parse error.
+        write(&pq, 250, None);
+        let e = load_parquet(&pq, "y").unwrap_err();
+        assert!(e.to_string().contains("column 's' has type Utf8"), "{e}");
+        let txt = dir.join("not.parquet");
+        std::fs::write(&txt, "a,y\n1,2\n").unwrap();
+        assert!(matches!(load_parquet(&txt, "y"), Err(Error::Parse { .. })));
+        // Truncated file: a parse error, never a panic.
+        write_numeric(&pq, 40, None);
+        let bytes = std::fs::read(&pq).unwrap();
+        std::fs::write(&pq, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(matches!(load_parquet(&pq, "y"), Err(Error::Parse { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -159,12 +159,14 @@ fn nonzero(name: &str, v: usize) -> Result<usize> {
 /// The data flags shared by `run` and `time`.
 #[derive(Debug, Clone, Args)]
 pub struct DataFlags {
-    /// Data: a UCI folder (published splits), a CSV file with a header (random 90/10
-    /// splits), builtin:concrete or builtin:step. A line longer than 1 MiB in any of the
-    /// files is an error naming the file and the line (read no further).
+    /// Data: a UCI folder (published splits), a CSV file with a header or a Parquet file
+    /// (`.parquet`, numeric columns; random 90/10 splits), builtin:concrete or
+    /// builtin:step. A line longer than 1 MiB in any of the text files is an error naming
+    /// the file and the line (read no further).
     #[arg(long)]
     pub data: String,
-    /// Target column of a CSV file (default: the last column).
+    /// Target column of a CSV or Parquet file (default: the last column; every other
+    /// column is an input).
     #[arg(long)]
     pub target: Option<String>,
 }
