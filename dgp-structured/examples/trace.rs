@@ -50,7 +50,6 @@ impl Checkpoints for Trace<'_> {
             &PredictConfig {
                 samples: 100,
                 seed: 0,
-                ..PredictConfig::default()
             },
         )?;
         let nll = metrics::nll(&pred, self.test_x.y())? + self.y_std.ln();
