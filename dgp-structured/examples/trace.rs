@@ -11,7 +11,7 @@
 //! `whitened=true`, `natgrad={"gamma":0.1}`); M = min(128, N), τ = 5, S = 5 and batch
 //! min(N, 512) as `dgp-bench run`, no convergence stop.
 
-use dgp_structured::{StructuredConfig, StructuredDgp};
+use dgp_structured::{StructuredConfig, StructuredModel};
 use dgp_traits::data::{Dataset, Standardizer, load_csv, load_uci, random_split};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Instant;
 
 struct Trace<'a> {
-    model: StructuredDgp,
+    model: StructuredModel,
     test_x: &'a Dataset,
     y_std: f64,
     every: usize,
@@ -120,7 +120,7 @@ fn main() -> Result<()> {
     }
     let config: StructuredConfig =
         serde_json::from_value(cfg).map_err(|e| Error::config("config", e.to_string()))?;
-    let mut model = StructuredDgp::new(config, &train)?;
+    let mut model = StructuredModel::new(config, &train)?;
     let fit = FitConfig {
         steps,
         batch_size: train.n().min(512),
