@@ -136,7 +136,10 @@ pub mod q;
 mod sampling;
 mod sparse;
 
-pub use backend::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend};
+pub use backend::{
+    BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND,
+    StructuredBackend,
+};
 pub use config::{Family, StructuredConfig};
 pub use dgp_traits;
 pub use elbo::GRAD_CHUNK_ROWS;

@@ -309,6 +309,7 @@ fn finite_difference_gradients_star_and_fc() {
         (Family::FullyCoupled, 3, false),
         (Family::FullyCoupled, 2, true),
         (Family::MeanField, 2, false),
+        (Family::MeanField, 2, true),
     ] {
         let model = build(cfg(family, layers, 2, 3, whitened), &data, 6);
         assert_objective_gradient(
@@ -617,11 +618,13 @@ fn inducing_points_are_capped_at_the_training_rows() {
     assert_eq!(model.config().num_inducing, 12);
 }
 
-/// The backends' defaults: FC trains by natural steps, every family carries the
-/// convergence stop, and the stop ends a fit early and says so.
+/// The backends' defaults: FC trains by natural steps, every family is whitened, starts
+/// σ² at 0.1 and carries the convergence stop, and the stop ends a fit early and says so.
 #[test]
 fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
-    use dgp_structured::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND};
+    use dgp_structured::{
+        BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND,
+    };
     use dgp_traits::backend::{CommonSettings, ConfigBackend};
     let common = CommonSettings {
         layers: 2,
@@ -638,8 +641,21 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     for b in [&STAR_BACKEND, &MF_BACKEND, &FC_BACKEND] {
         let c = b.base_config(&common);
         assert_eq!(c.convergence, Some(BACKEND_CONVERGENCE));
+        // Whitened coordinates and σ² started at 0.1; the library default keeps the
+        // reference's non-whitened q and 0.01.
+        assert!(c.whitened);
+        assert_eq!(
+            c.likelihood,
+            dgp_traits::likelihoods::Likelihood::gaussian(BACKEND_INIT_NOISE_VARIANCE)
+        );
         assert!(c.validate().is_ok());
     }
+    let d = StructuredConfig::default();
+    assert!(!d.whitened);
+    assert_eq!(
+        d.likelihood,
+        dgp_traits::likelihoods::Likelihood::gaussian(0.01)
+    );
     assert_eq!(STAR_BACKEND.base_config(&common).natgrad, None);
 
     // A flat objective: a model with a tiny window stops early; the explicit FitConfig
