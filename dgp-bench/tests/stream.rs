@@ -175,6 +175,19 @@ fn streamed_equals_in_memory(
     tag: &str,
     components: Option<usize>,
 ) {
+    streamed_equals_in_memory_with(backend, layers, steps, tag, components, &[]);
+}
+
+/// [`streamed_equals_in_memory`] with `extra` arguments to both runs; returns the
+/// streamed run's record.
+fn streamed_equals_in_memory_with(
+    backend: &str,
+    layers: &str,
+    steps: &str,
+    tag: &str,
+    components: Option<usize>,
+    extra: &[&str],
+) -> serde_json::Value {
     let s = Scratch::new(tag);
     write_files(&s);
     let common = |json: &str, preds: &str| -> Vec<String> {
@@ -208,6 +221,7 @@ fn streamed_equals_in_memory(
             &s.arg(preds),
         ]
         .iter()
+        .chain(extra)
         .map(|a| a.to_string())
         .collect()
     };
@@ -237,6 +251,8 @@ fn streamed_equals_in_memory(
         "n_test",
         "bayes_nll",
         "model",
+        "early_stopping",
+        "held_out",
     ] {
         assert_eq!(
             f[key], m[key],
@@ -270,6 +286,7 @@ fn streamed_equals_in_memory(
         }
         check_parquet(&s, backend, c);
     }
+    f
 }
 
 #[test]
@@ -283,6 +300,73 @@ fn streamed_run_equals_the_in_memory_run() {
 fn streamed_dspp_and_ppgpr_equal_the_in_memory_runs() {
     streamed_equals_in_memory("dspp", "2", "15", "equal-dspp", Some(3));
     streamed_equals_in_memory("ppgpr", "1", "15", "equal-ppgpr", None);
+}
+
+/// Held-out early stopping from a file: the held-out rows are drawn from the row count
+/// and the seed, read into memory, and the others trained on through a view of the file,
+/// so both rules give the in-memory run's scores, stopping step and model bit for bit.
+#[test]
+fn streamed_early_stopping_equals_the_in_memory_run() {
+    let f = streamed_equals_in_memory_with(
+        "svi",
+        "2",
+        "80",
+        "equal-es-patience",
+        None,
+        &[
+            "--early-stopping",
+            r#"{"patience": {"every": 4, "patience": 2}}"#,
+        ],
+    );
+    let h = &f["held_out"];
+    // ⌊1500 · 2/17⌋ rows held out, 1 318 trained on.
+    assert_eq!(h["heldout_rows"], 176, "{h}");
+    assert!(h["scores"].as_array().unwrap().len() >= 3, "{h}");
+    assert!(h["best_heldout_nll"].as_f64().unwrap().is_finite(), "{h}");
+    let f = streamed_equals_in_memory_with(
+        "star",
+        "2",
+        "60",
+        "equal-es-lindinger",
+        None,
+        &[
+            "--early-stopping",
+            r#"{"lindinger": {"every": 3, "window": 2, "lag": 3, "checks": 1, "min_steps": 9}}"#,
+        ],
+    );
+    let h = &f["held_out"];
+    assert!(h["heldout_rows"].as_u64().unwrap() > 100, "{h}");
+    assert!(h["scores"].as_array().unwrap().len() >= 3, "{h}");
+}
+
+#[test]
+fn an_unknown_early_stopping_rule_or_backend_without_it_is_refused() {
+    let s = Scratch::new("es-refuse");
+    write_files(&s);
+    for (backend, rule) in [
+        ("svi", "sometimes"),
+        ("svi", r#"{"patience": {"fraction": 1.5}}"#),
+        ("sghmc", "patience"),
+    ] {
+        let out = bench(&[
+            "stream",
+            "--train",
+            &s.arg("train.rows"),
+            "--test",
+            &s.arg("test.rows"),
+            "--backend",
+            backend,
+            "--early-stopping",
+            rule,
+            "--quiet",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{backend} {rule}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("early-stopping") || err.contains("early stopping"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
