@@ -724,6 +724,11 @@ impl<'a> SplitControl<'a> {
         self.resumed_from.as_deref()
     }
 
+    /// The number of steps done in the state this split resumed from, if any.
+    pub fn resumed_step(&self) -> Option<usize> {
+        self.resumed_from.as_ref().and(self.saved_step)
+    }
+
     fn divergence(&self, label: &str, step: usize, value: f64, first: f64) -> BenchError {
         let resumed = self.resumed_from.as_ref().map_or(String::new(), |p| {
             format!(

@@ -364,6 +364,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let start = Instant::now();
     let (model, report) = {
         let mut control = SplitControl::for_target(&mut obs, target)?;
+        if let (Some(p), Some(step)) = (control.resumed_from(), control.resumed_step()) {
+            eprintln!("resuming from step {step} of {}", p.display());
+        }
         let mut hooks = FitHooks::all(&mut control);
         let mut model = b.build_model(&arch, &fit, &sample, &hooks)?;
         drop(sample);
