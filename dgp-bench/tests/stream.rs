@@ -336,12 +336,15 @@ fn streamed_early_stopping_equals_the_in_memory_run() {
     );
     let h = &f["held_out"];
     assert!(h["heldout_rows"].as_u64().unwrap() > 100, "{h}");
-    assert!(f["steps"].as_u64().unwrap() < 60, "the rule stopped the run: {h}");
+    assert!(
+        f["steps"].as_u64().unwrap() < 60,
+        "the rule stopped the run: {h}"
+    );
     assert!(h["scores"].as_array().unwrap().len() >= 3, "{h}");
 }
 
 #[test]
-fn an_unknown_early_stopping_rule_or_backend_without_it_is_refused() {
+fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_refused() {
     let s = Scratch::new("es-refuse");
     write_files(&s);
     for (backend, rule) in [
@@ -368,6 +371,23 @@ fn an_unknown_early_stopping_rule_or_backend_without_it_is_refused() {
             "{err}"
         );
     }
+    // A classification likelihood would train on standardised labels: refused.
+    let out = bench(&[
+        "stream",
+        "--train",
+        &s.arg("train.rows"),
+        "--test",
+        &s.arg("test.rows"),
+        "--set",
+        "likelihood.kind=robust_max",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("regression") && err.contains("robust_max"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -491,7 +511,11 @@ fn stream_interrupted_then_resumed(signal: &str) {
             .map(String::as_str)
             .collect::<Vec<_>>(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ck = s.arg("ck");
     let argv = resumable_args(
         &s,
@@ -515,15 +539,23 @@ fn stream_interrupted_then_resumed(signal: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
     if signal == "-INT" {
         assert_eq!(o.status.code(), Some(130), "{err}");
-        assert!(err.contains("--resume") && !err.contains("panicked"), "{err}");
+        assert!(
+            err.contains("--resume") && !err.contains("panicked"),
+            "{err}"
+        );
     }
-    let state: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(s.path("ck/stream-svi-L2.json")).unwrap(),
-    )
-    .unwrap();
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("ck/stream-svi-L2.json")).unwrap())
+            .unwrap();
     let done = state["state"]["steps_done"].as_u64().unwrap();
-    assert!((200..3000).contains(&done), "{signal}: saved after {done} steps");
-    assert!(!s.path("run.jsonl").exists(), "no record of an unfinished run");
+    assert!(
+        (200..3000).contains(&done),
+        "{signal}: saved after {done} steps"
+    );
+    assert!(
+        !s.path("run.jsonl").exists(),
+        "no record of an unfinished run"
+    );
     assert!(!s.path("run.csv").exists() && !s.path("run.csv.tmp").exists());
     let resumed = resumable_args(
         &s,
@@ -603,7 +635,11 @@ fn stream_checkpoints_refuse_what_cannot_resume_exactly() {
         assert!(err.contains(expect), "{extra:?}: {err}");
     }
     let out = short(&["--checkpoint", &ck]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for (extra, expect) in [
         (vec!["--checkpoint", &ck], "would overwrite"),
         (vec!["--resume", &ck, "--seed", "4"], "other settings"),

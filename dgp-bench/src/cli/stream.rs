@@ -259,6 +259,18 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             b.name()
         )));
     }
+    // The training file's targets are standardised as real numbers: a classification
+    // likelihood would train on shifted, scaled labels, so it is refused, not run.
+    if let Some(kind) = super::classify::setting_likelihood(&a.model)?
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .filter(|k| k != "gaussian")
+    {
+        return Err(BenchError::Usage(format!(
+            "setting likelihood: stream trains regression (Gaussian) models only, not the \
+             {kind} likelihood; train classification with `dgp-bench run --task \
+             classification`"
+        )));
+    }
     let init_rows = nonzero("--init-rows", a.init_rows)?;
     let chunk = nonzero("--predict-chunk", a.predict_chunk)?;
     let settings = a.model.settings_input((None, None))?;
