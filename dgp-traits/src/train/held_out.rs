@@ -41,7 +41,8 @@ use crate::train::rules::HeldOutRule;
 use crate::train::stepper::Stepper;
 use faer::MatRef;
 
-/// Offset of the held-out rows' seed from the fit seed (as [`heldout_split`]).
+/// Offset of the held-out rows' seed from the fit seed (as
+/// [`heldout_split`](crate::train::heldout_split)).
 pub const HOLDOUT_SEED_OFFSET: u64 = 0x5EED;
 /// Offset of the held-out predictions' seed from the fit seed (the Lindinger rule adds the
 /// evaluation index, so every evaluation draws fresh samples as the reference does; the
