@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
@@ -29,8 +29,8 @@ fn data() -> Dataset {
     Dataset::new(x, y).expect("finite synthetic data")
 }
 
-fn model(train_samples: usize, data: &Dataset) -> DeepGp {
-    DeepGp::new(
+fn model(train_samples: usize, data: &Dataset) -> SviModel {
+    SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: M,

@@ -15,7 +15,7 @@
 #[path = "common/trace.rs"]
 mod trace;
 
-use dgp_dspp::{Dspp, DsppConfig};
+use dgp_dspp::{DsppConfig, DsppModel};
 use dgp_traits::calibration::{scale_variances, variance_scale};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
@@ -55,8 +55,8 @@ struct Trace<'a> {
     ystd: f64,
 }
 
-impl TraceLine<Dspp> for Trace<'_> {
-    fn line(&self, m: &Dspp, info: &StepInfo) -> Res<()> {
+impl TraceLine<DsppModel> for Trace<'_> {
+    fn line(&self, m: &DsppModel, info: &StepInfo) -> Res<()> {
         let cfg = PredictConfig::default();
         let tr = summary(&m.predict(self.train.x(), &cfg)?, self.train, self.ystd)?;
         let pt = m.predict(self.test.x(), &cfg)?;
@@ -134,7 +134,7 @@ fn main() -> Res<()> {
         learning_rate: 0.01,
         ..Default::default()
     };
-    let mut model = Dspp::new(cfg, &fit)?;
+    let mut model = DsppModel::new(cfg, &fit)?;
     let mut trace = Every {
         every,
         trace: Trace {

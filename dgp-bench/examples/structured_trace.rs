@@ -15,7 +15,7 @@
 #[path = "common/trace.rs"]
 mod trace;
 
-use dgp_structured::{StructuredConfig, StructuredDgp};
+use dgp_structured::{StructuredConfig, StructuredModel};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
@@ -31,8 +31,8 @@ struct Trace<'a> {
     ystd: f64,
 }
 
-impl TraceLine<StructuredDgp> for Trace<'_> {
-    fn line(&self, m: &StructuredDgp, info: &StepInfo) -> Res<()> {
+impl TraceLine<StructuredModel> for Trace<'_> {
+    fn line(&self, m: &StructuredModel, info: &StepInfo) -> Res<()> {
         let rows = self.train.n().min(ELBO_ROWS);
         let x = self.train.x().subrows(0, rows);
         let y = self.train.y().subrows(0, rows);
@@ -90,7 +90,7 @@ fn main() -> Res<()> {
         learning_rate: 0.005,
         ..Default::default()
     };
-    let mut model = StructuredDgp::new(cfg, &train)?;
+    let mut model = StructuredModel::new(cfg, &train)?;
     let mut trace = Every {
         every,
         trace: Trace {

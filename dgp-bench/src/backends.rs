@@ -389,12 +389,12 @@ pub static BACKENDS: &[BackendEntry] = &[
 
 /// SGHMC settings of `dgp-bench run`: M = 100 (the reference's, cambridge-mlg/sghmc_dgp
 /// `models.py`), minibatches of min(N, 256) rows and a budget of 7 000 steps = the model's
-/// default schedule (`SghmcDgpConfig::default`: 2 000 burn-in steps with MCEM, then 100
+/// default schedule (`SghmcConfig::default`: 2 000 burn-in steps with MCEM, then 100
 /// samples at thinning 50, step size 0.03, expected data term). The reference runs full
 /// batches up to 10 000 rows and 15 000 steps (10 000 burn-in, ε = 0.01); the shorter
 /// schedule and the minibatches keep a split under a minute on the small UCI sets with
 /// equal or better test NLL (`results/sghmc-defaults/`). `--steps` is the budget of the
-/// whole run: a smaller one shrinks burn-in and thinning alike (`SghmcConfig::schedule`).
+/// whole run: a smaller one shrinks burn-in and thinning alike (`SghmcSamplerConfig::schedule`).
 const SGHMC_DEFAULTS: BackendDefaults = BackendDefaults {
     num_inducing: 100,
     steps: 7_000,

@@ -13,7 +13,7 @@
 //!
 //! Reported per backend: median / min / mean ms per step over all timed steps; per phase
 //! when the backend announces phases (sghmc: `burn-in`, `sampling` — the budget
-//! `warmup + steps` is its whole schedule, shrunk as `SghmcConfig::schedule` says, so
+//! `warmup + steps` is its whole schedule, shrunk as `SghmcSamplerConfig::schedule` says, so
 //! both phases are reached); and the ratio to the FIRST backend: per round, this backend's
 //! median step in the round over the first backend's, summarised by the median and the
 //! interquartile range over rounds (and the ratio of the overall medians). Then each model

@@ -19,13 +19,13 @@ type Loader = fn(&str) -> Result<Box<dyn Model>>;
 
 fn loader(name: &str) -> Loader {
     match name {
-        "svi" => |s| Ok(Box::new(dgp_svi::DeepGp::from_json(s)?)),
-        "nested" => |s| Ok(Box::new(dgp_nested::NestedDgp::from_json(s)?)),
-        "dspp" => |s| Ok(Box::new(dgp_dspp::Dspp::from_json(s)?)),
-        "ppgpr" => |s| Ok(Box::new(dgp_dspp::Ppgpr::from_json(s)?)),
-        "star" | "fc" | "mf" => |s| Ok(Box::new(dgp_structured::StructuredDgp::from_json(s)?)),
-        "sghmc" => |s| Ok(Box::new(dgp_hmc::SghmcDgp::from_json(s)?)),
-        "dgps" => |s| Ok(Box::new(dgp_hmc::Dgps::from_json(s)?)),
+        "svi" => |s| Ok(Box::new(dgp_svi::SviModel::from_json(s)?)),
+        "nested" => |s| Ok(Box::new(dgp_nested::NestedModel::from_json(s)?)),
+        "dspp" => |s| Ok(Box::new(dgp_dspp::DsppModel::from_json(s)?)),
+        "ppgpr" => |s| Ok(Box::new(dgp_dspp::PpgprModel::from_json(s)?)),
+        "star" | "fc" | "mf" => |s| Ok(Box::new(dgp_structured::StructuredModel::from_json(s)?)),
+        "sghmc" => |s| Ok(Box::new(dgp_hmc::SghmcModel::from_json(s)?)),
+        "dgps" => |s| Ok(Box::new(dgp_hmc::DgpsModel::from_json(s)?)),
         other => panic!("no loader for {other}"),
     }
 }
@@ -223,7 +223,7 @@ macro_rules! backend_tests {
 }
 
 /// sghmc on its own: an edited `config.hidden_width` of 2^62 once passed
-/// `SghmcDgpConfig::validate` and overflowed an allocation in the rebuild; the config now
+/// `SghmcConfig::validate` and overflowed an allocation in the rebuild; the config now
 /// bounds the width (`MAX_HIDDEN_WIDTH`).
 #[test]
 fn sghmc_checkpoint_mutations() {

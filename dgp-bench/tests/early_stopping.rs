@@ -2,7 +2,7 @@
 //! nested): `None` is bit-identical to the executor run the backends made before the
 //! option existed, and a rule stops the run and restores what it says.
 
-use dgp_nested::{NestedConfig, NestedDgp};
+use dgp_nested::{NestedConfig, NestedModel};
 use dgp_svi::prelude::*;
 use dgp_traits::model::FitReport;
 use dgp_traits::optim::{AdamConfig, NatGradConfig};
@@ -20,8 +20,8 @@ fn history_bits(r: &FitReport) -> Vec<(usize, u64)> {
     r.history.iter().map(|(s, v)| (*s, v.to_bits())).collect()
 }
 
-fn svi(data: &Dataset, natgrad: Option<NatGradConfig>) -> DeepGp {
-    DeepGp::new(
+fn svi(data: &Dataset, natgrad: Option<NatGradConfig>) -> SviModel {
+    SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: 8,
@@ -71,7 +71,7 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
         num_inducing: 6,
         ..Default::default()
     };
-    let mut a = NestedDgp::new(ncfg, &data).unwrap();
+    let mut a = NestedModel::new(ncfg, &data).unwrap();
     let mut b = a.clone();
     let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
     let rb = Executor::new(
@@ -203,7 +203,7 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
         optimiser: dgp_nested::Optimiser::Lbfgs,
         ..Default::default()
     };
-    let mut n = NestedDgp::new(ncfg, &data).unwrap();
+    let mut n = NestedModel::new(ncfg, &data).unwrap();
     let e = n
         .fit(&data, &cfg, &mut FitHooks::none())
         .unwrap_err()

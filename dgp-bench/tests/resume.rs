@@ -134,12 +134,12 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
 
 #[test]
 fn svi_fit_saved_loaded_and_finished_equals_one_fit() {
-    split_fit_equals_whole("svi", |s| Ok(Box::new(dgp_svi::DeepGp::from_json(s)?)));
+    split_fit_equals_whole("svi", |s| Ok(Box::new(dgp_svi::SviModel::from_json(s)?)));
 }
 
 #[test]
 fn star_fc_and_mf_fit_saved_loaded_and_finished_equals_one_fit() {
-    let load: Loader = |s| Ok(Box::new(dgp_structured::StructuredDgp::from_json(s)?));
+    let load: Loader = |s| Ok(Box::new(dgp_structured::StructuredModel::from_json(s)?));
     split_fit_equals_whole("star", load);
     split_fit_equals_whole("fc", load);
     split_fit_equals_whole("mf", load);
@@ -148,7 +148,7 @@ fn star_fc_and_mf_fit_saved_loaded_and_finished_equals_one_fit() {
 #[test]
 fn nested_fit_saved_loaded_and_finished_equals_one_fit() {
     split_fit_equals_whole("nested", |s| {
-        Ok(Box::new(dgp_nested::NestedDgp::from_json(s)?))
+        Ok(Box::new(dgp_nested::NestedModel::from_json(s)?))
     });
 }
 

@@ -28,7 +28,7 @@ fn fit_and_nll(f: f64) -> (f64, Dataset) {
     let s = Standardizer::fit(&train);
     let train_std = s.transform(&train).unwrap();
     let test_std = s.transform(&test).unwrap();
-    let mut model = DeepGp::new(
+    let mut model = SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: 6,

@@ -3,8 +3,8 @@
 //! noise stream ("the mean-field equivalence needs S_M
 //! block-diagonal per GP and the same whitening on both sides").
 
-use dgp_structured::{Family, StructuredConfig, StructuredDgp};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_structured::{Family, StructuredConfig, StructuredModel};
+use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, Model, Objective};
 use dgp_traits::rng::seeded;
@@ -25,7 +25,7 @@ fn mean_field_equals_svi(layers: usize, width: usize, m: usize, samples: usize) 
         kmeans_iters: 5,
         ..SviConfig::default()
     };
-    let mut svi = DeepGp::new(svi_cfg, &data).unwrap();
+    let mut svi = SviModel::new(svi_cfg, &data).unwrap();
     let mf_cfg = StructuredConfig {
         family: Family::MeanField,
         layers,
@@ -40,7 +40,7 @@ fn mean_field_equals_svi(layers: usize, width: usize, m: usize, samples: usize) 
         kmeans_iters: 5,
         ..StructuredConfig::default()
     };
-    let mut mf = StructuredDgp::new(mf_cfg, &data).unwrap();
+    let mut mf = StructuredModel::new(mf_cfg, &data).unwrap();
     // Same initialisation path (k-means++ Z, PCA means) on both sides.
     assert_eq!(
         svi.params().get(svi.params().id("layer1.z").unwrap()),

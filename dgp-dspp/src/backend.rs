@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
-    Dspp, DsppConfig, PAPER_BETAS, PAPER_WIDTHS, Ppgpr, QCov, Rule, SiteInit, select_beta,
+    DsppConfig, DsppModel, PAPER_BETAS, PAPER_WIDTHS, PpgprModel, QCov, Rule, SiteInit, select_beta,
 };
 
 impl Validate for DsppConfig {
@@ -69,7 +69,7 @@ fn normalised(settings: &Settings) -> Result<Settings> {
     Ok(s)
 }
 
-/// The dspp backend ([`Dspp`], and [`Ppgpr`] for one layer).
+/// The dspp backend ([`DsppModel`], and [`PpgprModel`] for one layer).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DsppBackend;
 
@@ -201,7 +201,7 @@ impl ConfigBackend for DsppBackend {
         normalised(settings)
     }
 
-    /// [`Dspp`] for two or more layers, [`Ppgpr`] for one, after tuning
+    /// [`DsppModel`] for two or more layers, [`PpgprModel`] for one, after tuning
     /// ([`DsppBackend::tuned_config`]).
     fn build_checked(
         &self,
@@ -216,9 +216,9 @@ impl ConfigBackend for DsppBackend {
             .tuned_config(config, common, settings, fit, train, stop)?
             .into_inner();
         if cfg.layers == 1 {
-            return Ok(Box::new(Ppgpr::new(cfg, train)?));
+            return Ok(Box::new(PpgprModel::new(cfg, train)?));
         }
-        Ok(Box::new(Dspp::new(cfg, train)?))
+        Ok(Box::new(DsppModel::new(cfg, train)?))
     }
 }
 

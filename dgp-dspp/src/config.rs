@@ -103,7 +103,7 @@ pub enum LaterZInit {
     Propagated,
 }
 
-/// Learning-rate schedule of [`crate::Dspp`]'s training loop: the rate is multiplied by
+/// Learning-rate schedule of [`crate::DsppModel`]'s training loop: the rate is multiplied by
 /// `factor` after each fraction `milestones[k]` of the steps (PyTorch `MultiStepLR`; the
 /// paper "progressively decreases" it, App. A.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,7 +124,7 @@ impl Default for LrDrops {
     }
 }
 
-/// Architecture and training settings of a [`crate::Dspp`] (and of [`crate::Ppgpr`], which
+/// Architecture and training settings of a [`crate::DsppModel`] (and of [`crate::PpgprModel`], which
 /// uses only the one-layer part).
 ///
 /// ```
@@ -303,7 +303,7 @@ impl DsppConfig {
         }
     }
 
-    /// Checks every range; called by [`crate::Dspp::new`].
+    /// Checks every range; called by [`crate::DsppModel::new`].
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, m: &str| Err(Error::config(field, m));
         if self.layers == 0 {

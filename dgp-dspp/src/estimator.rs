@@ -1,45 +1,45 @@
 //! [`DsppConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
-//! model in original units) and [`Dspp`] as [`Loadable`] from a model file.
+//! model in original units) and [`DsppModel`] as [`Loadable`] from a model file.
 
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::fitted::{Estimator, Loadable};
 
-use crate::{Dspp, DsppConfig, Ppgpr};
+use crate::{DsppConfig, DsppModel, PpgprModel};
 
 impl Estimator for DsppConfig {
-    type Model = Dspp;
+    type Model = DsppModel;
 
-    fn build(&self, train: &Dataset) -> Result<Dspp> {
-        Dspp::new(self.clone(), train)
+    fn build(&self, train: &Dataset) -> Result<DsppModel> {
+        DsppModel::new(self.clone(), train)
     }
 }
 
-impl Loadable for Dspp {
+impl Loadable for DsppModel {
     const BACKENDS: &'static [&'static str] = &["dspp"];
 
     fn from_model_json(json: &str) -> Result<Self> {
-        Dspp::from_json(json)
+        DsppModel::from_json(json)
     }
 }
 
 /// PPGPR, the one-layer DSPP (eq. 16), as an estimator: the DSPP configuration, whose
-/// layer count [`Ppgpr::new`] sets to one.
+/// layer count [`PpgprModel::new`] sets to one.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PpgprConfig(pub DsppConfig);
 
 impl Estimator for PpgprConfig {
-    type Model = Ppgpr;
+    type Model = PpgprModel;
 
-    fn build(&self, train: &Dataset) -> Result<Ppgpr> {
-        Ppgpr::new(self.0.clone(), train)
+    fn build(&self, train: &Dataset) -> Result<PpgprModel> {
+        PpgprModel::new(self.0.clone(), train)
     }
 }
 
-impl Loadable for Ppgpr {
+impl Loadable for PpgprModel {
     const BACKENDS: &'static [&'static str] = &["ppgpr"];
 
     fn from_model_json(json: &str) -> Result<Self> {
-        Ppgpr::from_json(json)
+        PpgprModel::from_json(json)
     }
 }

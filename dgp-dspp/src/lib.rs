@@ -18,15 +18,15 @@
 //! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = fitted.predict(data.x())?; // S-component mixture per row, units of y
 //! fitted.save(dir.join("model.json"))?;
-//! let loaded = Fitted::<Dspp>::load(dir.join("model.json"))?;
+//! let loaded = Fitted::<DsppModel>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
 //! let ppgpr = PpgprConfig(config).fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
-//! assert_eq!(ppgpr.model().backend(), "ppgpr"); // save / load as Fitted::<Ppgpr>
+//! assert_eq!(ppgpr.model().backend(), "ppgpr"); // save / load as Fitted::<PpgprModel>
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
 //!
-//! A [`Dspp`] has the building blocks of a variational deep GP — L layers of sparse GPs
+//! A [`DsppModel`] has the building blocks of a variational deep GP — L layers of sparse GPs
 //! with whitened q(v) (mean-field by default, as in the paper; a full Cholesky factor is
 //! selectable) — but is a *parametric* model: the hidden layers' Gaussian marginals are
 //! replaced by learned quadrature rules (QR1, QR2, QR3 of §3.2, [`Rule`]) with learned
@@ -64,7 +64,7 @@
 //! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 //! let data = Dataset::new(x, y)?;
 //! let config = DsppConfig { num_inducing: 10, hidden_width: 2, sites: 4, ..Default::default() };
-//! let mut model = Dspp::new(config, &data)?;
+//! let mut model = DsppModel::new(config, &data)?;
 //! model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert_eq!(pred.n_components(), 4);
@@ -92,15 +92,15 @@ pub use backend::{DSPP_BACKEND, DsppBackend, PPGPR_BACKEND, PpgprBackend};
 pub use blocks::{DsppLayer, GpBlock, Q_MEAN_INIT_SD, Q_SD_FLOOR, QSqrtParams, Z_NOISE_SD};
 pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit};
 pub use dgp_traits;
-pub use model::{Dspp, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
-pub use ppgpr::Ppgpr;
+pub use model::{DsppModel, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
+pub use ppgpr::PpgprModel;
 pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
 pub use train::{EarlyStopping, FitSummary};
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::estimator::PpgprConfig;
-    pub use crate::{Dspp, DsppConfig, Ppgpr, QCov, Rule, SiteInit, select_beta};
+    pub use crate::{DsppConfig, DsppModel, PpgprModel, QCov, Rule, SiteInit, select_beta};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};

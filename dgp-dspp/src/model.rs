@@ -29,7 +29,7 @@ pub(crate) const PREDICT_POINTS: usize = 1024;
 /// Minibatches larger than this are split into chunks of at most this many points whose
 /// gradients are computed on separate tapes in parallel and summed in a fixed order
 /// ([`Objective::value_and_grad`](dgp_traits::model::Objective::value_and_grad) of
-/// [`Dspp`]); the chunking does not depend on the number of threads, so results do not
+/// [`DsppModel`]); the chunking does not depend on the number of threads, so results do not
 /// either.
 pub const GRAD_CHUNK_ROWS: usize = 512;
 
@@ -40,7 +40,7 @@ pub const GRAD_CHUNK_ROWS: usize = 512;
 /// quadrature sites of every hidden GP (eqs. 17–23); it is trained on the regularised
 /// predictive log-likelihood of eq. (21). See the crate docs for an example.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Dspp {
+pub struct DsppModel {
     pub(crate) config: DsppConfig,
     pub(crate) layers: Vec<DsppLayer>,
     pub(crate) rule: Option<QuadRule>,
@@ -126,7 +126,7 @@ fn output_params(
     Ok((noise, mixing))
 }
 
-impl Dspp {
+impl DsppModel {
     /// Builds a model for training data `data` (inputs N×D, targets N×P, model units),
     /// initialised as GPyTorch's DSPP example describes: first-layer Z by k-means (plus
     /// 0.01·N(0, 1) per independent GP), later Z per [`DsppConfig::later_z_init`], learned
@@ -234,7 +234,7 @@ impl Dspp {
             }
         }
         let (noise, mixing) = output_params(&mut params, &config, p, &mut rng)?;
-        Ok(Dspp {
+        Ok(DsppModel {
             config,
             layers,
             rule,
@@ -349,10 +349,10 @@ impl Dspp {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &Dspp| m.config.validate(),
+            |m: &DsppModel| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                Dspp::new(
+                DsppModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,

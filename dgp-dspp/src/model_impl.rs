@@ -1,9 +1,9 @@
-//! `impl Model for Dspp`: training (the scheme of [`crate::train`]), the finite-mixture
+//! `impl Model for DsppModel`: training (the scheme of [`crate::train`]), the finite-mixture
 //! predictive, descriptions and the model's JSON. Kept apart from [`crate::model`] so that the
 //! model module does not import the training module that imports it.
 
 use crate::lmc::lmc_marginals;
-use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS};
+use crate::model::{DsppModel, PREDICT_POINTS, PREDICT_ROWS};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
@@ -14,7 +14,7 @@ use dgp_traits::skeleton::{
 };
 use faer::{Mat, MatRef};
 
-impl Model for Dspp {
+impl Model for DsppModel {
     fn backend(&self) -> &'static str {
         "dspp"
     }
@@ -24,7 +24,7 @@ impl Model for Dspp {
     }
 
     fn noise_variance(&self) -> Option<f64> {
-        Dspp::noise_variance(self).and_then(|v| v.first().copied())
+        DsppModel::noise_variance(self).and_then(|v| v.first().copied())
     }
 
     /// Adam on the objective with the configured learning-rate drops. With
@@ -47,7 +47,7 @@ impl Model for Dspp {
     /// The finite mixture of eq. (21)'s predictive: weights ω (shared by all points),
     /// per-component means and variances plus the noise variance (Gaussian); for the LMC the
     /// per-output marginals `Aᵀμ_k`, `Σ_w A_wp² v_kw + σ²_p` (the joint density is
-    /// [`Dspp::log_density`]); for a classification likelihood the latent mixture with the
+    /// [`DsppModel::log_density`]); for a classification likelihood the latent mixture with the
     /// class probabilities `Σ_k ω_k p(y | μ_k, v_k)` attached (probit
     /// `Φ(μ_k/√(1 + v_k))`, squashed, in closed form; logit and robust-max by
     /// Gauss–Hermite; softmax by its fixed Monte Carlo draws:

@@ -2,7 +2,7 @@
 //! chunks whose gradients are computed on separate tapes in parallel (the core's
 //! `chunked_value_and_grad`).
 
-use crate::model::{Dspp, GRAD_CHUNK_ROWS};
+use crate::model::{DsppModel, GRAD_CHUNK_ROWS};
 use dgp_traits::error::Result;
 use dgp_traits::layer::kl_divergence;
 use dgp_traits::model::{Batch, Objective, chunked_value_and_grad};
@@ -10,7 +10,7 @@ use dgp_traits::params::ParamStore;
 use dgp_traits::rng::Rng;
 use dgp_traits::tape::{Tape, Var};
 
-impl Objective for Dspp {
+impl Objective for DsppModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }
@@ -55,7 +55,7 @@ impl Objective for Dspp {
     }
 }
 
-impl Dspp {
+impl DsppModel {
     /// The share of eq. (21) of the rows of `batch` in a minibatch of `total` points:
     /// `(1/total) Σ_{i ∈ part} log p(y_i | x_i)`, minus `β ΣKL / N` when `with_kl`.
     pub(crate) fn record_part(

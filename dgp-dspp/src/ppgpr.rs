@@ -1,7 +1,7 @@
 //! PPGPR (Jankowiak, Pleiss & Gardner 2020, eq. 16): the one-layer special case of the DSPP.
 
 use crate::config::DsppConfig;
-use crate::model::Dspp;
+use crate::model::DsppModel;
 use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::Result;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The parametric predictive process regressor of eq. (16): one sparse GP whose predictive
 /// `N(y | μ_f(x), σ_f(x)² + σ²_obs)` is fitted by regularised maximum likelihood,
 /// `Σ_i log N(y_i | μ_f(x_i), σ_f(x_i)² + σ²_obs) − β KL(q(u) ‖ p(u))` (per datum: the
-/// batch mean minus β·KL/N). It is exactly a one-layer [`Dspp`]; this type only fixes
+/// batch mean minus β·KL/N). It is exactly a one-layer [`DsppModel`]; this type only fixes
 /// `layers = 1` and reports the backend name `"ppgpr"`.
 ///
 /// ```
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 /// let x = Mat::from_fn(40, 1, |i, _| i as f64 / 20.0 - 1.0);
 /// let y = Mat::from_fn(40, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 /// let data = Dataset::new(x, y)?;
-/// let mut model = Ppgpr::new(DsppConfig { num_inducing: 10, ..Default::default() }, &data)?;
+/// let mut model = PpgprModel::new(DsppConfig { num_inducing: 10, ..Default::default() }, &data)?;
 /// model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 /// let pred = model.predict(data.x(), &PredictConfig::default())?;
 /// assert_eq!(pred.n_components(), 1);
@@ -34,35 +34,35 @@ use serde::{Deserialize, Serialize};
 /// # }
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Ppgpr(Dspp);
+pub struct PpgprModel(DsppModel);
 
-impl Ppgpr {
+impl PpgprModel {
     /// Builds PPGPR from a DSPP configuration; `layers` is forced to 1 (the fields of the
     /// hidden layers and of the quadrature rule are unused).
     ///
     /// # Errors
-    /// As [`Dspp::new`].
+    /// As [`DsppModel::new`].
     pub fn new(config: DsppConfig, data: &Dataset) -> Result<Self> {
-        Dspp::new(config.ppgpr(), data).map(Ppgpr)
+        DsppModel::new(config.ppgpr(), data).map(PpgprModel)
     }
 
     /// The underlying one-layer DSPP.
-    pub fn dspp(&self) -> &Dspp {
+    pub fn dspp(&self) -> &DsppModel {
         &self.0
     }
 
     /// Unwraps the one-layer DSPP.
-    pub fn into_dspp(self) -> Dspp {
+    pub fn into_dspp(self) -> DsppModel {
         self.0
     }
 
     /// Restores a model written by [`Model::to_json`].
     pub fn from_json(s: &str) -> Result<Self> {
-        Dspp::from_json(s).map(Ppgpr)
+        DsppModel::from_json(s).map(PpgprModel)
     }
 }
 
-impl Objective for Ppgpr {
+impl Objective for PpgprModel {
     fn params(&self) -> &ParamStore {
         self.0.params()
     }
@@ -78,7 +78,7 @@ impl Objective for Ppgpr {
         self.0.record(tape, params, batch, rng)
     }
 
-    /// As [`Dspp`]'s: chunked over the minibatch, chunks in parallel.
+    /// As [`DsppModel`]'s: chunked over the minibatch, chunks in parallel.
     fn value_and_grad(
         &self,
         tape: &mut Tape,
@@ -89,7 +89,7 @@ impl Objective for Ppgpr {
     }
 }
 
-impl Model for Ppgpr {
+impl Model for PpgprModel {
     fn backend(&self) -> &'static str {
         "ppgpr"
     }

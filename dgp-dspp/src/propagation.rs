@@ -3,7 +3,7 @@
 //! mixture density of eq. (21), its share of a minibatch, and prediction chunks.
 
 use crate::lmc::LmcTape;
-use crate::model::{Dspp, PREDICT_POINTS, PREDICT_ROWS, SITE_VAR_JITTER};
+use crate::model::{DsppModel, PREDICT_POINTS, PREDICT_ROWS, SITE_VAR_JITTER};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::layer::{QVars, marginals};
@@ -13,7 +13,7 @@ use dgp_traits::tape::{Tape, Var};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
-impl Dspp {
+impl DsppModel {
     /// Records every parameter block as a constant (prediction needs no gradient).
     pub(crate) fn record_constants(&self, tape: &mut Tape) -> Vec<Var> {
         self.params

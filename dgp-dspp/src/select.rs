@@ -3,7 +3,7 @@
 //! split of a 15:3:2 train/test/validation partition — never on test data).
 
 use crate::config::DsppConfig;
-use crate::model::Dspp;
+use crate::model::DsppModel;
 use dgp_traits::data::{Dataset, validation_split};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
@@ -120,7 +120,7 @@ fn score_candidate(
     stop: &FitHooks<'_>,
     what: impl FnOnce() -> String,
 ) -> Result<(SelectionScore, Option<Error>)> {
-    let outcome = Dspp::new(cfg.clone(), fit_data).and_then(|mut m| {
+    let outcome = DsppModel::new(cfg.clone(), fit_data).and_then(|mut m| {
         m.fit(fit_data, fit, &mut stop.stop_only())?;
         let run = m
             .fit_summary()

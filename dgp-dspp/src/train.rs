@@ -38,7 +38,7 @@
 //! The measured effect of each of these choices is in the repository's `RESULTS.md`
 //! (sections `dspp-small-data` and `dspp-small-data-ablations`).
 
-use crate::model::Dspp;
+use crate::model::DsppModel;
 use dgp_traits::calibration::variance_scale;
 use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::{Error, Result};
@@ -54,7 +54,7 @@ pub use dgp_traits::train::{
 };
 
 /// Negative mean log density, `+∞` when the model cannot be evaluated.
-fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
+fn heldout_nll(model: &DsppModel, val: &Dataset) -> f64 {
     match model.mean_log_density(val) {
         Ok(v) if v.is_finite() => -v,
         _ => f64::INFINITY,
@@ -71,7 +71,7 @@ fn heldout_nll(model: &Dspp, val: &Dataset) -> f64 {
 /// seconds spent. The candidates poll `stop`'s stop request ([`FitHooks::stop_only`]); when it turns
 /// true the phase ends with [`Error::Interrupted`] (no candidate finished its steps).
 fn restart(
-    model: &mut Dspp,
+    model: &mut DsppModel,
     train: &Dataset,
     val: Option<&Dataset>,
     es: Option<&EarlyStopping>,
@@ -89,7 +89,7 @@ fn restart(
                 init_seed: model.config().init_seed.wrapping_add(1000 * r as u64),
                 ..model.config().clone()
             };
-            Dspp::new(c, train)
+            DsppModel::new(c, train)
         },
         |cand, r| {
             let pre_cfg = FitConfig {
@@ -104,7 +104,8 @@ fn restart(
                 Executor::new(AdamStepper::new(adam), &pre_cfg).observe(&mut progress);
             let report = match (val, es) {
                 (Some(v), Some(e)) => {
-                    let mut best = HeldOutStopping::new(e, v.n(), |m: &Dspp| heldout_nll(m, v));
+                    let mut best =
+                        HeldOutStopping::new(e, v.n(), |m: &DsppModel| heldout_nll(m, v));
                     executor.observe(&mut best).run(cand, train)?
                 }
                 _ => executor.run(cand, train)?,
@@ -150,7 +151,7 @@ impl TrainRows<'_> {
     }
 }
 
-/// [`dgp_traits::model::Model::fit`] of [`Dspp`]: restarts, then the main Adam loop, with
+/// [`dgp_traits::model::Model::fit`] of [`DsppModel`]: restarts, then the main Adam loop, with
 /// early stopping when configured.
 ///
 /// The held-out rows are the patience rule's ([`HeldOutSplit::draw`], from the row count
@@ -161,7 +162,7 @@ impl TrainRows<'_> {
 /// restarts re-initialise on the training rows in memory and are refused on such a
 /// source.
 pub(crate) fn fit(
-    model: &mut Dspp,
+    model: &mut DsppModel,
     data: &dyn RowSource,
     cfg: &FitConfig,
     hooks: &mut FitHooks<'_>,
@@ -229,7 +230,7 @@ pub(crate) fn fit(
         Executor::new(AdamStepper::new(adam.clone()), &main_cfg).observe(&mut progress);
     let (mut report, summary) = match (val, es.as_ref()) {
         (Some(v), Some(e)) => {
-            let mut stop = HeldOutStopping::new(e, v.n(), |m: &Dspp| heldout_nll(m, v));
+            let mut stop = HeldOutStopping::new(e, v.n(), |m: &DsppModel| heldout_nll(m, v));
             let report = executor.observe(&mut stop).run(model, train.source())?;
             (report, stop.summary().clone())
         }
@@ -265,8 +266,8 @@ pub(crate) fn fit(
 ///
 /// [`DsppConfig::refit_all_rows`]: crate::DsppConfig::refit_all_rows
 fn refit_all_rows(
-    model: &mut Dspp,
-    mut start: Dspp,
+    model: &mut DsppModel,
+    mut start: DsppModel,
     data: &dyn RowSource,
     cfg: &FitConfig,
     adam: AdamConfig,
@@ -289,7 +290,7 @@ fn refit_all_rows(
 /// that maximises the log density of the held-out rows `val` (which training never saw).
 ///
 /// [`DsppConfig::calibrate_variance`]: crate::DsppConfig::calibrate_variance
-fn calibrate(model: &mut Dspp, val: &Dataset) -> Result<()> {
+fn calibrate(model: &mut DsppModel, val: &Dataset) -> Result<()> {
     if !model.config().calibrate_variance || !model.calibratable() {
         return Ok(());
     }
@@ -312,7 +313,7 @@ mod tests {
     fn restarts_keep_their_best_held_out_parameters() {
         let train = toy_regression(40, 2, 2.0, 3);
         let val = toy_regression(20, 2, 2.0, 4);
-        let model = Dspp::new(
+        let model = DsppModel::new(
             DsppConfig {
                 num_inducing: 20,
                 sites: 3,

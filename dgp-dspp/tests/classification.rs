@@ -5,7 +5,7 @@
 //! objective's log density is the log of the label's probability; zero training error on
 //! separable blobs; one vs two threads; checkpoints.
 
-use dgp_dspp::{Dspp, DsppConfig, Ppgpr, Rule};
+use dgp_dspp::{DsppConfig, DsppModel, PpgprModel, Rule};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
 use dgp_traits::data::Dataset;
 use dgp_traits::likelihoods::Likelihood;
@@ -51,7 +51,7 @@ fn grad_dspp_objective_classification() {
         for make in LIKELIHOODS {
             let lik = make();
             let data = data_for(&lik, 9, 4);
-            let mut model = Dspp::new(cfg(layers, lik.clone()), &data).unwrap();
+            let mut model = DsppModel::new(cfg(layers, lik.clone()), &data).unwrap();
             perturb(&mut model, 0.2, 9);
             let batch = Batch::new(data.x(), data.y(), 30).unwrap();
             assert_objective_gradient(&model, &batch, 77, 1e-6, format_args!("L={layers} {lik:?}"));
@@ -64,7 +64,7 @@ fn multiclass_predictive_is_the_mixture_the_objective_scores() {
     for make in LIKELIHOODS {
         let lik = make();
         let data = data_for(&lik, 30, 5);
-        let mut model = Dspp::new(
+        let mut model = DsppModel::new(
             DsppConfig {
                 sites: 4,
                 ..cfg(2, lik.clone())
@@ -123,9 +123,9 @@ fn dspp_and_ppgpr_classify_separable_blobs() {
             early_stopping: None,
             ..cfg(2, lik.clone())
         };
-        let mut dspp = Dspp::new(c.clone(), &data).unwrap();
+        let mut dspp = DsppModel::new(c.clone(), &data).unwrap();
         dspp.fit(&data, &fit, &mut FitHooks::none()).unwrap();
-        let mut ppgpr = Ppgpr::new(c, &data).unwrap();
+        let mut ppgpr = PpgprModel::new(c, &data).unwrap();
         ppgpr.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         for (name, pred) in [
             ("dspp", dspp.predict(data.x(), &PredictConfig::default())),
@@ -150,7 +150,7 @@ fn dspp_classification_same_on_one_and_two_threads() {
     for lik in [Likelihood::robust_max(3), Likelihood::softmax(3)] {
         let c = cfg(2, lik);
         assert_fit_same_on_one_and_two_threads(
-            || Dspp::new(c.clone(), &data),
+            || DsppModel::new(c.clone(), &data),
             &data,
             &fit,
             &PredictConfig::default(),
@@ -163,9 +163,14 @@ fn dspp_classification_checkpoints_round_trip() {
     for make in LIKELIHOODS {
         let lik = make();
         let data = data_for(&lik, 20, 6);
-        let mut model = Dspp::new(cfg(2, lik), &data).unwrap();
+        let mut model = DsppModel::new(cfg(2, lik), &data).unwrap();
         perturb(&mut model, 0.1, 1);
-        assert_model_json_round_trip(&model, Dspp::from_json, data.x(), &PredictConfig::default());
+        assert_model_json_round_trip(
+            &model,
+            DsppModel::from_json,
+            data.x(),
+            &PredictConfig::default(),
+        );
     }
     // A class absent from the training data is refused before training.
     let data = toy_blobs(12, 3);
@@ -174,5 +179,5 @@ fn dspp_classification_checkpoints_round_trip() {
         Mat::from_fn(12, 1, |i, _| (i % 2) as f64),
     )
     .unwrap();
-    assert!(Dspp::new(cfg(2, Likelihood::robust_max(3)), &two).is_err());
+    assert!(DsppModel::new(cfg(2, Likelihood::robust_max(3)), &two).is_err());
 }

@@ -5,8 +5,8 @@
 
 use dgp_dspp::lmc::LmcTape;
 use dgp_dspp::{
-    Dspp, DsppConfig, GRAD_CHUNK_ROWS, Ppgpr, Q_SD_FLOOR, QCov, QSqrtParams, Rule, SITE_VAR_JITTER,
-    SiteInit,
+    DsppConfig, DsppModel, GRAD_CHUNK_ROWS, PpgprModel, Q_SD_FLOOR, QCov, QSqrtParams, Rule,
+    SITE_VAR_JITTER, SiteInit,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::layer::{QSqrt, QVars, kl_divergence, marginals};
@@ -39,7 +39,7 @@ fn objective<O: Objective>(model: &O, data: &Dataset, num_data: usize) -> f64 {
     t.scalar(out)
 }
 
-fn q_vars(model: &Dspp, t: &mut Tape, leaves: &[Var], block: &dgp_dspp::GpBlock) -> QVars {
+fn q_vars(model: &DsppModel, t: &mut Tape, leaves: &[Var], block: &dgp_dspp::GpBlock) -> QVars {
     let sqrt = match &block.q_sqrt {
         QSqrtParams::Diag(id) => QSqrt::Diag(t.positive(id.var(leaves), Q_SD_FLOOR)),
         QSqrtParams::Full(ids) => QSqrt::Full(
@@ -58,7 +58,7 @@ fn q_vars(model: &Dspp, t: &mut Tape, leaves: &[Var], block: &dgp_dspp::GpBlock)
 /// Marginal means and variances of every GP of layer `l` at `input` (on the tape), and
 /// the KL term of every GP block of that layer.
 fn layer_on_tape(
-    model: &Dspp,
+    model: &DsppModel,
     t: &mut Tape,
     leaves: &[Var],
     l: usize,
@@ -83,8 +83,8 @@ fn layer_on_tape(
     (mu, var, kls)
 }
 
-fn model_with(cfg: DsppConfig, data: &Dataset, scale: f64, seed: u64) -> Dspp {
-    let mut m = Dspp::new(cfg, data).unwrap();
+fn model_with(cfg: DsppConfig, data: &Dataset, scale: f64, seed: u64) -> DsppModel {
+    let mut m = DsppModel::new(cfg, data).unwrap();
     perturb(&mut m, scale, seed);
     m
 }
@@ -187,7 +187,7 @@ fn qr3_one_site_at_zero_is_the_mean_path_three_layers() {
 /// p = mean over draws of N(y | μ_f(g), σ²_f(g) + σ²_obs); `draws` per test point.
 /// Returns the estimates and their standard errors (delta method: sd / (√draws · mean)).
 fn mc_log_density(
-    model: &Dspp,
+    model: &DsppModel,
     x: MatRef<'_, f64>,
     y: &[f64],
     draws: usize,
@@ -282,7 +282,7 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
         ..DsppConfig::gpytorch_reference()
     };
     // One set of GP parameters for every S: take them from the S = 1 model.
-    let mut proto = Dspp::new(
+    let mut proto = DsppModel::new(
         DsppConfig {
             sites: 1,
             ..base.clone()
@@ -292,7 +292,7 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
     .unwrap();
     perturb(&mut proto, 0.3, 21);
     // Make the integrand of eq. (17) vary: wide hidden marginals, a wiggly second layer.
-    let set = |m: &mut Dspp, name: &str, v: f64| {
+    let set = |m: &mut DsppModel, name: &str, v: f64| {
         let id = m.params().id(name).unwrap();
         let (r, c) = (m.params().get(id).nrows(), m.params().get(id).ncols());
         m.params_mut()
@@ -341,7 +341,7 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
     let se = se.iter().fold(0.0f64, |a, b| a.max(*b));
     let mut errors = Vec::new();
     for &s in sites {
-        let mut m = Dspp::new(
+        let mut m = DsppModel::new(
             DsppConfig {
                 sites: s,
                 ..base.clone()
@@ -382,8 +382,8 @@ fn one_layer_dspp_is_ppgpr_and_matches_eq16() {
             q_cov,
             ..Default::default()
         };
-        let mut d = Dspp::new(cfg.clone(), &data).unwrap();
-        let mut p = Ppgpr::new(
+        let mut d = DsppModel::new(cfg.clone(), &data).unwrap();
+        let mut p = PpgprModel::new(
             DsppConfig {
                 layers: 3,
                 ..cfg.clone()
@@ -486,7 +486,7 @@ fn one_layer_dspp_is_ppgpr_and_matches_eq16() {
 // ---------------------------------------------------------------------------------------
 
 fn whole_objective_gradient(cfg: DsppConfig, data: &Dataset) {
-    let mut model = Dspp::new(cfg.clone(), data).unwrap();
+    let mut model = DsppModel::new(cfg.clone(), data).unwrap();
     perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
     assert_objective_gradient(
@@ -657,7 +657,7 @@ proptest! {
         let data = toy_data(10, 2, 60);
         let rule = [Rule::Qr1, Rule::Qr2, Rule::Qr3][rule];
         let cfg = DsppConfig { num_inducing: 3, hidden_width: 2, sites: 3, rule, ..Default::default() };
-        let mut model = Dspp::new(cfg, &data).unwrap();
+        let mut model = DsppModel::new(cfg, &data).unwrap();
         let id = model.params().id("quadrature.logits").unwrap();
         let k = model.num_components();
         let logits = standard_normal(&mut seeded(seed), k, 1);
@@ -682,7 +682,7 @@ fn weights_stay_on_the_simplex_during_training() {
         sites: 4,
         ..Default::default()
     };
-    let mut model = Dspp::new(cfg, &data).unwrap();
+    let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 60,
         learning_rate: 0.2,
@@ -721,7 +721,7 @@ fn gpytorch_smoke_test() {
         early_stopping: None,
         ..DsppConfig::gpytorch_reference()
     };
-    let mut model = Dspp::new(cfg, &data).unwrap();
+    let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 100,
         batch_size: 0,
@@ -761,7 +761,7 @@ fn probit_predictive_is_a_mixture_of_probit_probabilities() {
         likelihood: Likelihood::probit(),
         ..Default::default()
     };
-    let mut model = Dspp::new(cfg, &data).unwrap();
+    let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 200,
         learning_rate: 0.05,
@@ -876,7 +876,7 @@ fn same_seed_same_result_with_one_and_two_threads() {
         ..Default::default()
     };
     assert_fit_same_on_one_and_two_threads(
-        || Dspp::new(cfg.clone(), &data),
+        || DsppModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &PredictConfig::default(),
@@ -893,7 +893,12 @@ fn checkpoint_round_trip_predicts_identically() {
         ..Default::default()
     };
     let m = model_with(cfg, &data, 0.1, 1);
-    assert_model_json_round_trip(&m, Dspp::from_json, data.x(), &PredictConfig::default());
+    assert_model_json_round_trip(
+        &m,
+        DsppModel::from_json,
+        data.x(),
+        &PredictConfig::default(),
+    );
 }
 
 #[test]
@@ -944,9 +949,9 @@ fn bad_inputs_are_errors_not_panics() {
                 &["lmc_latent"],
             ),
         ],
-        |cfg| Dspp::new(cfg, &data),
+        |cfg| DsppModel::new(cfg, &data),
     );
-    let m = Dspp::new(
+    let m = DsppModel::new(
         DsppConfig {
             num_inducing: 3,
             ..Default::default()
@@ -962,7 +967,7 @@ fn bad_inputs_are_errors_not_panics() {
         m.log_density(data.x(), Mat::<f64>::zeros(10, 2).as_ref())
             .is_err()
     );
-    assert!(Dspp::from_json("{").is_err());
+    assert!(DsppModel::from_json("{").is_err());
     assert!("qr4".parse::<Rule>().is_err());
     assert_eq!("QR1".parse::<Rule>().unwrap(), Rule::Qr1);
     assert_eq!("gh".parse::<SiteInit>().unwrap(), SiteInit::GaussHermite);
@@ -1053,7 +1058,7 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
 #[test]
 fn restarts_end_with_interrupted_when_the_caller_asks() {
     let data = toy_data(60, 2, 4);
-    let mut model = Dspp::new(
+    let mut model = DsppModel::new(
         DsppConfig {
             num_inducing: 5,
             sites: 3,
@@ -1124,7 +1129,7 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
     };
     let (_, val_idx) = dgp_dspp::train::heldout_split(60, 2.0 / 17.0, 4).unwrap();
     let val = data.select_rows(&val_idx).unwrap();
-    let mut m = Dspp::new(cfg, &data).unwrap();
+    let mut m = DsppModel::new(cfg, &data).unwrap();
     let before = -m.mean_log_density(&val).unwrap();
     m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let s = m.fit_summary().unwrap().clone();
@@ -1160,7 +1165,7 @@ fn streamed_rows_train_bit_identically_to_in_memory() {
             ..Default::default()
         };
         dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
-            || Dspp::new(cfg.clone(), &data),
+            || DsppModel::new(cfg.clone(), &data),
             &data,
             &fit,
             &predict,
@@ -1171,7 +1176,11 @@ fn streamed_rows_train_bit_identically_to_in_memory() {
         steps: 5,
         ..Default::default()
     };
-    dgp_traits::testing::assert_refuses_streamed(Dspp::new(restarts, &data).unwrap(), &data, &fit);
+    dgp_traits::testing::assert_refuses_streamed(
+        DsppModel::new(restarts, &data).unwrap(),
+        &data,
+        &fit,
+    );
 }
 
 #[test]

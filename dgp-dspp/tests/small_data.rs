@@ -2,7 +2,7 @@
 //! initial values on small training sets (`train_inducing_min_ratio`) and the held-out
 //! variance calibration (`calibrate_variance`).
 
-use dgp_dspp::{Dspp, DsppConfig};
+use dgp_dspp::{DsppConfig, DsppModel};
 use dgp_traits::calibration::scale_variances;
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
@@ -28,7 +28,7 @@ fn fit_cfg() -> FitConfig {
     }
 }
 
-fn z_blocks(m: &Dspp) -> Vec<(String, Role, Vec<f64>)> {
+fn z_blocks(m: &DsppModel) -> Vec<(String, Role, Vec<f64>)> {
     m.params()
         .blocks()
         .iter()
@@ -53,7 +53,7 @@ fn frozen_inducing_inputs_stay_where_they_started() {
             early_stopping: None,
             ..small_cfg()
         };
-        let mut model = Dspp::new(cfg, &data).unwrap();
+        let mut model = DsppModel::new(cfg, &data).unwrap();
         let before = z_blocks(&model);
         // Both layers have inducing inputs.
         assert_eq!(before.len(), 3, "{before:?}");
@@ -91,7 +91,7 @@ fn calibration_scales_every_variance_by_the_held_out_optimum() {
             refit_all_rows: false,
             ..small_cfg()
         };
-        let mut m = Dspp::new(cfg, &data).unwrap();
+        let mut m = DsppModel::new(cfg, &data).unwrap();
         m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         m
     };
@@ -151,7 +151,7 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
         early_stopping: None,
         ..small_cfg()
     };
-    let mut m = Dspp::new(no_rows, &data).unwrap();
+    let mut m = DsppModel::new(no_rows, &data).unwrap();
     m.fit(&data, &fit_cfg(), &mut FitHooks::none()).unwrap();
     assert_eq!(m.variance_scale(), 1.0, "no held-out rows, no calibration");
 
@@ -159,9 +159,9 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
         calibrate_variance: true,
         ..small_cfg()
     };
-    let mut m = Dspp::new(cfg, &data).unwrap();
+    let mut m = DsppModel::new(cfg, &data).unwrap();
     m.fit(&data, &fit_cfg(), &mut FitHooks::none()).unwrap();
-    let back = Dspp::from_json(&m.to_json().unwrap()).unwrap();
+    let back = DsppModel::from_json(&m.to_json().unwrap()).unwrap();
     assert_eq!(back.variance_scale(), m.variance_scale());
     // Checkpoints written before the field existed load uncalibrated.
     let mut v: serde_json::Value = serde_json::from_str(&m.to_json().unwrap()).unwrap();
@@ -172,7 +172,7 @@ fn calibration_needs_held_out_rows_and_survives_checkpoints() {
         .and_then(|o| o.remove("variance_scale"))
         .or_else(|| v.as_object_mut().and_then(|o| o.remove("variance_scale")));
     assert!(removed.is_some(), "variance_scale not found in {v}");
-    let old = Dspp::from_json(&v.to_string()).unwrap();
+    let old = DsppModel::from_json(&v.to_string()).unwrap();
     assert_eq!(old.variance_scale(), 1.0);
 }
 
@@ -184,9 +184,9 @@ fn the_model_description_says_whether_z_is_trained() {
             train_inducing_min_ratio: ratio,
             ..small_cfg()
         };
-        let dspp = Dspp::new(cfg.clone(), &data).unwrap();
+        let dspp = DsppModel::new(cfg.clone(), &data).unwrap();
         assert!(dspp.describe().contains(word), "{}", dspp.describe());
-        let ppgpr = dgp_dspp::Ppgpr::new(cfg, &data).unwrap();
+        let ppgpr = dgp_dspp::PpgprModel::new(cfg, &data).unwrap();
         assert!(ppgpr.describe().contains(word), "{}", ppgpr.describe());
     }
 }
@@ -208,7 +208,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
         steps: 300,
         ..fit_cfg()
     };
-    let mut refit = Dspp::new(cfg.clone(), &data).unwrap();
+    let mut refit = DsppModel::new(cfg.clone(), &data).unwrap();
     let report = refit.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let summary = refit.fit_summary().unwrap().clone();
     let kept = summary.best_step.unwrap();
@@ -216,7 +216,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     assert_eq!(report.steps, summary.steps + kept);
     assert!(refit.describe().contains(&format!("refit_all_rows={kept}")));
     // The same start, trained on all 80 rows for `kept` steps without held-out rows.
-    let mut plain = Dspp::new(
+    let mut plain = DsppModel::new(
         DsppConfig {
             refit_all_rows: false,
             early_stopping: None,
@@ -232,7 +232,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     plain.fit(&data, &plain_fit, &mut FitHooks::none()).unwrap();
     assert_eq!(refit.params().flat(), plain.params().flat());
     // With minibatches, k steps on more rows are fewer passes over them: no refit.
-    let mut mini = Dspp::new(cfg.clone(), &data).unwrap();
+    let mut mini = DsppModel::new(cfg.clone(), &data).unwrap();
     let r = mini
         .fit(
             &data,
@@ -246,7 +246,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     assert_eq!(r.steps, mini.fit_summary().unwrap().steps);
     assert!(!mini.describe().contains("refit_all_rows"));
     // With the variance calibration on, the held-out rows stay unseen: no refit.
-    let mut calibrated = Dspp::new(
+    let mut calibrated = DsppModel::new(
         DsppConfig {
             calibrate_variance: true,
             ..cfg.clone()
@@ -258,7 +258,7 @@ fn refit_trains_the_start_on_every_row_for_the_kept_steps() {
     assert_eq!(r.steps, calibrated.fit_summary().unwrap().steps);
     assert!(!calibrated.describe().contains("refit_all_rows"));
     // Without held-out rows (early stopping off) there is nothing to refit.
-    let mut off = Dspp::new(
+    let mut off = DsppModel::new(
         DsppConfig {
             early_stopping: None,
             ..cfg
@@ -289,11 +289,14 @@ fn inducing_points_are_capped_at_the_training_rows() {
         num_inducing: 30,
         ..small_cfg()
     };
-    let model = Dspp::new(cfg, &data).unwrap();
+    let model = DsppModel::new(cfg, &data).unwrap();
     assert_eq!(model.config().num_inducing, 12);
     for block in &model.layers()[0].blocks {
         assert_eq!(model.params().get(block.layer.z).nrows(), 12);
     }
     let json = model.to_json().unwrap();
-    assert_eq!(Dspp::from_json(&json).unwrap().config().num_inducing, 12);
+    assert_eq!(
+        DsppModel::from_json(&json).unwrap().config().num_inducing,
+        12
+    );
 }

@@ -6,9 +6,9 @@
 //! SGHMC burn-in step (sampler gradient + MCEM hyper gradient + Adam) and an SGHMC
 //! sampling step (one gradient), each through the same machinery as training.
 
-use dgp_hmc::sghmc::{SghmcConfig, SghmcSchedule, SghmcStepper};
-use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_hmc::sghmc::{SghmcSamplerConfig, SghmcSchedule, SghmcStepper};
+use dgp_hmc::{SghmcConfig, SghmcModel};
+use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into, load_uci};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
@@ -46,7 +46,7 @@ fn main() -> dgp_traits::Result<()> {
     let train = st.transform(&train)?;
     let test_x = st.transform_x(test.x())?;
     let (n, b) = (train.n(), 1000.min(train.n()));
-    let mut svi = DeepGp::new(
+    let mut svi = SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: 128,
@@ -55,21 +55,21 @@ fn main() -> dgp_traits::Result<()> {
         },
         &train,
     )?;
-    let sampler = SghmcConfig {
+    let sampler = SghmcSamplerConfig {
         burn_in: 100,
         thinning: 1,
         kept: 100,
         window: 100,
-        ..SghmcConfig::default()
+        ..SghmcSamplerConfig::default()
     };
-    let cfg = SghmcDgpConfig {
+    let cfg = SghmcConfig {
         layers: 2,
         num_inducing: 128,
         hidden_width: Some(5),
         sampler: sampler.clone(),
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     };
-    let mut hmc = SghmcDgp::new(cfg.clone(), &train)?;
+    let mut hmc = SghmcModel::new(cfg.clone(), &train)?;
     // Timed SGHMC steps: a long schedule so that the first `steps` are burn-in steps;
     // a second model is moved past burn-in for the sampling steps.
     let burn_sched = SghmcSchedule {
@@ -84,14 +84,14 @@ fn main() -> dgp_traits::Result<()> {
         kept: 100_000,
         window: 100,
     };
-    let mut hmc_s = SghmcDgp::new(cfg, &train)?;
+    let mut hmc_s = SghmcModel::new(cfg, &train)?;
     let one = FitConfig {
         steps: 1,
         batch_size: b,
         seed: 0,
         ..FitConfig::default()
     };
-    let mut burn = SghmcConfig {
+    let mut burn = SghmcSamplerConfig {
         burn_in: 100_000,
         ..sampler.clone()
     };
@@ -151,13 +151,13 @@ fn main() -> dgp_traits::Result<()> {
         f / b2
     );
     // Prediction from 100 kept samples.
-    let mut pred_model = SghmcDgp::new(
-        SghmcDgpConfig {
+    let mut pred_model = SghmcModel::new(
+        SghmcConfig {
             layers: 2,
             num_inducing: 128,
             hidden_width: Some(5),
             sampler,
-            ..SghmcDgpConfig::default()
+            ..SghmcConfig::default()
         },
         &train,
     )?;

@@ -13,25 +13,25 @@
 //! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
-//! let sghmc = SghmcDgpConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! let sghmc = SghmcConfig { layers: 2, num_inducing: 10, ..Default::default() };
 //! let fitted = sghmc.fit_with(&data, &FitConfig { steps: 300, ..Default::default() }, &mut FitHooks::none())?;
 //! fitted.save(dir.join("sghmc.json"))?; // one mixture component per kept sample
-//! assert_eq!(Fitted::<SghmcDgp>::load(dir.join("sghmc.json"))?.predict(data.x())?, fitted.predict(data.x())?);
+//! assert_eq!(Fitted::<SghmcModel>::load(dir.join("sghmc.json"))?.predict(data.x())?, fitted.predict(data.x())?);
 //! let dgps = DgpsConfig { layers: 2, num_inducing: 5, restarts: 2, ..Default::default() };
 //! let fitted = dgps.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut FitHooks::none())?;
 //! fitted.save(dir.join("dgps.json"))?;
-//! assert_eq!(Fitted::<Dgps>::load(dir.join("dgps.json"))?.predict(data.x())?, fitted.predict(data.x())?);
+//! assert_eq!(Fitted::<DgpsModel>::load(dir.join("dgps.json"))?.predict(data.x())?, fitted.predict(data.x())?);
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
 //!
-//! * [`SghmcDgp`]: stochastic-gradient Hamiltonian Monte Carlo over the whitened inducing
+//! * [`SghmcModel`]: stochastic-gradient Hamiltonian Monte Carlo over the whitened inducing
 //!   outputs of a deep GP (Havasi, Hernández-Lobato & Murillo-Fuentes 2018, "Inference in
 //!   Deep Gaussian Processes using Stochastic Gradient Hamiltonian Monte Carlo"), with
 //!   moving-window MCEM for the hyperparameters. Algorithm notes, defaults and their
 //!   provenance: Havasi et al. 2018's reference code, cambridge-mlg/sghmc_dgp. See the
 //!   [`sghmc`] module docs for the model, the sampler and what `fit` does.
-//! * [`Dgps`]: the DGPS point estimate of Vafa (2016): per-unit pseudo data with the noise
+//! * [`DgpsModel`]: the DGPS point estimate of Vafa (2016): per-unit pseudo data with the noise
 //!   inside the kernel, MAP under fixed common random numbers by L-BFGS, and a predictive
 //!   mixture over fresh sample paths (Vafa 2016, §4.3 and §5.1; the [`dgps`] module docs).
 #![doc = include_str!("sghmc/README.md")]
@@ -41,13 +41,13 @@ pub mod dgps;
 pub mod sghmc;
 
 pub use dgp_traits;
-pub use dgps::{DGPS_BACKEND, Dgps, DgpsConfig};
-pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcDgp, SghmcDgpConfig};
+pub use dgps::{DGPS_BACKEND, DgpsConfig, DgpsModel};
+pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcConfig, SghmcModel};
 
 /// The types a user of this crate needs: both samplers' configurations and models, and
 /// the shared estimator API (fit, predict in original units, save, load).
 pub mod prelude {
-    pub use crate::{Dgps, DgpsConfig, SghmcDgp, SghmcDgpConfig};
+    pub use crate::{DgpsConfig, DgpsModel, SghmcConfig, SghmcModel};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};

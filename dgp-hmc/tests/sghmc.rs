@@ -3,9 +3,9 @@
 //! semantics (test 4) are unit tests of the stepper (`dgp-hmc/src/sghmc/sampler/tests.rs`).
 
 use dgp_hmc::sghmc::Potential;
-use dgp_hmc::sghmc::SghmcConfig;
+use dgp_hmc::sghmc::SghmcSamplerConfig;
 use dgp_hmc::sghmc::diagnostics::effective_sample_size;
-use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
+use dgp_hmc::{SghmcConfig, SghmcModel};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::testing::{
@@ -15,13 +15,13 @@ use dgp_traits::testing::{
 use faer::linalg::solvers::Solve;
 use faer::{Mat, Side};
 
-fn sampler(burn_in: usize, thinning: usize, kept: usize, window: usize) -> SghmcConfig {
-    SghmcConfig {
+fn sampler(burn_in: usize, thinning: usize, kept: usize, window: usize) -> SghmcSamplerConfig {
+    SghmcSamplerConfig {
         burn_in,
         thinning,
         kept,
         window,
-        ..SghmcConfig::default()
+        ..SghmcSamplerConfig::default()
     }
 }
 
@@ -31,14 +31,14 @@ fn sampler(burn_in: usize, thinning: usize, kept: usize, window: usize) -> Sghmc
 fn potential_gradient_matches_finite_differences() {
     for layers in 1..=3 {
         let data = toy_regression(12, 2, 1.3, 40 + layers as u64);
-        let cfg = SghmcDgpConfig {
+        let cfg = SghmcConfig {
             layers,
             num_inducing: 4,
             hidden_width: Some(2),
             kernel_variance: 0.5,
-            ..SghmcDgpConfig::default()
+            ..SghmcConfig::default()
         };
-        let mut model = SghmcDgp::new(cfg, &data).unwrap();
+        let mut model = SghmcModel::new(cfg, &data).unwrap();
         // Off the special initial values (U = 0) so that every path carries gradient.
         perturb(&mut model, 0.2, 9 + layers as u64);
         let batch = Batch::new(data.x(), data.y(), 30).unwrap();
@@ -90,20 +90,20 @@ fn one_layer_chain_with_expected_potential_matches_titsias_optimal_q() {
 /// test).
 fn chain_matches_exact_gaussian(potential: Potential) {
     let data = toy_regression(8, 1, 1.0, 3);
-    let cfg = SghmcDgpConfig {
+    let cfg = SghmcConfig {
         layers: 1,
         num_inducing: 3,
         kernel_variance: 1.0,
         noise_variance: Some(0.05),
         potential,
-        sampler: SghmcConfig {
+        sampler: SghmcSamplerConfig {
             step_size: 0.05,
             mcem: false,
             ..sampler(2_000, 1, 60_000, 100)
         },
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     };
-    let mut model = SghmcDgp::new(cfg, &data).unwrap();
+    let mut model = SghmcModel::new(cfg, &data).unwrap();
     // The exact target from the model's own A = L⁻¹Kuf and diag Kff.
     let mut tape = dgp_traits::tape::Tape::new();
     let leaves = model.params().record(&mut tape);
@@ -168,13 +168,13 @@ fn chain_matches_exact_gaussian(potential: Potential) {
     }
 }
 
-fn small_config(layers: usize) -> SghmcDgpConfig {
-    SghmcDgpConfig {
+fn small_config(layers: usize) -> SghmcConfig {
+    SghmcConfig {
         layers,
         num_inducing: 6,
         hidden_width: Some(2),
         sampler: sampler(60, 5, 8, 20),
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     }
 }
 
@@ -189,11 +189,11 @@ fn resumed_run_equals_uninterrupted_run() {
         seed: 3,
         ..FitConfig::default()
     };
-    let mut whole = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut whole = SghmcModel::new(small_config(2), &data).unwrap();
     whole.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     assert_eq!(whole.kept_samples().len(), 8);
     for k in [37, 60, 83] {
-        let mut first = SghmcDgp::new(small_config(2), &data).unwrap();
+        let mut first = SghmcModel::new(small_config(2), &data).unwrap();
         let mut saved = None;
         let _ = first.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), k, |done, json| {
             if done == k {
@@ -203,7 +203,7 @@ fn resumed_run_equals_uninterrupted_run() {
             }
             Ok(())
         });
-        let mut resumed = SghmcDgp::from_json(&saved.expect("checkpoint at k")).unwrap();
+        let mut resumed = SghmcModel::from_json(&saved.expect("checkpoint at k")).unwrap();
         resumed.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         assert_eq!(
             whole.to_json().unwrap(),
@@ -228,7 +228,7 @@ fn resumed_run_equals_uninterrupted_run() {
 #[test]
 fn potential_ess_is_recorded_when_the_run_ends() {
     let data = toy_regression(40, 2, 1.0, 5);
-    let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(2), &data).unwrap();
     assert_eq!(model.potential_ess(), None);
     let short = FitConfig {
         steps: 100,
@@ -259,7 +259,7 @@ fn potential_ess_is_recorded_when_the_run_ends() {
 #[test]
 fn checkpoint_without_potential_keeps_the_marginal_term() {
     let data = toy_regression(30, 2, 1.0, 8);
-    let model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let model = SghmcModel::new(small_config(2), &data).unwrap();
     assert_eq!(model.config().potential, Potential::Expected);
     let mut v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
     v["config"]
@@ -267,10 +267,12 @@ fn checkpoint_without_potential_keeps_the_marginal_term() {
         .unwrap()
         .remove("potential")
         .unwrap();
-    let old = SghmcDgp::from_json(&v.to_string()).unwrap();
+    let old = SghmcModel::from_json(&v.to_string()).unwrap();
     assert_eq!(old.config().potential, Potential::Marginal);
     v["potential_ess"] = serde_json::json!(-1.0);
-    let e = SghmcDgp::from_json(&v.to_string()).unwrap_err().to_string();
+    let e = SghmcModel::from_json(&v.to_string())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("potential_ess"), "{e}");
 }
 
@@ -284,7 +286,7 @@ fn sampler_stops_after_the_step_the_caller_asks() {
         seed: 3,
         ..FitConfig::default()
     };
-    let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(2), &data).unwrap();
     let mut stop = dgp_traits::testing::StopAfter::new(7);
     let report = model
         .fit(&data, &fit, &mut FitHooks::all(&mut stop))
@@ -303,7 +305,7 @@ fn same_result_on_one_and_two_threads() {
     };
     let cfg = small_config(2);
     assert_fit_same_on_one_and_two_threads(
-        || SghmcDgp::new(cfg.clone(), &data),
+        || SghmcModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &PredictConfig::default(),
@@ -313,14 +315,14 @@ fn same_result_on_one_and_two_threads() {
 #[test]
 fn checkpoint_round_trip_and_bad_inputs() {
     let data = toy_regression(30, 2, 1.0, 8);
-    let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(2), &data).unwrap();
     let fit = FitConfig {
         steps: 100,
         ..FitConfig::default()
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let p = PredictConfig::default();
-    assert_model_json_round_trip(&model, SghmcDgp::from_json, data.x(), &p);
+    assert_model_json_round_trip(&model, SghmcModel::from_json, data.x(), &p);
     assert_predict_rejects_bad_inputs(&model, 2);
     // One mixture component per kept sample; the log density is a logsumexp over them.
     let pred = model.predict(data.x(), &p).unwrap();
@@ -333,7 +335,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
 #[test]
 fn steps_budget_and_config_errors() {
     let data = toy_regression(30, 2, 1.0, 9);
-    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(1), &data).unwrap();
     let fit = FitConfig {
         steps: 50,
         ..FitConfig::default()
@@ -342,7 +344,7 @@ fn steps_budget_and_config_errors() {
     assert_eq!(report.steps, 50);
     assert_eq!(model.kept_samples().len(), 8);
     // A tiny budget shrinks the number of kept samples too.
-    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(1), &data).unwrap();
     let fit10 = FitConfig {
         steps: 10,
         ..fit.clone()
@@ -355,7 +357,7 @@ fn steps_budget_and_config_errors() {
         10
     );
     assert_eq!(model.kept_samples().len(), 4);
-    let mut model = SghmcDgp::new(small_config(1), &data).unwrap();
+    let mut model = SghmcModel::new(small_config(1), &data).unwrap();
     let fit1 = FitConfig {
         steps: 1,
         ..fit.clone()
@@ -365,11 +367,11 @@ fn steps_budget_and_config_errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("steps: must be at least 2"), "{e}");
-    let bad = SghmcDgpConfig {
+    let bad = SghmcConfig {
         sampler: sampler(60, 5, 0, 20),
         ..small_config(1)
     };
-    let e = SghmcDgp::new(bad, &data).unwrap_err().to_string();
+    let e = SghmcModel::new(bad, &data).unwrap_err().to_string();
     assert!(e.contains("kept"), "{e}");
     let labels = Mat::from_fn(30, 1, |i, _| if i == 3 { f64::NAN } else { 0.0 });
     assert!(Dataset::new(data.x().to_owned(), labels).is_err());
@@ -388,7 +390,7 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
     };
     let x = Mat::from_fn(7, 2, |i, j| i as f64 / 3.0 - 1.0 + 0.1 * j as f64);
     for layers in [1, 2] {
-        let mut model = SghmcDgp::new(small_config(layers), &data).unwrap();
+        let mut model = SghmcModel::new(small_config(layers), &data).unwrap();
         model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
         let f = model.function_samples(x.as_ref(), 10, 5).unwrap().unwrap();
         assert_eq!((f.nrows(), f.ncols()), (7, 10));
@@ -409,7 +411,7 @@ fn function_samples_are_coherent_paths_of_kept_samples() {
             assert_ne!(f, g, "L = 2: the seed sets the inner noise");
         }
     }
-    let model = SghmcDgp::new(small_config(2), &data).unwrap();
+    let model = SghmcModel::new(small_config(2), &data).unwrap();
     assert!(
         model
             .function_samples(Mat::zeros(3, 5).as_ref(), 2, 0)
@@ -436,7 +438,7 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         let eps = 10f64.powi(60 + k);
         let mut cfg = small_config(2);
         cfg.sampler.step_size = eps;
-        let mut model = SghmcDgp::new(cfg, &data).unwrap();
+        let mut model = SghmcModel::new(cfg, &data).unwrap();
         let mut last = None;
         let Err(e) = model.fit_with_snapshots(&data, &fit, &mut FitHooks::none(), 1, |_, json| {
             last = Some(json);
@@ -453,7 +455,7 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         // parameters or, when the chain had already run off to absurd values (beyond
         // `MAX_UNCONSTRAINED`, where no prediction can be finite), the checkpoint
         // validation's typed error naming the value — never a panic or a NaN state.
-        match SghmcDgp::from_json(&json) {
+        match SghmcModel::from_json(&json) {
             Ok(restored) => assert!(restored.params().flat().iter().all(|v| v.is_finite())),
             Err(dgp_traits::Error::Config(m)) => {
                 assert!(m.to_string().contains("magnitude"), "{eps}: {m}")
@@ -479,9 +481,9 @@ fn trace_recorder_sees_every_step_and_does_not_change_the_run() {
         steps: 100,
         ..FitConfig::default()
     };
-    let mut a = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut a = SghmcModel::new(small_config(2), &data).unwrap();
     a.fit(&data, &fit, &mut FitHooks::none()).unwrap();
-    let mut b = SghmcDgp::new(small_config(2), &data).unwrap();
+    let mut b = SghmcModel::new(small_config(2), &data).unwrap();
     let mut rec = TraceRecorder::new(10);
     b.fit_observed(&data, &fit, &mut FitHooks::none(), &mut rec)
         .unwrap();
@@ -515,14 +517,14 @@ fn streamed_rows_sample_bit_identically_to_in_memory() {
         seed: 2,
     };
     dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
-        || SghmcDgp::new(small_config(2), &data),
+        || SghmcModel::new(small_config(2), &data),
         &data,
         &fit,
         &predict,
     );
     // The ESS diagnostic too (the rows are read from the source once).
     let run = |rows: &dyn dgp_traits::data::RowSource| {
-        let mut model = SghmcDgp::new(small_config(2), &data).unwrap();
+        let mut model = SghmcModel::new(small_config(2), &data).unwrap();
         model.fit(rows, &fit, &mut FitHooks::none()).unwrap();
         (model.potential_ess(), model.describe())
     };
@@ -555,7 +557,7 @@ fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
     use rand::RngExt;
     let n = 2 * GRAD_CHUNK_ROWS + 37;
     let data = toy_regression(n, 2, 1.0, 8);
-    let m = SghmcDgp::new(small_config(2), &data).unwrap();
+    let m = SghmcModel::new(small_config(2), &data).unwrap();
     let batch = Batch::new(data.x(), data.y(), 4000).unwrap();
     let mut at = m.params().flat();
     at.iter_mut().for_each(|v| *v *= 0.9);
@@ -608,13 +610,13 @@ fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
 #[test]
 fn inducing_points_are_capped_at_the_training_rows() {
     let data = dgp_traits::testing::toy_regression(12, 2, 1.5, 3);
-    let cfg = SghmcDgpConfig {
+    let cfg = SghmcConfig {
         layers: 2,
         num_inducing: 30,
         hidden_width: Some(2),
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     };
-    let model = SghmcDgp::new(cfg, &data).unwrap();
+    let model = SghmcModel::new(cfg, &data).unwrap();
     assert_eq!(model.config().num_inducing, 12);
     let z = model.params().get(model.layers()[0].z);
     assert_eq!(z.nrows(), 12);
@@ -624,7 +626,7 @@ fn inducing_points_are_capped_at_the_training_rows() {
     }
     let json = model.to_json().unwrap();
     assert_eq!(
-        SghmcDgp::from_json(&json).unwrap().config().num_inducing,
+        SghmcModel::from_json(&json).unwrap().config().num_inducing,
         12
     );
 }

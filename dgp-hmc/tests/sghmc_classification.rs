@@ -5,8 +5,8 @@
 //! with one and two threads; checkpoints; zero training error on separable toy data.
 
 use dgp_hmc::sghmc::Potential;
-use dgp_hmc::sghmc::SghmcConfig;
-use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
+use dgp_hmc::sghmc::SghmcSamplerConfig;
+use dgp_hmc::{SghmcConfig, SghmcModel};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, LabelError};
@@ -19,21 +19,21 @@ use dgp_traits::testing::{
 };
 use faer::Mat;
 
-fn config(layers: usize, lik: Likelihood, kept: usize) -> SghmcDgpConfig {
-    SghmcDgpConfig {
+fn config(layers: usize, lik: Likelihood, kept: usize) -> SghmcConfig {
+    SghmcConfig {
         layers,
         num_inducing: 8,
         hidden_width: Some(2),
         kernel_variance: 1.0,
         likelihood: lik,
-        sampler: SghmcConfig {
+        sampler: SghmcSamplerConfig {
             burn_in: 300,
             thinning: 5,
             kept,
             window: 50,
-            ..SghmcConfig::default()
+            ..SghmcSamplerConfig::default()
         },
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     }
 }
 
@@ -57,7 +57,7 @@ fn sghmc_potential_gradient_with_classification_likelihoods() {
             let data = data_for(&lik, 12, 3);
             let mut cfg = config(layers, lik.clone(), 4);
             cfg.num_inducing = 4;
-            let mut model = SghmcDgp::new(cfg, &data).unwrap();
+            let mut model = SghmcModel::new(cfg, &data).unwrap();
             perturb(&mut model, 0.3, 5);
             let batch = Batch::new(data.x(), data.y(), 30).unwrap();
             assert_objective_gradient(&model, &batch, 11, 1e-6, format_args!("L={layers} {lik:?}"));
@@ -68,7 +68,7 @@ fn sghmc_potential_gradient_with_classification_likelihoods() {
 #[test]
 fn sghmc_classification_has_no_noise_and_k_latent_gps() {
     let data = toy_blobs(12, 1);
-    let model = SghmcDgp::new(config(2, Likelihood::softmax(3), 4), &data).unwrap();
+    let model = SghmcModel::new(config(2, Likelihood::softmax(3), 4), &data).unwrap();
     assert_eq!(model.noise_variance(), None);
     assert_eq!(model.layers().last().unwrap().output_dim, 3);
     assert!(model.function_samples(data.x(), 2, 0).unwrap().is_none());
@@ -77,21 +77,21 @@ fn sghmc_classification_has_no_noise_and_k_latent_gps() {
 #[test]
 fn sghmc_marginal_potential_is_refused_for_classification() {
     let data = toy_binary(12, 1);
-    let cfg = SghmcDgpConfig {
+    let cfg = SghmcConfig {
         potential: Potential::Marginal,
         ..config(1, Likelihood::probit(), 4)
     };
-    match SghmcDgp::new(cfg, &data) {
+    match SghmcModel::new(cfg, &data) {
         Err(Error::Config(e)) => assert_eq!(e.field, "potential"),
         other => panic!("expected a config error naming potential, got {other:?}"),
     }
 }
 
-fn train(lik: Likelihood, data: &Dataset, steps: usize) -> (SghmcDgp, ClassMetrics) {
+fn train(lik: Likelihood, data: &Dataset, steps: usize) -> (SghmcModel, ClassMetrics) {
     let k = lik.num_classes().unwrap();
     let mut cfg = config(2, lik, 20);
     cfg.sampler.burn_in = steps - 100;
-    let mut model = SghmcDgp::new(cfg, data).unwrap();
+    let mut model = SghmcModel::new(cfg, data).unwrap();
     let fit = FitConfig {
         steps,
         batch_size: 32,
@@ -132,7 +132,7 @@ fn sghmc_classification_is_the_same_on_one_and_two_threads() {
     for lik in [Likelihood::robust_max(3), Likelihood::softmax(3)] {
         let cfg = config(2, lik, 4);
         assert_fit_same_on_one_and_two_threads(
-            || SghmcDgp::new(cfg.clone(), &data),
+            || SghmcModel::new(cfg.clone(), &data),
             &data,
             &fit,
             &PredictConfig::default(),
@@ -143,7 +143,7 @@ fn sghmc_classification_is_the_same_on_one_and_two_threads() {
 #[test]
 fn sghmc_classification_checkpoints_round_trip_and_bad_labels() {
     let data = toy_blobs(30, 8);
-    let mut model = SghmcDgp::new(config(2, Likelihood::softmax(3), 4), &data).unwrap();
+    let mut model = SghmcModel::new(config(2, Likelihood::softmax(3), 4), &data).unwrap();
     let fit = FitConfig {
         steps: 60,
         ..FitConfig::default()
@@ -151,7 +151,7 @@ fn sghmc_classification_checkpoints_round_trip_and_bad_labels() {
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     assert_model_json_round_trip(
         &model,
-        SghmcDgp::from_json,
+        SghmcModel::from_json,
         data.x(),
         &PredictConfig::default(),
     );
@@ -160,7 +160,7 @@ fn sghmc_classification_checkpoints_round_trip_and_bad_labels() {
         Mat::from_fn(30, 1, |i, _| (i % 2) as f64),
     )
     .unwrap();
-    match SghmcDgp::new(config(2, Likelihood::robust_max(3), 4), &two) {
+    match SghmcModel::new(config(2, Likelihood::robust_max(3), 4), &two) {
         Err(Error::Label(LabelError::MissingClass { class: 2, .. })) => {}
         other => panic!("expected a missing-class error, got {other:?}"),
     }

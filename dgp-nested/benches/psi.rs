@@ -154,7 +154,7 @@ fn bench_kin8nm<M: Measurement + 'static>(c: &mut Criterion<M>) {
         hidden_width: Some(5),
         ..Default::default()
     };
-    let mut model = NestedDgp::new(cfg, &data).unwrap();
+    let mut model = NestedModel::new(cfg, &data).unwrap();
     let idx: Vec<usize> = permutation(data.n(), &mut seeded(4))[..1000].to_vec();
     let mut xb = Mat::zeros(1000, data.input_dim());
     let mut yb = Mat::zeros(1000, 1);

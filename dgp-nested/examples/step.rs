@@ -67,7 +67,7 @@ fn main() -> dgp_traits::Result<()> {
                 optimiser: opt,
                 ..Default::default()
             };
-            let mut model = NestedDgp::new(cfg, &train_s)?;
+            let mut model = NestedModel::new(cfg, &train_s)?;
             let fit = FitConfig {
                 steps,
                 batch_size: 0,

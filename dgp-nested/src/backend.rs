@@ -14,7 +14,7 @@ use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde_json::Value;
 
-use crate::{NestedConfig, NestedDgp};
+use crate::{NestedConfig, NestedModel};
 
 impl Validate for NestedConfig {
     fn validate(&self) -> Result<()> {
@@ -33,7 +33,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[],
 };
 
-/// The nested backend ([`NestedDgp`]).
+/// The nested backend ([`NestedModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NestedBackend;
 
@@ -95,7 +95,7 @@ impl ConfigBackend for NestedBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(NestedDgp::new(config.into_inner(), train)?))
+        Ok(Box::new(NestedModel::new(config.into_inner(), train)?))
     }
 
     /// `linear_mean` reads "hidden mean linear" / "hidden mean zero"; the rest as

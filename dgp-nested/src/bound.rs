@@ -2,7 +2,7 @@
 //! recorded on the tape, the objective, and the terms as numbers.
 
 use crate::layer::{LayerInput, Need};
-use crate::model::NestedDgp;
+use crate::model::NestedModel;
 use dgp_traits::error::Result;
 use dgp_traits::model::{Batch, Objective};
 use dgp_traits::params::ParamStore;
@@ -37,7 +37,7 @@ struct TermVars {
     total: Var,
 }
 
-impl NestedDgp {
+impl NestedModel {
     /// Records every term of the bound (Hensman & Lawrence 2014, eq. 19) for `batch`.
     fn record_terms(&self, tape: &mut Tape, params: &[Var], batch: &Batch<'_>) -> Result<TermVars> {
         check_batch("nested", batch, self.input_dim, self.output_dim)?;
@@ -109,7 +109,7 @@ impl NestedDgp {
     }
 }
 
-impl Objective for NestedDgp {
+impl Objective for NestedModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }

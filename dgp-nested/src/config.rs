@@ -1,4 +1,4 @@
-//! Configuration of a nested-compression deep GP ([`crate::NestedDgp`]).
+//! Configuration of a nested-compression deep GP ([`crate::NestedModel`]).
 //!
 //! The paper gives no initial values; every default below
 //! that is ours rather than the paper's is marked **(ours)**.
@@ -45,7 +45,7 @@ pub enum PredictMode {
     Sampled,
 }
 
-/// Architecture, initialisation and optimiser of a [`crate::NestedDgp`].
+/// Architecture, initialisation and optimiser of a [`crate::NestedModel`].
 ///
 /// ```
 /// let cfg = dgp_nested::NestedConfig { layers: 3, ..Default::default() };
@@ -141,7 +141,7 @@ impl Default for NestedConfig {
 }
 
 impl NestedConfig {
-    /// Checks every range; called by [`crate::NestedDgp::new`].
+    /// Checks every range; called by [`crate::NestedModel::new`].
     pub fn validate(&self) -> Result<()> {
         let bad = |field: &str, m: &str| Err(Error::config(field, m));
         if self.layers == 0 {

@@ -18,13 +18,13 @@
 //! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = fitted.predict(data.x())?; // one Gaussian per row, units of y
 //! fitted.save(dir.join("model.json"))?;
-//! let loaded = Fitted::<NestedDgp>::load(dir.join("model.json"))?;
+//! let loaded = Fitted::<NestedModel>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
 //!
-//! A [`NestedDgp`] has ℓ sparse-GP layers `h_i = f_i(h_{i−1}) + ε_i`, ε_i ~ N(0, σ_i²), with
+//! A [`NestedModel`] has ℓ sparse-GP layers `h_i = f_i(h_{i−1}) + ε_i`, ε_i ~ N(0, σ_i²), with
 //! h_0 = X and h_ℓ = y (so σ_ℓ² is the likelihood variance). Every layer has inducing
 //! inputs Z_i, kernel hyperparameters and a non-whitened q(u_id) = N(m_id, S_id) per
 //! output (S = LLᵀ). Instead of sampling, each layer's *distribution* is propagated:
@@ -48,12 +48,12 @@
 //! * Parameterisation: q(u) is whitened by default (`NestedConfig::whiten`, u = L v,
 //!   q(v) = N(m̃, S̃)); the paper's q(u) = N(m, S) against N(0, K) is `whiten: false`. Same
 //!   model and bound (tested), much better optimisation geometry.
-//! * Initial values (the paper gives none): see [`NestedConfig`] and [`NestedDgp::new`]
+//! * Initial values (the paper gives none): see [`NestedConfig`] and [`NestedModel::new`]
 //!   (k-means Z, identity/PCA hidden means m = Z W, hidden S = 10⁻¹⁰K, last m = 0, S = K,
 //!   σ² = 0.01, lengthscales and variance 1, M = 50; our defaults; the paper gives none).
 //! * Optimiser: the paper used full-batch L-BFGS. [`Optimiser::Adam`] (minibatches, the
 //!   shared loop) is the default; [`Optimiser::Lbfgs`] first sets the last layer's q to its
-//!   closed-form optimum ([`NestedDgp::set_optimal_last_q`]) and runs
+//!   closed-form optimum ([`NestedModel::set_optimal_last_q`]) and runs
 //!   `NestedConfig::lbfgs_warmup` Adam steps, without which it can fall into the
 //!   "everything is noise" optimum from these initial values.
 //! * Kernels without closed-form psi-statistics (Matérn) use a Gauss–Hermite or Monte
@@ -88,7 +88,7 @@
 //! let y = Mat::from_fn(40, 1, |i, _| if x[(i, 0)] < 0.0 { -1.0 } else { 1.0 });
 //! let data = Dataset::new(x, y)?;
 //! let config = NestedConfig { layers: 2, num_inducing: 8, ..Default::default() };
-//! let mut model = NestedDgp::new(config, &data)?;
+//! let mut model = NestedModel::new(config, &data)?;
 //! model.fit(&data, &FitConfig { steps: 100, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert!(rmse(&pred, data.y())? < 0.5);
@@ -113,11 +113,11 @@ pub use bound::BoundTerms;
 pub use config::{NestedConfig, Optimiser, PredictMode};
 pub use dgp_traits;
 pub use layer::{NOISE_FLOOR, NestedLayer, Q_SQRT_FLOOR};
-pub use model::NestedDgp;
+pub use model::NestedModel;
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
-    pub use crate::{NestedConfig, NestedDgp, Optimiser, PredictMode};
+    pub use crate::{NestedConfig, NestedModel, Optimiser, PredictMode};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};

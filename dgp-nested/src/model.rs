@@ -28,7 +28,7 @@ pub(crate) const PREDICT_ROWS: usize = 4096;
 /// A deep GP trained with the nested variational compression bound of Hensman & Lawrence
 /// (2014). See the crate docs for the model and an example.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct NestedDgp {
+pub struct NestedModel {
     pub(crate) config: NestedConfig,
     pub(crate) layers: Vec<NestedLayer>,
     pub(crate) params: ParamStore,
@@ -36,7 +36,7 @@ pub struct NestedDgp {
     pub(crate) output_dim: usize,
 }
 
-impl NestedDgp {
+impl NestedModel {
     /// Builds a model for `data` (already in model units: standardise first), initialised
     /// as follows (the paper gives no values; all ours):
     /// Z_1 by k-means on X, Z_i (i > 1) by k-means on the propagated means of q(h_{i−1});
@@ -76,7 +76,7 @@ impl NestedDgp {
             }
             layers.push(layer);
         }
-        Ok(NestedDgp {
+        Ok(NestedModel {
             config,
             layers,
             params,
@@ -129,7 +129,7 @@ impl NestedDgp {
 
     /// Full-batch L-BFGS on the bound (paper §5.2–5.3; the core's [`FullBatchLbfgs`], which
     /// backs off from trial points where the bound cannot be evaluated), after
-    /// [`NestedDgp::set_optimal_last_q`] and `lbfgs_warmup` full-batch Adam steps (then the
+    /// [`NestedModel::set_optimal_last_q`] and `lbfgs_warmup` full-batch Adam steps (then the
     /// optimal last-layer q again).
     fn fit_lbfgs(
         &mut self,
@@ -182,7 +182,7 @@ impl NestedDgp {
     }
 }
 
-impl Model for NestedDgp {
+impl Model for NestedModel {
     fn backend(&self) -> &'static str {
         "nested"
     }
@@ -276,7 +276,7 @@ impl Model for NestedDgp {
     }
 }
 
-impl NestedDgp {
+impl NestedModel {
     /// Restores a model written by [`Model::to_json`].
     ///
     /// # Errors
@@ -285,10 +285,10 @@ impl NestedDgp {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &NestedDgp| m.config.validate(),
+            |m: &NestedModel| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                NestedDgp::new(
+                NestedModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )

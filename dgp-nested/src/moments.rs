@@ -4,7 +4,7 @@
 
 use crate::config::PredictMode;
 use crate::layer::{LayerInput, LayerStats, Need, layer_moments};
-use crate::model::NestedDgp;
+use crate::model::NestedModel;
 use crate::psi;
 use dgp_traits::error::Result;
 use dgp_traits::linalg::{Tri, chol_solve_in_place, tri_solve_in_place};
@@ -13,7 +13,7 @@ use dgp_traits::skeleton::{ChunkMoments, check_inputs};
 use dgp_traits::tape::Tape;
 use faer::{Mat, MatRef, Par};
 
-impl NestedDgp {
+impl NestedModel {
     /// The propagated q(h_i) of every layer at inputs `x` (Hensman & Lawrence 2014, §4.2, eq. 16): per layer, the means
     /// `ψ1 K⁻¹ m` and variances `σ_i² + ψ1 K⁻¹ S K⁻¹ ψ1ᵀ` (each N×D_i).
     ///

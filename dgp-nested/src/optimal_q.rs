@@ -2,7 +2,7 @@
 //! L-BFGS; Titsias 2009's collapsed optimum with the propagated Ψ1 and Φ).
 
 use crate::layer::{LayerInput, Need, Q_SQRT_FLOOR};
-use crate::model::NestedDgp;
+use crate::model::NestedModel;
 use crate::psi;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result, check_finite};
@@ -11,7 +11,7 @@ use dgp_traits::tape::Tape;
 use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef, Par};
 
-impl NestedDgp {
+impl NestedModel {
     /// Sets q(u_ℓ) of the last layer to its exact maximiser of the full-data bound given
     /// every other parameter (the bound is a concave quadratic in m_ℓ and S_ℓ):
     /// `S = K (K + Φ/σ²)⁻¹ K`, `m_d = K (σ²K + Φ)⁻¹ Ψ1ᵀ y_d` (Titsias 2009's collapsed
@@ -84,7 +84,7 @@ impl NestedDgp {
     }
 }
 
-/// The optimal q(u) of the last layer (see [`NestedDgp::set_optimal_last_q`]) from
+/// The optimal q(u) of the last layer (see [`NestedModel::set_optimal_last_q`]) from
 /// `l` = chol(K), Ψ1 (N×M), Φ (M×M), the targets and σ²: its mean and Cholesky factor,
 /// whitened or not.
 fn optimal_q(

@@ -7,7 +7,7 @@
 use dgp_nested::prelude::*;
 use dgp_nested::psi::ExpectationRule;
 use dgp_nested::{BoundTerms, Q_SQRT_FLOOR};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
@@ -39,7 +39,7 @@ fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
 
 /// A one-layer dgp-svi model (non-whitened, Gaussian likelihood) with exactly the
 /// parameters of `nested` (both crates use the same names and transforms).
-fn svi_twin(nested: &NestedDgp, data: &Dataset) -> DeepGp {
+fn svi_twin(nested: &NestedModel, data: &Dataset) -> SviModel {
     let cfg = SviConfig {
         layers: 1,
         num_inducing: nested.config().num_inducing,
@@ -47,7 +47,7 @@ fn svi_twin(nested: &NestedDgp, data: &Dataset) -> DeepGp {
         likelihood: Likelihood::gaussian(0.01),
         ..Default::default()
     };
-    let mut svi = DeepGp::new(cfg, data).unwrap();
+    let mut svi = SviModel::new(cfg, data).unwrap();
     let names: Vec<String> = svi
         .params()
         .blocks()
@@ -80,7 +80,7 @@ fn one_layer_equals_svgp(whiten: bool) {
         whiten,
         ..Default::default()
     };
-    let mut nested = NestedDgp::new(cfg, &data).unwrap();
+    let mut nested = NestedModel::new(cfg, &data).unwrap();
     perturb(&mut nested, 0.3, 11);
     let svi = svi_twin(&nested, &data);
     let (a, b) = (
@@ -112,7 +112,7 @@ fn one_layer_equals_svgp(whiten: bool) {
     assert!(terms.tcv[0] > 0.0 && terms.kl[0] > 0.0);
 }
 
-fn exact_log_marginal(model: &NestedDgp, data: &Dataset) -> f64 {
+fn exact_log_marginal(model: &NestedModel, data: &Dataset) -> f64 {
     let hyper = model.kernel_hyper(0);
     let noise = model.noise_variances()[0];
     let k = model.layers()[0].kernel.gram(data.x(), hyper.as_ref());
@@ -128,7 +128,7 @@ fn one_layer_bound_is_below_the_exact_log_marginal_likelihood() {
         optimiser: Optimiser::Lbfgs,
         ..Default::default()
     };
-    let mut model = NestedDgp::new(cfg, &data).unwrap();
+    let mut model = NestedModel::new(cfg, &data).unwrap();
     let before = objective(&model, data.x(), data.y(), 20);
     assert!(before <= exact_log_marginal(&model, &data) + 1e-6);
     let fit = FitConfig {
@@ -174,7 +174,7 @@ fn bound_gradient(
         fallback: ExpectationRule::GaussHermite { points: 3 },
         ..Default::default()
     };
-    let mut model = NestedDgp::new(cfg, &data).unwrap();
+    let mut model = NestedModel::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
     assert_objective_gradient(
@@ -233,9 +233,9 @@ fn whitened_and_non_whitened_bounds_agree() {
         hidden_width: Some(2),
         ..Default::default()
     };
-    let mut white = NestedDgp::new(base.clone(), &data).unwrap();
+    let mut white = NestedModel::new(base.clone(), &data).unwrap();
     perturb(&mut white, 0.2, 4);
-    let mut plain = NestedDgp::new(
+    let mut plain = NestedModel::new(
         NestedConfig {
             whiten: false,
             ..base
@@ -285,7 +285,7 @@ fn minibatch_bounds_average_to_the_full_bound() {
     // The bound is a sum over points: the average over a partition into equal minibatches
     // (each scaled by N/|B|) is the full-batch bound.
     let data = toy_data(12, 2, 6);
-    let mut model = NestedDgp::new(
+    let mut model = NestedModel::new(
         NestedConfig {
             layers: 3,
             num_inducing: 5,
@@ -315,7 +315,7 @@ fn minibatch_bounds_average_to_the_full_bound() {
 #[test]
 fn moment_identity_of_the_propagated_layer() {
     let data = toy_data(15, 1, 12);
-    let mut model = NestedDgp::new(
+    let mut model = NestedModel::new(
         NestedConfig {
             layers: 2,
             num_inducing: 4,
@@ -413,7 +413,7 @@ fn moment_identity_of_the_propagated_layer() {
 fn linear_mean_propagation_penalty_matches_quadrature() {
     use dgp_nested::layer::{LayerInput, Need};
     let data = toy_data(15, 2, 21);
-    let mut model = NestedDgp::new(
+    let mut model = NestedModel::new(
         NestedConfig {
             layers: 3,
             num_inducing: 4,
@@ -514,7 +514,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         linear_mean: true,
         ..Default::default()
     };
-    let mut model = NestedDgp::new(cfg, &data).unwrap();
+    let mut model = NestedModel::new(cfg, &data).unwrap();
     // Hidden layers start as exactly their linear map: q(u) mean 0.
     for l in &model.layers()[..2] {
         assert!(l.mean_weights.is_some());
@@ -547,13 +547,13 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
     }
     assert_model_json_round_trip(
         &model,
-        NestedDgp::from_json,
+        NestedModel::from_json,
         data.x(),
         &PredictConfig::default(),
     );
     // A checkpoint written before the linear mean existed (no `mean_weights`, no
     // `linear_mean`) still loads as the zero-mean model.
-    let zero = NestedDgp::new(NestedConfig::default(), &data).unwrap();
+    let zero = NestedModel::new(NestedConfig::default(), &data).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&zero.to_json().unwrap()).unwrap();
     json["config"]
         .as_object_mut()
@@ -562,7 +562,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
     for l in json["layers"].as_array_mut().unwrap() {
         l.as_object_mut().unwrap().remove("mean_weights");
     }
-    let old = NestedDgp::from_json(&json.to_string()).unwrap();
+    let old = NestedModel::from_json(&json.to_string()).unwrap();
     assert!(!old.config().linear_mean);
     assert!(old.layers().iter().all(|l| l.mean_weights.is_none()));
 }
@@ -586,7 +586,7 @@ fn same_result_with_one_and_two_threads() {
         seed: 3,
     };
     assert_fit_same_on_one_and_two_threads(
-        || NestedDgp::new(cfg.clone(), &data),
+        || NestedModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &predict,
@@ -605,7 +605,7 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
             optimiser: opt,
             ..Default::default()
         };
-        let mut model = NestedDgp::new(cfg, &data).unwrap();
+        let mut model = NestedModel::new(cfg, &data).unwrap();
         let before = objective(&model, data.x(), data.y(), 60);
         let fit = FitConfig {
             steps: 150,
@@ -640,11 +640,11 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
 #[test]
 fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
-    let mut model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
+    let mut model = NestedModel::new(NestedConfig::default(), &data).unwrap();
     perturb(&mut model, 0.1, 1);
     assert_model_json_round_trip(
         &model,
-        NestedDgp::from_json,
+        NestedModel::from_json,
         data.x(),
         &PredictConfig::default(),
     );
@@ -698,9 +698,9 @@ fn bad_inputs_are_errors_not_panics() {
                 &["sample"],
             ),
         ],
-        |cfg| NestedDgp::new(cfg, &data),
+        |cfg| NestedModel::new(cfg, &data),
     );
-    let model = NestedDgp::new(NestedConfig::default(), &data).unwrap();
+    let model = NestedModel::new(NestedConfig::default(), &data).unwrap();
     // Includes 4×3 zeros and a 2×2 NaN matrix.
     assert_predict_rejects_bad_inputs(&model, 2);
     let y3 = Mat::<f64>::zeros(30, 3);
@@ -710,7 +710,7 @@ fn bad_inputs_are_errors_not_panics() {
             .value_and_grad(&mut Tape::new(), &batch, &mut seeded(0))
             .is_err()
     );
-    assert!(NestedDgp::from_json("{").is_err());
+    assert!(NestedModel::from_json("{").is_err());
 }
 
 /// `set_optimal_last_q` is the exact maximiser over the last layer's q: the bound does not
@@ -719,7 +719,7 @@ fn bad_inputs_are_errors_not_panics() {
 fn optimal_last_layer_q_is_a_stationary_point() {
     let data = toy_data(30, 2, 13);
     for whiten in [true, false] {
-        let mut model = NestedDgp::new(
+        let mut model = NestedModel::new(
             NestedConfig {
                 layers: 2,
                 num_inducing: 6,
@@ -731,7 +731,7 @@ fn optimal_last_layer_q_is_a_stationary_point() {
         .unwrap();
         perturb(&mut model, 0.1, 3);
         let batch = Batch::new(data.x(), data.y(), 30).unwrap();
-        let q_grad = |model: &NestedDgp| {
+        let q_grad = |model: &NestedModel| {
             let (v, g) = model
                 .value_and_grad(&mut Tape::new(), &batch, &mut seeded(0))
                 .unwrap();
@@ -779,12 +779,12 @@ fn streamed_rows_train_with_adam_and_are_refused_by_lbfgs() {
         seed: 3,
     };
     dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
-        || NestedDgp::new(cfg.clone(), &data),
+        || NestedModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &predict,
     );
-    let mut lbfgs = NestedDgp::new(cfg, &data).unwrap();
+    let mut lbfgs = NestedModel::new(cfg, &data).unwrap();
     lbfgs.set_optimiser(dgp_nested::Optimiser::Lbfgs);
     dgp_traits::testing::assert_refuses_streamed(lbfgs, &data, &fit);
 }

@@ -6,7 +6,7 @@
 //! `cargo run --release -p dgp-structured --example step_probe -- [star|fc|mf] [fit]`
 //! (one thread: `RAYON_NUM_THREADS=1`).
 
-use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective};
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
@@ -30,7 +30,7 @@ fn main() -> dgp_traits::error::Result<()> {
         train_samples: 5,
         ..StructuredConfig::default()
     };
-    let mut model = StructuredDgp::new(config, &data)?;
+    let mut model = StructuredModel::new(config, &data)?;
     if args.get(2).map(String::as_str) == Some("fit") {
         let steps = 40;
         let fit = FitConfig {

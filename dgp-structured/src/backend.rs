@@ -6,7 +6,7 @@
 //! `num_inducing`, `tau` (`--hidden`), `train_samples` and `init_seed`; the family is the
 //! backend's name.
 
-use crate::{Family, StructuredConfig, StructuredDgp};
+use crate::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::backend::{
     Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
     Training,
@@ -161,7 +161,7 @@ impl ConfigBackend for StructuredBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(StructuredDgp::new(config.into_inner(), train)?))
+        Ok(Box::new(StructuredModel::new(config.into_inner(), train)?))
     }
 
     /// The fully coupled family also holds one dense (L·W·M)² joint covariance (its

@@ -21,7 +21,7 @@ pub enum Family {
     FullyCoupled,
 }
 
-/// Architecture and inference settings of a [`crate::StructuredDgp`].
+/// Architecture and inference settings of a [`crate::StructuredModel`].
 ///
 /// ```
 /// use dgp_structured::{Family, StructuredConfig};
@@ -104,7 +104,7 @@ fn err(field: &str, what: &str) -> Error {
 
 impl StructuredConfig {
     /// Checks every field once (errors name the field); called by
-    /// [`crate::StructuredDgp::new`] and, through [`Validate`], by the backend registry.
+    /// [`crate::StructuredModel::new`] and, through [`Validate`], by the backend registry.
     pub fn validate(&self) -> Result<()> {
         if self.layers == 0 {
             return Err(err("layers", "must be at least 1"));

@@ -1,6 +1,6 @@
 //! The ELBO of eq. (8) of Lindinger et al. 2020 on a minibatch.
 
-use crate::model::{NOISE_FLOOR, StructuredDgp};
+use crate::model::{NOISE_FLOOR, StructuredModel};
 use crate::q::QTape;
 use dgp_traits::error::Result;
 use dgp_traits::model::Batch;
@@ -15,7 +15,7 @@ use faer::Mat;
 /// launch, on different processes.
 pub const GRAD_CHUNK_ROWS: usize = 512;
 
-impl StructuredDgp {
+impl StructuredModel {
     /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.
     ///
     /// The data term is the one place the likelihood enters: `N/(|B|·S)` times the sum

@@ -1,24 +1,24 @@
 //! [`StructuredConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
-//! model in original units) and [`StructuredDgp`] as [`Loadable`] from a model file.
+//! model in original units) and [`StructuredModel`] as [`Loadable`] from a model file.
 
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::fitted::{Estimator, Loadable};
 
-use crate::{StructuredConfig, StructuredDgp};
+use crate::{StructuredConfig, StructuredModel};
 
 impl Estimator for StructuredConfig {
-    type Model = StructuredDgp;
+    type Model = StructuredModel;
 
-    fn build(&self, train: &Dataset) -> Result<StructuredDgp> {
-        StructuredDgp::new(self.clone(), train)
+    fn build(&self, train: &Dataset) -> Result<StructuredModel> {
+        StructuredModel::new(self.clone(), train)
     }
 }
 
-impl Loadable for StructuredDgp {
+impl Loadable for StructuredModel {
     const BACKENDS: &'static [&'static str] = &["star", "fc", "mf"];
 
     fn from_model_json(json: &str) -> Result<Self> {
-        StructuredDgp::from_json(json)
+        StructuredModel::from_json(json)
     }
 }

@@ -1,10 +1,10 @@
-//! [`Objective`], [`Model`] and [`NaturalGradientModel`] for [`StructuredDgp`]: training on
+//! [`Objective`], [`Model`] and [`NaturalGradientModel`] for [`StructuredModel`]: training on
 //! the core's executor, the predictive mixture, the model's JSON, and the exact "sample f_M"
 //! propagation used to test Theorem 1.
 
 use crate::config::Family;
 use crate::elbo::GRAD_CHUNK_ROWS;
-use crate::model::StructuredDgp;
+use crate::model::StructuredModel;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
@@ -29,7 +29,7 @@ use faer::{Mat, MatRef};
 /// predicting.
 const PREDICT_ROWS: usize = 8_192;
 
-impl Objective for StructuredDgp {
+impl Objective for StructuredModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }
@@ -76,7 +76,7 @@ impl Objective for StructuredDgp {
     }
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// Latent mixture moments at `x` of a model with one latent function (Gaussian or
     /// Bernoulli likelihood): per point, `samples` components (means, variances; n×S
     /// each; one component for L = 1) from Theorem 1 with the noise of chunk k drawn from
@@ -84,7 +84,7 @@ impl StructuredDgp {
     ///
     /// # Errors
     /// Bad inputs; Kuu not positive definite; [`Error::Unsupported`] for a multiclass
-    /// model (use [`StructuredDgp::latent_mixtures`]).
+    /// model (use [`StructuredModel::latent_mixtures`]).
     pub fn latent_mixture(
         &self,
         x: MatRef<'_, f64>,
@@ -148,7 +148,7 @@ impl StructuredDgp {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &StructuredDgp| {
+            |m: &StructuredModel| {
                 m.config.validate()?;
                 let widths = m.config.widths(m.input_dim);
                 if m.layers.len() != m.config.layers
@@ -166,7 +166,7 @@ impl StructuredDgp {
             },
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                StructuredDgp::new(
+                StructuredModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data_for(&m.config.likelihood, m.input_dim, 1, n)?,
                 )
@@ -176,7 +176,7 @@ impl StructuredDgp {
     }
 }
 
-impl NaturalGradientModel for StructuredDgp {
+impl NaturalGradientModel for StructuredModel {
     /// The joint q's mean and dense factor (fully-coupled family; empty otherwise).
     fn natural_blocks(&self) -> Vec<ParamId> {
         match &self.q {
@@ -258,7 +258,7 @@ impl NaturalGradientModel for StructuredDgp {
     }
 }
 
-impl Model for StructuredDgp {
+impl Model for StructuredModel {
     fn backend(&self) -> &'static str {
         match self.config.family {
             Family::Star => "star",
@@ -272,7 +272,7 @@ impl Model for StructuredDgp {
     }
 
     fn noise_variance(&self) -> Option<f64> {
-        StructuredDgp::noise_variance(self)
+        StructuredModel::noise_variance(self)
     }
 
     /// Adam on every trainable block ([`AdamStepper`]); for the fully-coupled family with
@@ -316,7 +316,7 @@ impl Model for StructuredDgp {
     /// For a classification likelihood the predictive also carries the class
     /// probabilities `(1/S) Σ_s p(y | component s)`
     /// ([`dgp_traits::likelihoods::Likelihood::class_probs_mixture`]) of the components
-    /// of [`StructuredDgp::latent_mixtures`].
+    /// of [`StructuredModel::latent_mixtures`].
     fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
         let moments = self.latent_mixtures(x, cfg.samples, cfg.seed)?;
         let reps = moments.means[0].ncols();
@@ -336,7 +336,7 @@ impl Model for StructuredDgp {
     /// `None` for a multiclass model (K latent functions); otherwise coherent function
     /// draws (the tests of the reference code, Structured_DGP's exact propagation given one f_M ~ q per
     /// function, one hidden-layer noise draw per function shared by every point; see
-    /// [`StructuredDgp::function_draws`]).
+    /// [`StructuredModel::function_draws`]).
     fn function_samples(
         &self,
         x: MatRef<'_, f64>,
@@ -367,7 +367,7 @@ impl Model for StructuredDgp {
     }
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// Values of a_l (M×R), k − aᵀKa (R) and the mean function (R×T_l) at `input`.
     #[allow(clippy::type_complexity)]
     pub(crate) fn project_values(
@@ -399,7 +399,7 @@ mod tests {
         family: Family,
         layers: usize,
         n: usize,
-    ) -> (StructuredDgp, dgp_traits::data::Dataset) {
+    ) -> (StructuredModel, dgp_traits::data::Dataset) {
         let data = toy_regression(n, 2, 1.5, 3);
         let c = StructuredConfig {
             family,
@@ -409,7 +409,7 @@ mod tests {
             kmeans_iters: 3,
             ..Default::default()
         };
-        (StructuredDgp::new(c, &data).unwrap(), data)
+        (StructuredModel::new(c, &data).unwrap(), data)
     }
 
     /// A minibatch of more than GRAD_CHUNK_ROWS rows: value and gradient equal

@@ -34,7 +34,7 @@
 //!     let fitted = config.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut FitHooks::none())?;
 //!     let pred = fitted.predict(data.x())?; // units of y
 //!     fitted.save(dir.join("model.json"))?;
-//!     let loaded = Fitted::<StructuredDgp>::load(dir.join("model.json"))?;
+//!     let loaded = Fitted::<StructuredModel>::load(dir.join("model.json"))?;
 //!     assert_eq!(loaded.predict(data.x())?, pred);
 //! }
 //! # std::fs::remove_dir_all(&dir)?;
@@ -56,7 +56,7 @@
 //! Inner kernel variances are frozen, inner White(1e-3) is trainable (the defaults of the reference code, Structured_DGP).
 //!
 //! ```
-//! use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+//! use dgp_structured::{Family, StructuredConfig, StructuredModel};
 //! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
 //!
 //! # fn main() -> dgp_traits::Result<()> {
@@ -64,7 +64,7 @@
 //! let config = StructuredConfig {
 //!     family: Family::Star, layers: 3, tau: 2, num_inducing: 8, ..Default::default()
 //! };
-//! let mut model = StructuredDgp::new(config, &data)?;
+//! let mut model = StructuredModel::new(config, &data)?;
 //! let fit = FitConfig { steps: 30, learning_rate: 0.01, ..FitConfig::default() };
 //! model.fit(&data, &fit, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig { samples: 10, seed: 1 })?;
@@ -140,12 +140,12 @@ pub use backend::{BACKEND_CONVERGENCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND, Str
 pub use config::{Family, StructuredConfig};
 pub use dgp_traits;
 pub use elbo::GRAD_CHUNK_ROWS;
-pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredDgp};
+pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredModel};
 
 /// The types a user of this crate needs: the configuration, the model, and the shared
 /// estimator API (fit, predict in original units, save, load).
 pub mod prelude {
-    pub use crate::{Family, StructuredConfig, StructuredDgp};
+    pub use crate::{Family, StructuredConfig, StructuredModel};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};

@@ -27,7 +27,7 @@ pub const SAMPLE_JITTER: f64 = 1e-6;
 /// A deep GP with one joint Gaussian q over the inducing outputs of all layers (Lindinger
 /// et al. 2020). See the crate docs for an example.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StructuredDgp {
+pub struct StructuredModel {
     pub(crate) config: StructuredConfig,
     pub(crate) layers: Vec<SparseLayer>,
     /// Trainable white-noise variance of each hidden layer (the defaults of the reference code, Structured_DGP); `None` for the last.
@@ -49,11 +49,11 @@ pub(crate) struct Proj {
     pub(crate) mean: Option<Vec<Var>>,
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// Builds a model for training data `data` (targets with one column; the last layer
     /// has T_L = 1 latent function, K for a K-class multiclass likelihood) with
     /// M = min(`num_inducing`, N) inducing points per layer (the model's
-    /// [`StructuredDgp::config`] holds the M used), initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
+    /// [`StructuredModel::config`] holds the M used), initialised as the reference (the defaults of the reference code, Structured_DGP): Z by k-means++ (30 Lloyd iterations) pushed
     /// through fixed identity/PCA means, RBF-ARD kernels (lengthscales 1, variance 1, the
     /// hidden layers' variance frozen), White(1e-3) trainable on hidden layers, μ_M = 0,
     /// hidden diagonal blocks `inner_q_scale`·chol(K_l) (whitened: ·I), the last block
@@ -151,7 +151,7 @@ impl StructuredDgp {
             )?),
             None => None,
         };
-        Ok(StructuredDgp {
+        Ok(StructuredModel {
             config,
             layers,
             white,

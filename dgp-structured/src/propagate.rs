@@ -3,7 +3,7 @@
 //! The entries come from the S-block route of [`crate::sparse`] (every family).
 
 use crate::fields::{self, Field};
-use crate::model::{Proj, SAMPLE_JITTER, StructuredDgp};
+use crate::model::{Proj, SAMPLE_JITTER, StructuredModel};
 use crate::q::QTape;
 use crate::sparse::SparseState;
 use dgp_traits::error::{Error, Result};
@@ -15,7 +15,7 @@ use faer::Mat;
 pub(crate) struct Prop {
     /// Means of the last layer's T_L latent functions (T_L×R, R = reps·B, column
     /// `s·B + i`): mû^L, or for coupled functions mû^L plus the drawn q part (see
-    /// [`StructuredDgp::last_layer`]).
+    /// [`StructuredModel::last_layer`]).
     pub mean: Var,
     /// Their variances (T_L×R): diag Σ̂^L, or the residual k − aᵀKa when coupled.
     pub var: Var,
@@ -40,7 +40,7 @@ struct State {
     r: Vec<Var>,
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// Theorem 1 (Lindinger et al. 2020) for a batch `x` (B×D) with `samples` draws of the hidden
     /// layers: returns the last layer's mû^L and Σ̂^L per (sample, point). Layer 1's inputs
     /// are the same in every sample, so it is evaluated on B columns and tiled.

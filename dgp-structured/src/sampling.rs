@@ -2,10 +2,10 @@
 //! `Full_DGP_Sampled`): draw f_M ~ q(f_M) = N(μ_M, LLᵀ), then every layer is the
 //! sparse-GP conditional given its inducing outputs,
 //! `f^l = m_l(f^{l−1}) + a_lᵀ f_M^l + √(k − aᵀKa) ε`. Used to test Theorem 1
-//! ([`StructuredDgp::sample_exact`]) and for coherent function draws in plots
+//! ([`StructuredModel::sample_exact`]) and for coherent function draws in plots
 //! ([`dgp_traits::model::Model::function_samples`]).
 
-use crate::model::{SAMPLE_JITTER, StructuredDgp};
+use crate::model::{SAMPLE_JITTER, StructuredModel};
 use crate::q::{QParams, lower_factor};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::rng::{seeded, standard_normal};
@@ -23,7 +23,7 @@ enum Noise {
     PerPath,
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// `count` draws of f_M ~ q (n×count, n = MT): `μ_M + L z`, block by block for the
     /// sparse families (no n×n matrix).
     fn sample_inducing(&self, z: MatRef<'_, f64>) -> Mat<f64> {

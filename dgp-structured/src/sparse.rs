@@ -25,7 +25,7 @@
 
 use crate::fields::{self, Field};
 use crate::forms::{self, Partner};
-use crate::model::{Proj, StructuredDgp};
+use crate::model::{Proj, StructuredModel};
 use crate::q::QTape;
 use dgp_traits::tape::{Tape, Var};
 
@@ -56,7 +56,7 @@ fn sum(tape: &mut Tape, xs: impl IntoIterator<Item = Var>) -> Field {
         .fold(None, |acc, x| fields::add(tape, acc, Some(x)))
 }
 
-impl StructuredDgp {
+impl StructuredModel {
     /// Spec §3 steps 2–4 for layer `l` on the block-sparse route: (B, mũ^l, S̃^{ll}) on
     /// R columns (layer 1's tiled `reps` times).
     pub(crate) fn sparse_terms(

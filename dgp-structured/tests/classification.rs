@@ -4,7 +4,7 @@
 //! simplex; zero training error on separable toy data; identical results with one and
 //! two threads; checkpoints; typed errors for bad labels.
 
-use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, LabelError};
@@ -48,9 +48,9 @@ fn labels_of(data: &Dataset, k: usize) -> Vec<usize> {
 fn last_layer_has_one_gp_per_class() {
     let data = toy_blobs(12, 1);
     for family in FAMILIES {
-        let m = StructuredDgp::new(cfg(family, 2, 4, Likelihood::robust_max(3)), &data).unwrap();
+        let m = StructuredModel::new(cfg(family, 2, 4, Likelihood::robust_max(3)), &data).unwrap();
         assert_eq!(m.layers().last().unwrap().output_dim, 3, "{family:?}");
-        let b = StructuredDgp::new(cfg(family, 2, 4, Likelihood::probit()), &toy_binary(12, 1))
+        let b = StructuredModel::new(cfg(family, 2, 4, Likelihood::probit()), &toy_binary(12, 1))
             .unwrap();
         assert_eq!(b.layers().last().unwrap().output_dim, 1, "{family:?}");
     }
@@ -70,7 +70,8 @@ fn grad_structured_objective_classification() {
                 continue; // star and fc need two layers or more
             }
             let data = data_for(&lik, 9, 5);
-            let mut model = StructuredDgp::new(cfg(family, layers, 3, lik.clone()), &data).unwrap();
+            let mut model =
+                StructuredModel::new(cfg(family, layers, 3, lik.clone()), &data).unwrap();
             perturb(&mut model, 0.3, 6);
             let batch = Batch::new(data.x(), data.y(), 20).unwrap();
             assert_objective_gradient(
@@ -93,7 +94,7 @@ fn class_probabilities_lie_on_the_simplex() {
             Likelihood::softmax(3),
         ] {
             let data = data_for(&lik, 15, 2);
-            let mut model = StructuredDgp::new(cfg(family, 2, 5, lik.clone()), &data).unwrap();
+            let mut model = StructuredModel::new(cfg(family, 2, 5, lik.clone()), &data).unwrap();
             perturb(&mut model, 0.5, 3);
             let pred = model
                 .predict(
@@ -122,7 +123,7 @@ fn class_probabilities_lie_on_the_simplex() {
 
 fn train_error(family: Family, lik: Likelihood, data: &Dataset, steps: usize) -> ClassMetrics {
     let k = lik.num_classes().unwrap();
-    let mut model = StructuredDgp::new(cfg(family, 2, 10, lik), data).unwrap();
+    let mut model = StructuredModel::new(cfg(family, 2, 10, lik), data).unwrap();
     let fit = FitConfig {
         steps,
         learning_rate: 0.02,
@@ -171,7 +172,7 @@ fn structured_classification_is_the_same_on_one_and_two_threads() {
         for lik in [Likelihood::robust_max(3), Likelihood::softmax(3)] {
             let c = cfg(family, 2, 6, lik);
             assert_fit_same_on_one_and_two_threads(
-                || StructuredDgp::new(c.clone(), &data),
+                || StructuredModel::new(c.clone(), &data),
                 &data,
                 &fit,
                 &predict,
@@ -188,7 +189,7 @@ fn structured_classification_checkpoints_round_trip() {
         (Family::MeanField, Likelihood::logit()),
     ] {
         let data = data_for(&lik, 24, 6);
-        let mut model = StructuredDgp::new(cfg(family, 2, 5, lik), &data).unwrap();
+        let mut model = StructuredModel::new(cfg(family, 2, 5, lik), &data).unwrap();
         model
             .fit(
                 &data,
@@ -201,7 +202,7 @@ fn structured_classification_checkpoints_round_trip() {
             .unwrap();
         assert_model_json_round_trip(
             &model,
-            StructuredDgp::from_json,
+            StructuredModel::from_json,
             data.x(),
             &PredictConfig {
                 samples: 3,
@@ -217,7 +218,7 @@ fn structured_bad_labels_are_typed_errors_before_training() {
     let x = data.x().to_owned();
     let with = |y: Mat<f64>| Dataset::new(x.clone(), y).unwrap();
     let build = |lik: Likelihood, d: &Dataset| {
-        StructuredDgp::new(cfg(Family::Star, 2, 4, lik), d).map(|_| ())
+        StructuredModel::new(cfg(Family::Star, 2, 4, lik), d).map(|_| ())
     };
     let label_err = |r: dgp_traits::Result<()>| match r {
         Err(Error::Label(e)) => e,
@@ -257,7 +258,7 @@ fn coupled_last_layer_moments_keep_the_marginal_of_f() {
     let count = 4000;
     for family in [Family::Star, Family::FullyCoupled] {
         let mut model =
-            StructuredDgp::new(cfg(family, 2, 5, Likelihood::robust_max(3)), &data).unwrap();
+            StructuredModel::new(cfg(family, 2, 5, Likelihood::robust_max(3)), &data).unwrap();
         perturb(&mut model, 0.4, 8);
         let mix = model.latent_mixtures(x.as_ref(), count, 21).unwrap();
         let exact = model.sample_exact(x.as_ref(), count, 22).unwrap();

@@ -2,14 +2,14 @@
 //! per-row forms of the block-sparse route (`dgp_structured::forms`).
 
 use dgp_structured::forms::{Partner, stacked_forms, tiled_col_dots};
-use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::model::Model;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{perturb, toy_regression};
 use faer::{Mat, Par};
 
-fn model(family: Family) -> StructuredDgp {
+fn model(family: Family) -> StructuredModel {
     let data = toy_regression(30, 1, 1.5, 2);
     let c = StructuredConfig {
         family,
@@ -20,7 +20,7 @@ fn model(family: Family) -> StructuredDgp {
         kmeans_iters: 5,
         ..Default::default()
     };
-    let mut m = StructuredDgp::new(c, &data).unwrap();
+    let mut m = StructuredModel::new(c, &data).unwrap();
     perturb(&mut m, 0.3, 4);
     m
 }

@@ -1,7 +1,7 @@
 //! Tests of issue 14 (1 first half, 2–7) for the structured families, plus the backend kit
 //! checks (checkpoint, determinism, bad inputs, config errors).
 
-use dgp_structured::{Family, StructuredConfig, StructuredDgp};
+use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig};
 use dgp_traits::optim::NatGradConfig;
@@ -30,14 +30,14 @@ fn cfg(family: Family, layers: usize, tau: usize, m: usize, whitened: bool) -> S
     }
 }
 
-fn build(c: StructuredConfig, data: &Dataset, seed: u64) -> StructuredDgp {
-    let mut m = StructuredDgp::new(c, data).unwrap();
+fn build(c: StructuredConfig, data: &Dataset, seed: u64) -> StructuredModel {
+    let mut m = StructuredModel::new(c, data).unwrap();
     perturb(&mut m, 0.3, seed);
     m
 }
 
 /// `to` with `from`'s non-q blocks and `from`'s q (dense mean and factor) copied in.
-fn copy_model(from: &StructuredDgp, to: &mut StructuredDgp) {
+fn copy_model(from: &StructuredModel, to: &mut StructuredModel) {
     copy_blocks(from.params(), to.params_mut(), |n| !n.starts_with("q."));
     let (mu, l) = from.joint_q_dense();
     to.set_joint_q_dense(mu.as_ref(), l.as_ref()).unwrap();
@@ -63,7 +63,7 @@ fn fc_with_block_diagonal_factor_equals_mean_field() {
     for &(layers, whitened) in &[(2, false), (3, false), (3, true)] {
         let mf = build(cfg(Family::MeanField, layers, 2, 4, whitened), &data, 3);
         let mut fc =
-            StructuredDgp::new(cfg(Family::FullyCoupled, layers, 2, 4, whitened), &data).unwrap();
+            StructuredModel::new(cfg(Family::FullyCoupled, layers, 2, 4, whitened), &data).unwrap();
         copy_model(&mf, &mut fc);
         let (e1, k1) = mf.elbo_and_kl(&full_batch(&data), 7).unwrap();
         let (e2, k2) = fc.elbo_and_kl(&full_batch(&data), 7).unwrap();
@@ -91,7 +91,7 @@ fn star_equals_fc(layers: usize, tau: usize, m: usize, seed: u64) {
                 c.stripes = stripes;
                 c.arrow = arrow;
                 let star = build(c.clone(), &data, seed + 11);
-                let mut fc = StructuredDgp::new(
+                let mut fc = StructuredModel::new(
                     StructuredConfig {
                         family: Family::FullyCoupled,
                         ..c
@@ -154,7 +154,7 @@ fn dense_kl(mu: &Mat<f64>, l: &Mat<f64>, k: &Mat<f64>) -> f64 {
     0.5 * (tr + quad - n as f64 + logdet_k - logdet_s)
 }
 
-fn block_prior(model: &StructuredDgp) -> Mat<f64> {
+fn block_prior(model: &StructuredModel) -> Mat<f64> {
     let n = model.layout().size();
     let mut k = Mat::<f64>::zeros(n, n);
     let chols = model.prior_cholesky().unwrap();
@@ -209,7 +209,7 @@ proptest! {
 fn whitened_equals_non_whitened(family: Family, layers: usize, tau: usize, m: usize, seed: u64) {
     let data = toy_regression(9, 2, 1.5, seed);
     let plain = build(cfg(family, layers, tau, m, false), &data, seed + 5);
-    let mut white = StructuredDgp::new(cfg(family, layers, tau, m, true), &data).unwrap();
+    let mut white = StructuredModel::new(cfg(family, layers, tau, m, true), &data).unwrap();
     copy_blocks(plain.params(), white.params_mut(), |n| !n.starts_with("q."));
     let (mu, l) = plain.joint_q_dense();
     let chols = plain.prior_cholesky().unwrap();
@@ -323,7 +323,7 @@ fn finite_difference_gradients_star_and_fc() {
 
 // ---------------------------------------------------------------- test 7
 
-fn optimal_q(model: &StructuredDgp, data: &Dataset) -> (Mat<f64>, Mat<f64>) {
+fn optimal_q(model: &StructuredModel, data: &Dataset) -> (Mat<f64>, Mat<f64>) {
     let mut tape = Tape::new();
     let leaves = model.params().record(&mut tape);
     let layer = &model.layers()[0];
@@ -388,7 +388,7 @@ fn natural_steps_train_fc() {
         gamma: 0.1,
         ..NatGradConfig::default()
     });
-    let mut model = StructuredDgp::new(c, &data).unwrap();
+    let mut model = StructuredModel::new(c, &data).unwrap();
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     let fit = FitConfig {
         steps: 30,
@@ -419,7 +419,7 @@ fn same_result_on_one_and_two_threads() {
             seed: 2,
         };
         assert_fit_same_on_one_and_two_threads(
-            || StructuredDgp::new(c.clone(), &data),
+            || StructuredModel::new(c.clone(), &data),
             &data,
             &fit,
             &predict,
@@ -436,7 +436,7 @@ fn checkpoint_round_trip_and_bad_inputs() {
             samples: 5,
             seed: 9,
         };
-        assert_model_json_round_trip(&model, StructuredDgp::from_json, data.x(), &pc);
+        assert_model_json_round_trip(&model, StructuredModel::from_json, data.x(), &pc);
         assert_predict_rejects_bad_inputs(&model, 2);
     }
 }
@@ -519,18 +519,18 @@ fn bad_configurations_name_the_field() {
             &["num_inducing"],
         ),
     ];
-    assert_config_errors(&cases, |c| StructuredDgp::new(c, &data));
+    assert_config_errors(&cases, |c| StructuredModel::new(c, &data));
     // T_L = 1: two target columns are an error naming it.
     let y2 = Mat::from_fn(20, 2, |i, j| data.y()[(i, 0)] + j as f64);
     let two = Dataset::new(data.x().to_owned(), y2).unwrap();
-    let e = StructuredDgp::new(base, &two).unwrap_err().to_string();
+    let e = StructuredModel::new(base, &two).unwrap_err().to_string();
     assert!(e.contains("T_L = 1"), "{e}");
 }
 
 #[test]
 fn training_improves_the_elbo() {
     let data = toy_regression(50, 2, 1.5, 4);
-    let mut model = StructuredDgp::new(cfg(Family::Star, 3, 2, 8, false), &data).unwrap();
+    let mut model = StructuredModel::new(cfg(Family::Star, 3, 2, 8, false), &data).unwrap();
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     let fit = FitConfig {
         steps: 60,
@@ -561,7 +561,7 @@ fn streamed_rows_train_bit_identically_to_in_memory() {
             seed: 2,
         };
         dgp_traits::testing::assert_fit_same_streamed_as_in_memory(
-            || StructuredDgp::new(c.clone(), &data),
+            || StructuredModel::new(c.clone(), &data),
             &data,
             &fit,
             &predict,
@@ -594,7 +594,7 @@ fn fitted_model_round_trips_through_a_model_file() {
 fn inducing_points_are_capped_at_the_training_rows() {
     let data = toy_regression(12, 2, 1.5, 3);
     for family in [Family::MeanField, Family::Star, Family::FullyCoupled] {
-        let model = StructuredDgp::new(cfg(family, 2, 2, 30, false), &data).unwrap();
+        let model = StructuredModel::new(cfg(family, 2, 2, 30, false), &data).unwrap();
         assert_eq!(model.config().num_inducing, 12, "{family:?}");
         assert_eq!(model.layout().size(), (2 + 1) * 12);
         let z = model.params().get(model.layers()[0].z);
@@ -605,7 +605,7 @@ fn inducing_points_are_capped_at_the_training_rows() {
         }
         let json = model.to_json().unwrap();
         assert_eq!(
-            StructuredDgp::from_json(&json)
+            StructuredModel::from_json(&json)
                 .unwrap()
                 .config()
                 .num_inducing,
@@ -613,7 +613,7 @@ fn inducing_points_are_capped_at_the_training_rows() {
         );
     }
     // At or below N nothing changes.
-    let model = StructuredDgp::new(cfg(Family::Star, 2, 2, 12, false), &data).unwrap();
+    let model = StructuredModel::new(cfg(Family::Star, 2, 2, 12, false), &data).unwrap();
     assert_eq!(model.config().num_inducing, 12);
 }
 
@@ -657,7 +657,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         learning_rate: 0.01,
         ..FitConfig::default()
     };
-    let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
+    let mut model = StructuredModel::new(c.clone(), &data).unwrap();
     let report = model
         .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
@@ -670,7 +670,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         }),
         ..fit.clone()
     };
-    let mut model = StructuredDgp::new(c.clone(), &data).unwrap();
+    let mut model = StructuredModel::new(c.clone(), &data).unwrap();
     let report = model
         .fit(&data, &off, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
@@ -684,7 +684,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         }),
         ..c.clone()
     };
-    let e = StructuredDgp::new(bad, &data).unwrap_err().to_string();
+    let e = StructuredModel::new(bad, &data).unwrap_err().to_string();
     assert!(e.contains("convergence.tolerance"), "{e}");
     let late = StructuredConfig {
         convergence: Some(dgp_traits::model::Convergence {
@@ -693,7 +693,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         }),
         ..c
     };
-    let mut model = StructuredDgp::new(late, &data).unwrap();
+    let mut model = StructuredModel::new(late, &data).unwrap();
     let e = model
         .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err();

@@ -54,7 +54,7 @@ fn main() -> dgp_traits::Result<()> {
         train_samples: samples,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &train)?;
+    let mut model = SviModel::new(cfg, &train)?;
     let n = train.n();
     let b = 1000.min(n);
     let mut batches = Minibatches::new(n, b, 0)?;

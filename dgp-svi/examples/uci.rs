@@ -34,7 +34,7 @@ fn main() -> dgp_traits::Result<()> {
             layers,
             ..Default::default()
         };
-        let mut model = DeepGp::new(cfg, &train_s)?;
+        let mut model = SviModel::new(cfg, &train_s)?;
         let fit = FitConfig {
             steps,
             batch_size: 10_000,

@@ -14,7 +14,7 @@ use dgp_traits::model::{FitConfig, FitHooks, Model};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
-use crate::{DeepGp, SviConfig};
+use crate::{SviConfig, SviModel};
 
 impl Validate for SviConfig {
     fn validate(&self) -> Result<()> {
@@ -41,7 +41,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[("natgrad", natgrad_default)],
 };
 
-/// The svi backend ([`DeepGp`]).
+/// The svi backend ([`SviModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SviBackend;
 
@@ -107,7 +107,7 @@ impl ConfigBackend for SviBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(DeepGp::new(config.into_inner(), train)?))
+        Ok(Box::new(SviModel::new(config.into_inner(), train)?))
     }
 
     fn describe_settings(&self, settings: &Settings) -> String {

@@ -17,7 +17,7 @@ pub enum LastMean {
     Constant,
 }
 
-/// Architecture and inference settings of a [`crate::DeepGp`].
+/// Architecture and inference settings of a [`crate::SviModel`].
 ///
 /// ```
 /// let cfg = dgp_svi::SviConfig { layers: 2, ..Default::default() };
@@ -88,7 +88,7 @@ impl Default for SviConfig {
 }
 
 impl SviConfig {
-    /// Checks every range; called by [`crate::DeepGp::new`].
+    /// Checks every range; called by [`crate::SviModel::new`].
     pub fn validate(&self) -> Result<()> {
         if self.layers == 0 {
             return Err(Error::config("layers", "must be at least 1"));

@@ -18,13 +18,13 @@
 //! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = fitted.predict(data.x())?; // a Gaussian mixture per row, in units of y
 //! fitted.save(dir.join("model.json"))?;
-//! let loaded = Fitted::<DeepGp>::load(dir.join("model.json"))?;
+//! let loaded = Fitted::<SviModel>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
 //! ```
 //!
-//! A [`DeepGp`] has L sparse-GP layers (L = 1 is the sparse-GP baseline, "SGP"); each layer's
+//! A [`SviModel`] has L sparse-GP layers (L = 1 is the sparse-GP baseline, "SGP"); each layer's
 //! GPs share a kernel and M inducing inputs, and q(u) is a Gaussian per output with a full
 //! Cholesky factor, whitened by default. Training maximises the bound of eq. (17) — the
 //! minibatch expected log-likelihood, scaled by N/|B|, minus the KLs — where the hidden
@@ -47,7 +47,7 @@
 //! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 //! let data = Dataset::new(x, y)?;
 //! let config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let mut model = DeepGp::new(config, &data)?;
+//! let mut model = SviModel::new(config, &data)?;
 //! model.fit(&data, &FitConfig { steps: 300, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert!(rmse(&pred, data.y())? < 0.3);
@@ -112,12 +112,12 @@ mod variational;
 pub use backend::{SVI_BACKEND, SviBackend};
 pub use config::{LastMean, SviConfig};
 pub use dgp_traits;
-pub use model::{DeepGp, GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER};
+pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel};
 pub use variational::{Q_SQRT_FLOOR, QParams};
 
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
-    pub use crate::{DeepGp, LastMean, SviConfig};
+    pub use crate::{LastMean, SviConfig, SviModel};
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};

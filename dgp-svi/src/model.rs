@@ -46,7 +46,7 @@ pub const GRAD_CHUNK_ROWS: usize = 512;
 /// A deep GP trained by doubly-stochastic variational inference (Salimbeni & Deisenroth
 /// 2017). See the crate docs for an example.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DeepGp {
+pub struct SviModel {
     config: SviConfig,
     layers: Vec<SparseLayer>,
     q: Vec<QParams>,
@@ -56,7 +56,7 @@ pub struct DeepGp {
     output_dim: usize,
 }
 
-impl DeepGp {
+impl SviModel {
     /// Builds a model for training data `data` (inputs N×D, targets N×P, already in model
     /// units), initialised as the reference code does (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP): Z of the
     /// first layer by k-means++ on X, later layers' Z and data pushed through fixed
@@ -135,7 +135,7 @@ impl DeepGp {
             )?),
             None => None,
         };
-        Ok(DeepGp {
+        Ok(SviModel {
             config,
             layers,
             q,
@@ -242,7 +242,7 @@ impl DeepGp {
     }
 }
 
-impl Objective for DeepGp {
+impl Objective for SviModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }
@@ -292,7 +292,7 @@ impl Objective for DeepGp {
     }
 }
 
-impl DeepGp {
+impl SviModel {
     /// [`Objective::record`], also returning the last layer's q(u) on the tape (for the
     /// natural-gradient step).
     fn elbo(
@@ -357,7 +357,7 @@ impl DeepGp {
     }
 }
 
-impl NaturalGradientModel for DeepGp {
+impl NaturalGradientModel for SviModel {
     /// The last layer's q(u): its mean block and its Cholesky-factor blocks.
     fn natural_blocks(&self) -> Vec<ParamId> {
         let q = self.q.last().expect("a model has at least one layer");
@@ -445,7 +445,7 @@ impl NaturalGradientModel for DeepGp {
     }
 }
 
-impl Model for DeepGp {
+impl Model for SviModel {
     fn backend(&self) -> &'static str {
         "svi"
     }
@@ -455,7 +455,7 @@ impl Model for DeepGp {
     }
 
     fn noise_variance(&self) -> Option<f64> {
-        DeepGp::noise_variance(self)
+        SviModel::noise_variance(self)
     }
 
     /// Adam on every parameter ([`AdamStepper`]), or, when [`SviConfig::natgrad`] is set,
@@ -561,7 +561,7 @@ impl Model for DeepGp {
     }
 }
 
-impl DeepGp {
+impl SviModel {
     /// Restores a model written by [`Model::to_json`].
     ///
     /// # Errors
@@ -570,10 +570,10 @@ impl DeepGp {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &DeepGp| m.config.validate(),
+            |m: &SviModel| m.config.validate(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                DeepGp::new(
+                SviModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,
@@ -605,7 +605,7 @@ mod tests {
             num_inducing: 6,
             ..Default::default()
         };
-        let mut m = DeepGp::new(cfg, &data).unwrap();
+        let mut m = SviModel::new(cfg, &data).unwrap();
         let batch = Batch::new(data.x(), data.y(), n).unwrap();
         let nat = NatGradConfig::default();
         // The reference: the whole batch on one tape.

@@ -34,7 +34,7 @@ fn train_error(
         likelihood: lik,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, data).unwrap();
+    let mut model = SviModel::new(cfg, data).unwrap();
     let fit = FitConfig {
         steps,
         learning_rate: 0.02,
@@ -101,7 +101,7 @@ fn whole_objective_gradient(lik: Likelihood, layers: usize) {
         last_mean: dgp_svi::LastMean::Constant,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
     assert_objective_gradient(&model, &batch, 77, 1e-6, format_args!("{lik:?} L={layers}"));
@@ -137,7 +137,7 @@ fn classification_is_the_same_on_one_and_two_threads() {
             ..Default::default()
         };
         assert_fit_same_on_one_and_two_threads(
-            || DeepGp::new(cfg.clone(), &data),
+            || SviModel::new(cfg.clone(), &data),
             &data,
             &fit,
             &predict,
@@ -160,7 +160,7 @@ fn classification_checkpoints_round_trip() {
             likelihood: lik,
             ..Default::default()
         };
-        let mut model = DeepGp::new(cfg, &data).unwrap();
+        let mut model = SviModel::new(cfg, &data).unwrap();
         model
             .fit(
                 &data,
@@ -173,7 +173,7 @@ fn classification_checkpoints_round_trip() {
             .unwrap();
         assert_model_json_round_trip(
             &model,
-            DeepGp::from_json,
+            SviModel::from_json,
             data.x(),
             &PredictConfig {
                 samples: 3,
@@ -189,7 +189,7 @@ fn bad_labels_are_typed_errors_before_training() {
     let x = data.x().to_owned();
     let with = |y: Mat<f64>| Dataset::new(x.clone(), y).unwrap();
     let build = |lik: Likelihood, d: &Dataset| {
-        DeepGp::new(
+        SviModel::new(
             SviConfig {
                 layers: 1,
                 num_inducing: 4,

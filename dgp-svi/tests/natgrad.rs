@@ -17,7 +17,7 @@ use dgp_traits::testing::{
 use dgp_traits::train::NaturalGradientModel;
 
 /// ELBO and its flat gradient on the full batch with noise stream `seed`.
-fn elbo_and_grad(model: &DeepGp, data: &Dataset, seed: u64) -> (f64, Vec<f64>) {
+fn elbo_and_grad(model: &SviModel, data: &Dataset, seed: u64) -> (f64, Vec<f64>) {
     let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
     model
         .value_and_grad(&mut Tape::new(), &batch, &mut seeded(seed))
@@ -25,7 +25,7 @@ fn elbo_and_grad(model: &DeepGp, data: &Dataset, seed: u64) -> (f64, Vec<f64>) {
 }
 
 /// Largest |gradient| over the natural blocks of `model`.
-fn natural_block_grad(model: &DeepGp, grad: &[f64]) -> f64 {
+fn natural_block_grad(model: &SviModel, grad: &[f64]) -> f64 {
     model
         .natural_blocks()
         .into_iter()
@@ -42,7 +42,7 @@ fn unit_step_is_the_exact_maximiser(layers: usize, whiten: bool) {
         whiten,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 9);
     let (before, grad) = elbo_and_grad(&model, &data, 5);
     let g0 = natural_block_grad(&model, &grad);
@@ -91,7 +91,7 @@ fn small_natural_steps_ascend_with_a_probit_likelihood() {
         likelihood: Likelihood::probit(),
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     perturb(&mut model, 0.2, 3);
     let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
     let small = NatGradConfig {
@@ -123,7 +123,7 @@ fn natural_gradient_training_beats_adam_alone_in_the_same_steps() {
         ..Default::default()
     };
     let train = |natgrad: Option<NatGradConfig>| {
-        let mut m = DeepGp::new(
+        let mut m = SviModel::new(
             SviConfig {
                 natgrad,
                 ..base.clone()
@@ -168,7 +168,7 @@ fn natural_gradient_training_is_the_same_on_one_and_two_threads() {
             ..Default::default()
         };
         assert_fit_same_on_one_and_two_threads(
-            || DeepGp::new(cfg.clone(), &data),
+            || SviModel::new(cfg.clone(), &data),
             &data,
             &fit,
             &predict,
@@ -186,11 +186,11 @@ fn natgrad_settings_are_validated_and_optional_in_checkpoints() {
         }),
         ..Default::default()
     };
-    assert_config_errors(&[(bad, &["gamma"][..])], |cfg| DeepGp::new(cfg, &data));
-    let model = DeepGp::new(SviConfig::default(), &data).unwrap();
+    assert_config_errors(&[(bad, &["gamma"][..])], |cfg| SviModel::new(cfg, &data));
+    let model = SviModel::new(SviConfig::default(), &data).unwrap();
     let json = model.to_json().unwrap();
     let old = json.replace(",\"natgrad\":null", "");
     assert_ne!(old, json, "the checkpoint names the natgrad setting");
-    let back = DeepGp::from_json(&old).unwrap();
+    let back = SviModel::from_json(&old).unwrap();
     assert_eq!(back.config().natgrad, None);
 }

@@ -29,7 +29,7 @@ fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
     toy_regression(n, d, 1.5, seed)
 }
 
-fn elbo(model: &DeepGp, data: &Dataset, seed: u64) -> f64 {
+fn elbo(model: &SviModel, data: &Dataset, seed: u64) -> f64 {
     let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
     let mut tape = Tape::new();
     model
@@ -38,7 +38,7 @@ fn elbo(model: &DeepGp, data: &Dataset, seed: u64) -> f64 {
         .0
 }
 
-fn pos(model: &DeepGp, name: &str) -> Mat<f64> {
+fn pos(model: &SviModel, name: &str) -> Mat<f64> {
     let id = model.params().id(name).unwrap();
     let m = model.params().get(id);
     Mat::from_fn(m.nrows(), m.ncols(), |i, j| {
@@ -53,7 +53,7 @@ fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
 /// Independent dense computation of the SVGP bound (Hensman et al. 2013):
 /// Σ_n [log N(y_n | μ_n, σ²) − v_n/(2σ²)] − KL(N(m, S) ‖ N(0, Kuu)), with everything formed
 /// explicitly through faer's own Cholesky, for a one-layer whitened model.
-fn dense_svgp_bound(model: &DeepGp, data: &Dataset) -> f64 {
+fn dense_svgp_bound(model: &SviModel, data: &Dataset) -> f64 {
     let layer: &SparseLayer = &model.layers()[0];
     let z = model.params().get(layer.z).to_owned();
     let hyper = KernelHyper {
@@ -125,7 +125,7 @@ fn one_layer_elbo_equals_dense_svgp_bound() {
         num_inducing: 6,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     perturb(&mut model, 0.3, 11);
     let ours = elbo(&model, &data, 0);
     let dense = dense_svgp_bound(&model, &data);
@@ -143,7 +143,7 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
         num_inducing: 20,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 300,
         learning_rate: 0.05,
@@ -183,9 +183,9 @@ fn whitened_and_non_whitened_elbos_agree() {
         train_samples: 3,
         ..Default::default()
     };
-    let mut white = DeepGp::new(base.clone(), &data).unwrap();
+    let mut white = SviModel::new(base.clone(), &data).unwrap();
     perturb(&mut white, 0.2, 4);
-    let mut plain = DeepGp::new(
+    let mut plain = SviModel::new(
         SviConfig {
             whiten: false,
             ..base
@@ -247,7 +247,7 @@ fn whole_objective_gradient(layers: usize, whiten: bool, lik: Likelihood) {
         last_mean: dgp_svi::LastMean::Constant,
         ..Default::default()
     };
-    let mut model = DeepGp::new(cfg, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     // Make the inner q non-degenerate so every path carries gradient.
     perturb(&mut model, 0.2, 9);
     let batch = Batch::new(data.x(), data.y(), 30).unwrap();
@@ -301,7 +301,7 @@ fn same_seed_same_result_with_one_and_two_threads() {
         seed: 3,
     };
     assert_fit_same_on_one_and_two_threads(
-        || DeepGp::new(cfg.clone(), &data),
+        || SviModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &predict,
@@ -323,7 +323,7 @@ fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
         train_samples: 2,
         ..Default::default()
     };
-    let model = DeepGp::new(cfg, &data).unwrap();
+    let model = SviModel::new(cfg, &data).unwrap();
     let batch = Batch::new(data.x(), data.y(), 5000).unwrap();
     let (v, g) = model
         .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
@@ -381,7 +381,7 @@ fn chunked_training_is_the_same_on_one_and_two_threads() {
         seed: 3,
     };
     assert_fit_same_on_one_and_two_threads(
-        || DeepGp::new(cfg.clone(), &data),
+        || SviModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &predict,
@@ -399,7 +399,7 @@ fn no_batch_by_batch_matrix_on_the_training_tape() {
         train_samples: 2,
         ..Default::default()
     };
-    let model = DeepGp::new(cfg, &data).unwrap();
+    let model = SviModel::new(cfg, &data).unwrap();
     let batch = Batch::new(data.x(), data.y(), 300).unwrap();
     let mut tape = Tape::new();
     model
@@ -412,7 +412,7 @@ fn no_batch_by_batch_matrix_on_the_training_tape() {
 #[test]
 fn function_samples_are_coherent_paths() {
     let data = toy_data(40, 1, 6);
-    let mut model = DeepGp::new(
+    let mut model = SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: 8,
@@ -433,7 +433,7 @@ fn function_samples_are_coherent_paths() {
     // Same seed, same paths.
     assert_eq!(f, model.function_samples(data.x(), 4, 1).unwrap().unwrap());
     // One layer: nothing to sample, every path is the posterior mean.
-    let sgp = DeepGp::new(
+    let sgp = SviModel::new(
         SviConfig {
             layers: 1,
             num_inducing: 8,
@@ -453,13 +453,13 @@ fn function_samples_are_coherent_paths() {
 #[test]
 fn checkpoint_round_trip_predicts_identically() {
     let data = toy_data(30, 2, 2);
-    let mut model = DeepGp::new(SviConfig::default(), &data).unwrap();
+    let mut model = SviModel::new(SviConfig::default(), &data).unwrap();
     perturb(&mut model, 0.1, 1);
     let cfg = PredictConfig {
         samples: 5,
         seed: 9,
     };
-    assert_model_json_round_trip(&model, DeepGp::from_json, data.x(), &cfg);
+    assert_model_json_round_trip(&model, SviModel::from_json, data.x(), &cfg);
 }
 
 #[test]
@@ -482,9 +482,9 @@ fn bad_inputs_are_errors_not_panics() {
                 &["num_inducing"],
             ),
         ],
-        |cfg| DeepGp::new(cfg, &data),
+        |cfg| SviModel::new(cfg, &data),
     );
-    let model = DeepGp::new(SviConfig::default(), &data).unwrap();
+    let model = SviModel::new(SviConfig::default(), &data).unwrap();
     // Includes 4×3 zeros and a 2×2 NaN matrix.
     assert_predict_rejects_bad_inputs(&model, 2);
     let labels = Mat::from_fn(30, 1, |i, _| i as f64);
@@ -493,7 +493,7 @@ fn bad_inputs_are_errors_not_panics() {
         likelihood: Likelihood::probit(),
         ..Default::default()
     };
-    assert_config_errors(&[(probit, &["label"][..])], |cfg| DeepGp::new(cfg, &bad));
+    assert_config_errors(&[(probit, &["label"][..])], |cfg| SviModel::new(cfg, &bad));
 }
 
 proptest! {
@@ -554,7 +554,7 @@ fn reused_tape_gives_bit_identical_steps_and_stops_allocating() {
             whiten,
             ..Default::default()
         };
-        let mut model = DeepGp::new(cfg, &data).unwrap();
+        let mut model = SviModel::new(cfg, &data).unwrap();
         let batch = Batch::new(data.x(), data.y(), 400).unwrap();
         let mut reused = Tape::with_par(faer::Par::rayon(0));
         // The allocation count is checked on a sequential reused tape: on a parallel one,
@@ -613,7 +613,7 @@ fn streamed_rows_train_bit_identically_to_in_memory() {
         seed: 2,
     };
     assert_fit_same_streamed_as_in_memory(
-        || DeepGp::new(cfg.clone(), &data),
+        || SviModel::new(cfg.clone(), &data),
         &data,
         &fit,
         &predict,
@@ -648,7 +648,7 @@ fn inducing_points_are_capped_at_the_training_rows() {
         num_inducing: 30,
         ..Default::default()
     };
-    let model = DeepGp::new(cfg, &data).unwrap();
+    let model = SviModel::new(cfg, &data).unwrap();
     assert_eq!(model.config().num_inducing, 12);
     let z = model.params().get(model.layers()[0].z);
     assert_eq!(z.nrows(), 12);
@@ -657,11 +657,14 @@ fn inducing_points_are_capped_at_the_training_rows() {
         assert!(hit, "row {i} is not an inducing input");
     }
     let json = model.to_json().unwrap();
-    assert_eq!(DeepGp::from_json(&json).unwrap().config().num_inducing, 12);
+    assert_eq!(
+        SviModel::from_json(&json).unwrap().config().num_inducing,
+        12
+    );
     let at = SviConfig {
         layers: 2,
         num_inducing: 12,
         ..Default::default()
     };
-    assert_eq!(DeepGp::new(at, &data).unwrap().config().num_inducing, 12);
+    assert_eq!(SviModel::new(at, &data).unwrap().config().num_inducing, 12);
 }

@@ -16,8 +16,8 @@
 mod plots;
 
 use dgp_hmc::sghmc::diagnostics::{TraceRecorder, autocorrelation, effective_sample_size};
-use dgp_hmc::{SghmcDgp, SghmcDgpConfig};
-use dgp_svi::{DeepGp, SviConfig};
+use dgp_hmc::{SghmcConfig, SghmcModel};
+use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::data::{Dataset, Standardizer, load_uci};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
@@ -97,7 +97,7 @@ fn load(a: &Args) -> Result<Split, DynErr> {
 
 /// The potential of every kept sample on the full training set, all with the same
 /// inner-layer noise (common random numbers), so that the series moves only with U.
-fn kept_potentials(model: &SghmcDgp, data: &Dataset) -> Result<Vec<f64>, DynErr> {
+fn kept_potentials(model: &SghmcModel, data: &Dataset) -> Result<Vec<f64>, DynErr> {
     let base = model.params().flat();
     let ranges = model.params().ranges(Role::Sampled);
     let batch = Batch::new(data.x(), data.y(), data.n())?;
@@ -134,11 +134,11 @@ fn main() -> Result<(), DynErr> {
     std::fs::create_dir_all(&a.out)?;
     let s = load(&a)?;
     let n = s.train.n();
-    let cfg = SghmcDgpConfig {
+    let cfg = SghmcConfig {
         layers: a.layers,
-        ..SghmcDgpConfig::default()
+        ..SghmcConfig::default()
     };
-    let mut model = SghmcDgp::new(cfg, &s.train_std)?;
+    let mut model = SghmcModel::new(cfg, &s.train_std)?;
     let fit = FitConfig {
         steps: a.steps,
         batch_size: n.min(10_000),
@@ -301,7 +301,7 @@ fn hyper_plot(a: &Args, rec: &TraceRecorder) -> Result<(), DynErr> {
 /// sampling.
 fn mixing(
     a: &Args,
-    model: &SghmcDgp,
+    model: &SghmcModel,
     s: &Split,
     pred: &Predictive,
     rec: &TraceRecorder,
@@ -367,7 +367,7 @@ fn mixing(
 /// kept samples' component means and sds, and the nearest training inputs.
 fn outliers(
     a: &Args,
-    model: &SghmcDgp,
+    model: &SghmcModel,
     s: &Split,
     pred: &Predictive,
     ld: &[f64],
@@ -461,7 +461,7 @@ fn svi_at(a: &Args, s: &Split, worst: &[usize]) -> Result<(), DynErr> {
         num_inducing: 100,
         ..SviConfig::default()
     };
-    let mut svi = DeepGp::new(cfg, &s.train_std)?;
+    let mut svi = SviModel::new(cfg, &s.train_std)?;
     let fit = FitConfig {
         steps: 10_000,
         batch_size: s.train.n().min(10_000),

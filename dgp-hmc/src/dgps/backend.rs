@@ -12,7 +12,7 @@ use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 
-use super::{Dgps, DgpsConfig};
+use super::{DgpsConfig, DgpsModel};
 
 impl Validate for DgpsConfig {
     fn validate(&self) -> Result<()> {
@@ -32,7 +32,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[],
 };
 
-/// The DGPS backend ([`Dgps`]).
+/// The DGPS backend ([`DgpsModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DgpsBackend;
 
@@ -95,6 +95,6 @@ impl ConfigBackend for DgpsBackend {
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(Dgps::new(config.into_inner(), train)?))
+        Ok(Box::new(DgpsModel::new(config.into_inner(), train)?))
     }
 }

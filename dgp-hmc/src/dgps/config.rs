@@ -1,4 +1,4 @@
-//! Configuration of a DGPS model ([`super::Dgps`]): the thesis' experiment settings
+//! Configuration of a DGPS model ([`super::DgpsModel`]): the thesis' experiment settings
 //! (Vafa 2016, §5.1.4) as defaults, validated once (`dgp_traits::backend::Checked`).
 //!
 //! Defaults that are ours rather than the thesis' are marked **(ours)**.
@@ -7,7 +7,7 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::optim::LbfgsConfig;
 use serde::{Deserialize, Serialize};
 
-/// Architecture, objective, initialisation and optimiser settings of a [`super::Dgps`].
+/// Architecture, objective, initialisation and optimiser settings of a [`super::DgpsModel`].
 ///
 /// ```
 /// use dgp_hmc::dgps::DgpsConfig;

@@ -1,24 +1,24 @@
 //! [`DgpsConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
-//! model in original units) and [`Dgps`] as [`Loadable`] from a model file.
+//! model in original units) and [`DgpsModel`] as [`Loadable`] from a model file.
 
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::fitted::{Estimator, Loadable};
 
-use crate::{Dgps, DgpsConfig};
+use crate::{DgpsConfig, DgpsModel};
 
 impl Estimator for DgpsConfig {
-    type Model = Dgps;
+    type Model = DgpsModel;
 
-    fn build(&self, train: &Dataset) -> Result<Dgps> {
-        Dgps::new(self.clone(), train)
+    fn build(&self, train: &Dataset) -> Result<DgpsModel> {
+        DgpsModel::new(self.clone(), train)
     }
 }
 
-impl Loadable for Dgps {
+impl Loadable for DgpsModel {
     const BACKENDS: &'static [&'static str] = &["dgps"];
 
     fn from_model_json(json: &str) -> Result<Self> {
-        Dgps::from_json(json)
+        DgpsModel::from_json(json)
     }
 }

@@ -1,7 +1,7 @@
-//! `impl Model for Dgps`: training by L-BFGS with random restarts (§4.3.5, §5.1.4) and
+//! `impl Model for DgpsModel`: training by L-BFGS with random restarts (§4.3.5, §5.1.4) and
 //! prediction as an equal-weight mixture over fresh sample paths (§4.3.7).
 
-use super::model::{Dgps, VAR_FLOOR, owned, record_constants};
+use super::model::{DgpsModel, VAR_FLOOR, owned, record_constants};
 use dgp_traits::data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl};
@@ -47,7 +47,7 @@ impl RunControl for RestartProgress<'_, '_> {
 
 impl Checkpoints for RestartProgress<'_, '_> {}
 
-impl Dgps {
+impl DgpsModel {
     /// One restart: L-BFGS ([`FullBatchLbfgs`], at most `iters` iterations) on J with the
     /// common random numbers of stream `restart` of the fit seed.
     fn train_once(
@@ -75,10 +75,10 @@ impl Dgps {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &Dgps| m.check_structure(),
+            |m: &DgpsModel| m.check_structure(),
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                Dgps::new(
+                DgpsModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data(m.input_dim, m.output_dim, n)?,
                 )
@@ -111,7 +111,7 @@ impl Dgps {
     }
 }
 
-impl Model for Dgps {
+impl Model for DgpsModel {
     fn backend(&self) -> &'static str {
         "dgps"
     }
@@ -183,7 +183,7 @@ impl Model for Dgps {
                 if r == 0 {
                     Ok(first.clone())
                 } else {
-                    Dgps::with_restart(first.config.clone(), data, r as u64)
+                    DgpsModel::with_restart(first.config.clone(), data, r as u64)
                 }
             },
             |m, r| {

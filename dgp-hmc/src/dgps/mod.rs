@@ -52,13 +52,13 @@
 //! ## Example
 //!
 //! ```
-//! use dgp_hmc::dgps::{Dgps, DgpsConfig};
+//! use dgp_hmc::dgps::{DgpsModel, DgpsConfig};
 //! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
 //! use dgp_traits::testing::toy_regression;
 //!
 //! let data = toy_regression(40, 1, 1.0, 0);
 //! let cfg = DgpsConfig { layers: 2, num_inducing: 5, samples: 3, restarts: 2, max_iters: 30, ..Default::default() };
-//! let mut model = Dgps::new(cfg, &data).unwrap();
+//! let mut model = DgpsModel::new(cfg, &data).unwrap();
 //! let fit = FitConfig { seed: 1, ..FitConfig::default() };
 //! let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
 //! assert!(report.final_objective.is_finite());
@@ -80,5 +80,5 @@ mod unit;
 
 pub use backend::{DGPS_BACKEND, DgpsBackend};
 pub use config::DgpsConfig;
-pub use model::Dgps;
+pub use model::DgpsModel;
 pub use unit::{GpUnit, UnitInit, UnitPrior};

@@ -26,7 +26,7 @@ pub(crate) const VAR_FLOOR: f64 = 1e-12;
 /// maximising the objective J of Procedure 3 with K fixed sample paths. See the module
 /// docs of [`crate::dgps`] for the equations and an example.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Dgps {
+pub struct DgpsModel {
     pub(crate) config: DgpsConfig,
     /// Units per layer, first to last.
     pub(crate) layers: Vec<Vec<GpUnit>>,
@@ -41,7 +41,7 @@ pub struct Dgps {
     pub(crate) restart: usize,
 }
 
-impl Dgps {
+impl DgpsModel {
     /// An untrained model for `data` (model units: standardise first) with the smart
     /// initialisation of §5.1.3 (restart 0; see [`crate::dgps::init`]) and common random
     /// numbers from seed 0 (`fit` sets them from its seed).
@@ -52,11 +52,11 @@ impl Dgps {
         Self::with_restart(config, data, 0)
     }
 
-    /// [`Dgps::new`] with the initialisation of restart `restart`.
+    /// [`DgpsModel::new`] with the initialisation of restart `restart`.
     pub(crate) fn with_restart(config: DgpsConfig, data: &Dataset, restart: u64) -> Result<Self> {
         config.validate()?;
         let (params, layers) = smart_init(&config, data, restart)?;
-        Ok(Dgps {
+        Ok(DgpsModel {
             config,
             layers,
             params,
@@ -196,7 +196,7 @@ impl Dgps {
     }
 }
 
-impl Objective for Dgps {
+impl Objective for DgpsModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }
@@ -208,7 +208,7 @@ impl Objective for Dgps {
     ///
     /// over the rows of `batch` (`fit` passes the whole training set: the log-sum-exp over
     /// whole-data log-likelihoods does not split over minibatches). The K sample paths use
-    /// the model's fixed common random numbers ([`Dgps::set_common_random_numbers`]), not
+    /// the model's fixed common random numbers ([`DgpsModel::set_common_random_numbers`]), not
     /// `rng`, so J is a deterministic function of the parameters. With L = 1 there is
     /// nothing to sample and J is the FITC log-likelihood plus the prior (K plays no role).
     fn record(

@@ -25,7 +25,7 @@ fn tiny(layers: usize) -> DgpsConfig {
     }
 }
 
-fn value(model: &Dgps, data: &Dataset, rng_seed: u64) -> (f64, Vec<f64>) {
+fn value(model: &DgpsModel, data: &Dataset, rng_seed: u64) -> (f64, Vec<f64>) {
     let batch = Batch::new(data.x(), data.y(), data.n()).unwrap();
     model
         .value_and_grad(&mut Tape::new(), &batch, &mut seeded(rng_seed))
@@ -35,7 +35,7 @@ fn value(model: &Dgps, data: &Dataset, rng_seed: u64) -> (f64, Vec<f64>) {
 #[test]
 fn objective_is_deterministic_for_fixed_common_random_numbers() {
     let data = toy_regression(25, 2, 1.0, 3);
-    let mut model = Dgps::new(
+    let mut model = DgpsModel::new(
         DgpsConfig {
             hidden_width: Some(2),
             ..tiny(3)
@@ -58,7 +58,7 @@ fn objective_is_deterministic_for_fixed_common_random_numbers() {
 fn objective_gradient_matches_finite_differences_every_block() {
     let data = toy_regression(20, 2, 1.0, 5);
     for (layers, width) in [(1, 1), (2, 1), (2, 2), (3, 2)] {
-        let mut model = Dgps::new(
+        let mut model = DgpsModel::new(
             DgpsConfig {
                 hidden_width: Some(width),
                 ard: layers != 2,
@@ -109,7 +109,7 @@ fn forward(l: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
 /// The exact one-layer FITC/MAP objective, written out densely: with
 /// K = s_f² exp(−Σ(x−x')²/2ℓ²) + (s_n² + 10⁻⁶) I at the pseudo inputs,
 /// Σ_n log N(y_n | k_nᵀK⁻¹ȳ, s_f² + s_n² − k_nᵀK⁻¹k_n) + log N(ȳ | 0, K).
-fn dense_fitc_map(model: &Dgps, data: &Dataset) -> f64 {
+fn dense_fitc_map(model: &DgpsModel, data: &Dataset) -> f64 {
     let unit = &model.layers()[0][0];
     let (sf2, sn2, ls) = unit.hyper_values(&model.params);
     let xbar = model.params.get(unit.xbar);
@@ -156,7 +156,7 @@ fn dense_fitc_map(model: &Dgps, data: &Dataset) -> f64 {
 fn one_layer_k1_equals_dense_fitc_map_objective() {
     let data = toy_regression(30, 2, 1.5, 8);
     for (ard, samples) in [(true, 1), (false, 1), (true, 7)] {
-        let mut model = Dgps::new(
+        let mut model = DgpsModel::new(
             DgpsConfig {
                 ard,
                 samples,
@@ -252,7 +252,7 @@ fn config_errors_name_the_field() {
             &["jitter"],
         ),
     ];
-    assert_config_errors(&cases, |c| Dgps::new(c, &data));
+    assert_config_errors(&cases, |c| DgpsModel::new(c, &data));
     let e = serde_json::from_str::<DgpsConfig>(r#"{"restart": 3}"#).unwrap_err();
     assert!(e.to_string().contains("restart"), "{e}");
     // Through the registration: an unknown key and a reserved one.
@@ -302,7 +302,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
         seed: 4,
         ..FitConfig::default()
     };
-    let mut model = Dgps::new(cfg.clone(), &data).unwrap();
+    let mut model = DgpsModel::new(cfg.clone(), &data).unwrap();
     let report = model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     let kept = model.train_objective().unwrap();
     assert_eq!(report.final_objective, kept);
@@ -310,7 +310,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
     // than at its initial point.
     let mut best = f64::NEG_INFINITY;
     for r in 0..3 {
-        let mut single = Dgps::with_restart(
+        let mut single = DgpsModel::with_restart(
             DgpsConfig {
                 restarts: 1,
                 ..cfg.clone()
@@ -344,7 +344,7 @@ fn fit_improves_j_and_restarts_keep_the_best() {
 #[test]
 fn fit_ends_with_interrupted_when_the_caller_asks() {
     let data = toy_regression(30, 1, 1.0, 6);
-    let mut model = Dgps::new(
+    let mut model = DgpsModel::new(
         DgpsConfig {
             restarts: 3,
             max_iters: 500,
@@ -367,7 +367,7 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
 #[test]
 fn model_json_round_trip_and_bad_inputs() {
     let data = toy_regression(20, 2, 1.0, 1);
-    let mut model = Dgps::new(tiny(2), &data).unwrap();
+    let mut model = DgpsModel::new(tiny(2), &data).unwrap();
     model
         .fit(
             &data,
@@ -382,7 +382,7 @@ fn model_json_round_trip_and_bad_inputs() {
         samples: 7,
         seed: 5,
     };
-    assert_model_json_round_trip(&model, Dgps::from_json, data.x(), &cfg);
+    assert_model_json_round_trip(&model, DgpsModel::from_json, data.x(), &cfg);
     assert_predict_rejects_bad_inputs(&model, 2);
     let pred = model.predict(data.x(), &cfg).unwrap();
     assert_eq!((pred.n_points(), pred.n_components()), (20, 7));
@@ -392,7 +392,7 @@ fn model_json_round_trip_and_bad_inputs() {
             .all(|c| c.iter().all(|v| *v > 0.0))
     );
     // One layer: nothing to sample, one component.
-    let one = Dgps::new(tiny(1), &data).unwrap();
+    let one = DgpsModel::new(tiny(1), &data).unwrap();
     assert_eq!(one.predict(data.x(), &cfg).unwrap().n_components(), 1);
     let f = model
         .function_samples(data.x(), 4, 9)
@@ -403,7 +403,7 @@ fn model_json_round_trip_and_bad_inputs() {
     let json = model.to_json().unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
     v["config"]["num_inducing"] = 5.into();
-    assert!(Dgps::from_json(&v.to_string()).is_err());
+    assert!(DgpsModel::from_json(&v.to_string()).is_err());
 }
 
 #[test]
@@ -414,7 +414,7 @@ fn same_result_on_one_and_two_threads() {
         ..tiny(2)
     };
     assert_fit_same_on_one_and_two_threads(
-        || Dgps::new(cfg.clone(), &data),
+        || DgpsModel::new(cfg.clone(), &data),
         &data,
         &FitConfig {
             seed: 7,
@@ -430,7 +430,7 @@ fn same_result_on_one_and_two_threads() {
 #[test]
 fn streamed_rows_are_refused_before_training() {
     let data = toy_regression(30, 2, 1.0, 2);
-    let model = Dgps::new(tiny(2), &data).unwrap();
+    let model = DgpsModel::new(tiny(2), &data).unwrap();
     dgp_traits::testing::assert_refuses_streamed(model, &data, &FitConfig::default());
 }
 

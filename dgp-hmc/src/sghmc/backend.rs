@@ -1,6 +1,6 @@
 //! Registration of the SGHMC backend with a harness ([`dgp_traits::backend::Backend`]).
 //!
-//! Backend settings are the fields of [`SghmcDgpConfig`], e.g. `sampler.burn_in=2000`,
+//! Backend settings are the fields of [`SghmcConfig`], e.g. `sampler.burn_in=2000`,
 //! `sampler.thinning=10`, `sampler.mcem=false`, `kuu_jitter=1e-10`; the common settings
 //! set `layers`, `num_inducing`, `hidden_width` and `init_seed`. `train_samples` and
 //! `predict_samples` are not used (one inner-layer sample per step; the predictive has
@@ -15,15 +15,15 @@ use dgp_traits::error::Result;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 
-use crate::sghmc::{SghmcDgp, SghmcDgpConfig};
+use crate::sghmc::{SghmcConfig, SghmcModel};
 
-impl Validate for SghmcDgpConfig {
+impl Validate for SghmcConfig {
     fn validate(&self) -> Result<()> {
-        SghmcDgpConfig::validate(self)
+        SghmcConfig::validate(self)
     }
 }
 
-/// Keys of [`SghmcDgpConfig`] that the common settings own, and what sets them.
+/// Keys of [`SghmcConfig`] that the common settings own, and what sets them.
 const RESERVED: &[(&str, &str)] = &[
     ("layers", "--layers"),
     ("num_inducing", "--inducing"),
@@ -37,7 +37,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[],
 };
 
-/// The SGHMC backend ([`SghmcDgp`]).
+/// The SGHMC backend ([`SghmcModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SghmcBackend;
 
@@ -45,7 +45,7 @@ pub struct SghmcBackend;
 pub static SGHMC_BACKEND: SghmcBackend = SghmcBackend;
 
 impl ConfigBackend for SghmcBackend {
-    type Config = SghmcDgpConfig;
+    type Config = SghmcConfig;
 
     fn name(&self) -> &'static str {
         "sghmc"
@@ -82,27 +82,27 @@ impl ConfigBackend for SghmcBackend {
         &SCHEMA
     }
 
-    /// The common settings' fields; everything else [`SghmcDgpConfig::default`].
-    fn base_config(&self, common: &CommonSettings) -> SghmcDgpConfig {
-        SghmcDgpConfig {
+    /// The common settings' fields; everything else [`SghmcConfig::default`].
+    fn base_config(&self, common: &CommonSettings) -> SghmcConfig {
+        SghmcConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
             init_seed: common.seed,
-            ..SghmcDgpConfig::default()
+            ..SghmcConfig::default()
         }
     }
 
     fn build_checked(
         &self,
-        config: Checked<SghmcDgpConfig>,
+        config: Checked<SghmcConfig>,
         _common: &CommonSettings,
         _settings: &Settings,
         _fit: &FitConfig,
         train: &Dataset,
         _stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(SghmcDgp::new(config.into_inner(), train)?))
+        Ok(Box::new(SghmcModel::new(config.into_inner(), train)?))
     }
 
     /// The default width is the input dimension, and prediction keeps every kept

@@ -1,25 +1,25 @@
-//! Configuration of an SGHMC deep GP ([`crate::SghmcDgp`]): the architecture and
+//! Configuration of an SGHMC deep GP ([`crate::SghmcModel`]): the architecture and
 //! initialisation of the reference code (cambridge-mlg/sghmc_dgp, `models.py`), the expected
 //! data term ([`Potential`]) and a shorter, faster-mixing sampler schedule by default.
 
-use crate::sghmc::sampler::SghmcConfig;
+use crate::sghmc::sampler::SghmcSamplerConfig;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::likelihoods::Likelihood;
 use serde::{Deserialize, Serialize};
 
-/// Architecture, initialisation and sampler settings of a [`crate::SghmcDgp`].
+/// Architecture, initialisation and sampler settings of a [`crate::SghmcModel`].
 ///
 /// ```
-/// let cfg = dgp_hmc::SghmcDgpConfig::default();
+/// let cfg = dgp_hmc::SghmcConfig::default();
 /// assert_eq!((cfg.layers, cfg.num_inducing, cfg.kuu_jitter), (2, 100, 1e-7));
 /// assert_eq!((cfg.sampler.burn_in, cfg.sampler.thinning, cfg.sampler.step_size), (2_000, 50, 0.03));
 /// assert!(cfg.validate().is_ok());
-/// let bad = dgp_hmc::SghmcDgpConfig { kuu_jitter: -1.0, ..Default::default() };
+/// let bad = dgp_hmc::SghmcConfig { kuu_jitter: -1.0, ..Default::default() };
 /// assert!(bad.validate().unwrap_err().to_string().contains("kuu_jitter"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SghmcDgpConfig {
+pub struct SghmcConfig {
     /// Number of GP layers L ≥ 1 (reference: 2).
     pub layers: usize,
     /// Width of every hidden layer; `None` gives the input dimension D (the reference's
@@ -43,11 +43,11 @@ pub struct SghmcDgpConfig {
     /// Test points per prediction chunk (each chunk runs all kept samples).
     pub predict_chunk: usize,
     /// The sampler: burn-in, thinning, kept samples, MCEM window, step size, friction,
-    /// hyper-step learning rate ([`SghmcConfig`]). Default: the reference's thinning (50),
+    /// hyper-step learning rate ([`SghmcSamplerConfig`]). Default: the reference's thinning (50),
     /// kept samples (100), window (100), friction and hyper learning rate, with
     /// [`DEFAULT_BURN_IN`] burn-in steps and step size [`DEFAULT_STEP_SIZE`];
-    /// [`SghmcConfig::default`] is the reference's schedule (10 000 burn-in steps, ε = 0.01).
-    pub sampler: SghmcConfig,
+    /// [`SghmcSamplerConfig::default`] is the reference's schedule (10 000 burn-in steps, ε = 0.01).
+    pub sampler: SghmcSamplerConfig,
     /// The data term of the potential (default [`Potential::Expected`]; the reference's is
     /// [`Potential::Marginal`], which a model file without this field keeps).
     #[serde(default = "Potential::reference")]
@@ -55,7 +55,7 @@ pub struct SghmcDgpConfig {
     /// The likelihood of the last layer (default Gaussian). Classification likelihoods
     /// (Bernoulli probit/logit, robust-max, softmax) give the last layer one latent GP
     /// per target column, or K for K classes, and need [`Potential::Expected`]. For the
-    /// Gaussian the initial noise variance is [`SghmcDgpConfig::noise_variance`] (the
+    /// Gaussian the initial noise variance is [`SghmcConfig::noise_variance`] (the
     /// likelihood's own `init_variance` is not used).
     pub likelihood: Likelihood,
 }
@@ -65,14 +65,14 @@ pub struct SghmcDgpConfig {
 ///
 /// ```
 /// use dgp_hmc::sghmc::Potential;
-/// assert_eq!(dgp_hmc::SghmcDgpConfig::default().potential, Potential::Expected);
+/// assert_eq!(dgp_hmc::SghmcConfig::default().potential, Potential::Expected);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Potential {
     /// `log N(y_b | μ_L,b, σ²_L,b + s²)`, the marginal over f_b (cambridge-mlg/sghmc_dgp,
     /// `predict_density`). Gaussian likelihood only: a classification model with this
-    /// term is refused ([`SghmcDgpConfig::validate`]). For L = 1 the chain's target is then the FITC posterior of U,
+    /// term is refused ([`SghmcConfig::validate`]). For L = 1 the chain's target is then the FITC posterior of U,
     /// and the MCEM maximises the FITC evidence, whose diagonal term σ²_L,b acts as
     /// input-dependent noise: the M-step can drive s² to its floor (Bauer, van der Wilk
     /// & Rasmussen 2016, §3.2: FITC underestimates the noise variance).
@@ -96,9 +96,9 @@ impl Potential {
     }
 }
 
-impl Default for SghmcDgpConfig {
+impl Default for SghmcConfig {
     fn default() -> Self {
-        SghmcDgpConfig {
+        SghmcConfig {
             layers: 2,
             hidden_width: None,
             num_inducing: 100,
@@ -108,10 +108,10 @@ impl Default for SghmcDgpConfig {
             kmeans_iters: 10,
             init_seed: 0,
             predict_chunk: 256,
-            sampler: SghmcConfig {
+            sampler: SghmcSamplerConfig {
                 burn_in: DEFAULT_BURN_IN,
                 step_size: DEFAULT_STEP_SIZE,
-                ..SghmcConfig::default()
+                ..SghmcSamplerConfig::default()
             },
             potential: Potential::Expected,
             likelihood: Likelihood::default(),
@@ -119,22 +119,22 @@ impl Default for SghmcDgpConfig {
     }
 }
 
-/// Default burn-in of [`SghmcDgpConfig`] (the reference runs 10 000): adapting steps, each
+/// Default burn-in of [`SghmcConfig`] (the reference runs 10 000): adapting steps, each
 /// with one MCEM hyper step.
 pub const DEFAULT_BURN_IN: usize = 2_000;
 
-/// Default step size ε of [`SghmcDgpConfig`] (the reference: 0.01). With the expected data
+/// Default step size ε of [`SghmcConfig`] (the reference: 0.01). With the expected data
 /// term the posterior over U is broader than the marginal term's, and at ε = 0.01 the
 /// kept samples' potential mixes too slowly for 100 samples 50 steps apart to be nearly
 /// independent; measurements in `results/sghmc-defaults/`.
 pub const DEFAULT_STEP_SIZE: f64 = 0.03;
 
-/// Largest hidden width [`SghmcDgpConfig::validate`] accepts: each hidden unit carries an
+/// Largest hidden width [`SghmcConfig::validate`] accepts: each hidden unit carries an
 /// M-vector of sampled inducing outputs with its momentum and preconditioner state, so an
 /// edited model file or config with an absurd width is refused before anything is allocated.
 pub const MAX_HIDDEN_WIDTH: usize = 10_000;
 
-impl SghmcDgpConfig {
+impl SghmcConfig {
     /// Checks every range; the error names the field.
     ///
     /// # Errors

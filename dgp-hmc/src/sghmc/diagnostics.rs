@@ -4,15 +4,15 @@
 //! * [`autocorrelation`] and [`effective_sample_size`] of a scalar series (Geyer's initial
 //!   monotone sequence estimator, Geyer 1992 §3.3; the form used by Stan and ArviZ for one
 //!   chain);
-//! * [`TraceRecorder`], an [`Observer`] of a [`SghmcDgp`] run that records the potential at
+//! * [`TraceRecorder`], an [`Observer`] of a [`SghmcModel`] run that records the potential at
 //!   every step and the hyperparameters (noise variance, per-layer kernel variance and
 //!   lengthscale summary) every few steps of burn-in, where the MCEM moves them;
-//! * [`SghmcDgp::fit_observed`], `fit` with such an extra observer.
+//! * [`SghmcModel::fit_observed`], `fit` with such an extra observer.
 //!
 //! The example `examples/sghmc_diagnostics.rs` puts these together on a UCI split and
 //! writes SVG plots; the results for energy are under `results/sghmc-vs-svi/diagnostics/`.
 
-use crate::sghmc::SghmcDgp;
+use crate::sghmc::SghmcModel;
 use crate::sghmc::sampler::SampledModel;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -81,7 +81,7 @@ pub fn effective_sample_size(x: &[f64]) -> f64 {
     (n as f64 / tau.max(1e-12)).min(cap)
 }
 
-/// Hyperparameters of a [`SghmcDgp`] at one step (in model units).
+/// Hyperparameters of a [`SghmcModel`] at one step (in model units).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HyperSnapshot {
     /// Global step index of the run (after this step).
@@ -96,7 +96,7 @@ pub struct HyperSnapshot {
 
 impl HyperSnapshot {
     /// The hyperparameters of `model` now, labelled `step`.
-    pub fn of(model: &SghmcDgp, step: usize) -> Self {
+    pub fn of(model: &SghmcModel, step: usize) -> Self {
         let p = model.params();
         let pos = |raw: f64| softplus(raw) + HYPER_FLOOR;
         let kernel_variance = model
@@ -123,7 +123,7 @@ impl HyperSnapshot {
     }
 }
 
-/// Records a [`SghmcDgp`] run: the potential `U = −objective` at every step (the value
+/// Records a [`SghmcModel`] run: the potential `U = −objective` at every step (the value
 /// the stepper reports, i.e. at the state before that step, with that step's inner-layer
 /// noise) and a [`HyperSnapshot`] after every `every`-th burn-in step (and the last).
 #[derive(Clone, Debug, Default)]
@@ -151,14 +151,14 @@ impl TraceRecorder {
     }
 }
 
-impl Observer<SghmcDgp> for TraceRecorder {
-    fn on_start(&mut self, model: &SghmcDgp, _steps: usize) -> Result<()> {
+impl Observer<SghmcModel> for TraceRecorder {
+    fn on_start(&mut self, model: &SghmcModel, _steps: usize) -> Result<()> {
         let step = model.sampler_state().map_or(0, |s| s.step);
         self.hypers.push(HyperSnapshot::of(model, step));
         Ok(())
     }
 
-    fn on_step(&mut self, model: &SghmcDgp, info: &StepInfo) -> Result<Control> {
+    fn on_step(&mut self, model: &SghmcModel, info: &StepInfo) -> Result<Control> {
         let Some(st) = model.sampler_state() else {
             return Ok(Control::Continue);
         };
@@ -173,7 +173,7 @@ impl Observer<SghmcDgp> for TraceRecorder {
     }
 }
 
-impl SghmcDgp {
+impl SghmcModel {
     /// [`dgp_traits::model::Model::fit`] with `extra` watching every step (e.g. a
     /// [`TraceRecorder`]); the run itself is exactly `fit`'s.
     ///
@@ -184,7 +184,7 @@ impl SghmcDgp {
         data: &Dataset,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
-        extra: &mut dyn Observer<SghmcDgp>,
+        extra: &mut dyn Observer<SghmcModel>,
     ) -> Result<FitReport> {
         self.sample(data, cfg, hooks, Some(extra))
     }

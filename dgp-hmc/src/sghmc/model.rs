@@ -2,7 +2,7 @@
 //! an [`Objective`], sampling through the core executor and the predictive mixture over
 //! kept samples.
 
-use crate::sghmc::config::{Potential, SghmcDgpConfig};
+use crate::sghmc::config::{Potential, SghmcConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
 use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
 use dgp_traits::conditional::{QPart, conditional};
@@ -41,7 +41,7 @@ pub const NOISE_FLOOR: f64 = 1e-6;
 pub const GRAD_CHUNK_ROWS: usize = 512;
 
 /// Most training rows on which the potential's effective sample size
-/// ([`SghmcDgp::potential_ess`]) is computed after sampling (a full pass over the rows per
+/// ([`SghmcModel::potential_ess`]) is computed after sampling (a full pass over the rows per
 /// kept sample; rows from a source that does not hold them in memory are read once).
 pub const ESS_MAX_ROWS: usize = 100_000;
 /// Inner-layer variances are clamped at this floor before the square root of the
@@ -52,8 +52,8 @@ pub const VAR_FLOOR: f64 = 1e-12;
 /// A deep GP whose whitened inducing outputs are sampled by adaptive SGHMC with
 /// moving-window MCEM for the hyperparameters (Havasi et al. 2018). See the crate docs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SghmcDgp {
-    config: SghmcDgpConfig,
+pub struct SghmcModel {
+    config: SghmcConfig,
     layers: Vec<SparseLayer>,
     u: Vec<ParamId>,
     /// The Gaussian noise variance s² (unconstrained); `None` for a classification
@@ -65,20 +65,20 @@ pub struct SghmcDgp {
     output_dim: usize,
     sampler: Option<SghmcState>,
     /// Effective sample size of the potential over the kept samples, set when a run ends
-    /// ([`SghmcDgp::potential_ess`]).
+    /// ([`SghmcModel::potential_ess`]).
     #[serde(default)]
     potential_ess: Option<f64>,
 }
 
-impl SghmcDgp {
+impl SghmcModel {
     /// Builds a model for training data `data` (model units), initialised as the reference
     /// (cambridge-mlg/sghmc_dgp, `models.py`): U_l = 0 ([`Role::Sampled`]); Z_l by k-means on the data pushed through
     /// the fixed inner means (identity / `[I, 0]` pad / PCA = right singular vectors of the
     /// running data), computed afresh per layer, M = min(`num_inducing`, N) of them (the
     /// model's configuration holds the M used); RBF ARD with lengthscales √D_in and
-    /// variance [`SghmcDgpConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
+    /// variance [`SghmcConfig::kernel_variance`]; noise variance var(Y). Hyperparameters
     /// (Z, lengthscales, variances, noise) are [`Role::Optimised`] (MCEM), the inner mean
-    /// maps fixed. With a classification likelihood ([`SghmcDgpConfig::likelihood`]) the
+    /// maps fixed. With a classification likelihood ([`SghmcConfig::likelihood`]) the
     /// last layer has one GP per latent function (K for K classes) and there is no noise
     /// variance.
     ///
@@ -91,7 +91,7 @@ impl SghmcDgp {
     /// # Errors
     /// Invalid configuration; targets the likelihood refuses (labels outside 0..K−1, a
     /// class absent from `data`); k-means or PCA failures.
-    pub fn new(mut config: SghmcDgpConfig, data: &Dataset) -> Result<Self> {
+    pub fn new(mut config: SghmcConfig, data: &Dataset) -> Result<Self> {
         config.validate()?;
         config.likelihood.check_training_targets(data.y())?;
         let x = data.x();
@@ -170,7 +170,7 @@ impl SghmcDgp {
         } else {
             (None, config.likelihood.clone())
         };
-        Ok(SghmcDgp {
+        Ok(SghmcModel {
             config,
             layers,
             u,
@@ -185,7 +185,7 @@ impl SghmcDgp {
     }
 
     /// The configuration the model was built with.
-    pub fn config(&self) -> &SghmcDgpConfig {
+    pub fn config(&self) -> &SghmcConfig {
         &self.config
     }
 
@@ -308,7 +308,7 @@ impl SghmcDgp {
     /// [`Model::fit`] with a snapshot of the model (its JSON, sampler state included)
     /// handed to `sink(steps_done_in_this_run, json)` after every `every` steps and the
     /// last: a run interrupted after a snapshot continues exactly from it
-    /// ([`SghmcDgp::from_json`], then `fit` again).
+    /// ([`SghmcModel::from_json`], then `fit` again).
     ///
     /// # Errors
     /// As [`Model::fit`]; `every == 0`; the sink's errors.
@@ -330,7 +330,7 @@ impl SghmcDgp {
         data: &dyn RowSource,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
-        extra: Option<&mut dyn Observer<SghmcDgp>>,
+        extra: Option<&mut dyn Observer<SghmcModel>>,
     ) -> Result<FitReport> {
         if cfg.early_stopping.is_some() {
             return Err(Error::config(
@@ -423,7 +423,7 @@ impl SghmcDgp {
         }
     }
 
-    /// Geyer's effective sample size of [`SghmcDgp::kept_potentials`] on the training
+    /// Geyer's effective sample size of [`SghmcModel::kept_potentials`] on the training
     /// data, computed when the run's last sample was kept (`None` before that, and for
     /// more than [`ESS_MAX_ROWS`] training rows: the diagnostic is a full pass over the
     /// rows per kept sample).
@@ -446,14 +446,14 @@ fn target_variance(y: MatRef<'_, f64>) -> f64 {
     total / p as f64
 }
 
-impl Objective for SghmcDgp {
+impl Objective for SghmcModel {
     fn params(&self) -> &ParamStore {
         &self.params
     }
 
     /// The log joint on a minibatch, `−U = (N/|B|) Σ_b ℓ_b − ½ Σ_l ‖U_l‖²_F`, with one
     /// sample of the inner layers (noise from `rng`) and the data term ℓ_b of
-    /// [`SghmcDgpConfig::potential`]: `log N(y_b | μ_L,b, σ²_L,b + s²)` (the reference's,
+    /// [`SghmcConfig::potential`]: `log N(y_b | μ_L,b, σ²_L,b + s²)` (the reference's,
     /// cambridge-mlg/sghmc_dgp: this is its `−N·nll`) or
     /// `E_{N(f|μ_L,b, σ²_L,b)} log N(y_b | f, s²)` — for a classification likelihood
     /// `E_{N(f|μ_L,b, diag σ²_L,b)} log p(y_b | f)` over the last layer's latent GPs
@@ -503,7 +503,7 @@ impl Objective for SghmcDgp {
     }
 }
 
-impl SghmcDgp {
+impl SghmcModel {
     /// The share of the log joint of the rows of `batch` in a minibatch of `total` rows,
     /// `(N/total) Σ_{b∈batch} ℓ_b`, minus `½ Σ_l ‖U_l‖²_F` when `with_prior`.
     fn joint_share(
@@ -563,7 +563,7 @@ impl SghmcDgp {
     }
 }
 
-impl SampledModel for SghmcDgp {
+impl SampledModel for SghmcModel {
     fn sampler_state(&self) -> Option<&SghmcState> {
         self.sampler.as_ref()
     }
@@ -573,7 +573,7 @@ impl SampledModel for SghmcDgp {
     }
 }
 
-impl Model for SghmcDgp {
+impl Model for SghmcModel {
     fn backend(&self) -> &'static str {
         "sghmc"
     }
@@ -583,13 +583,13 @@ impl Model for SghmcDgp {
     }
 
     fn noise_variance(&self) -> Option<f64> {
-        SghmcDgp::noise_variance(self)
+        SghmcModel::noise_variance(self)
     }
 
     /// Runs the sampler ([`SghmcStepper`] on the core [`Executor`], minibatches of
     /// `cfg.batch_size`, seed `cfg.seed`): burn-in with MCEM hyper steps, then the kept
     /// samples with thinning. `cfg.steps` is the budget of the whole run, burn-in plus
-    /// sampling ([`crate::sghmc::SghmcConfig::schedule`]): at least the configured
+    /// sampling ([`crate::sghmc::SghmcSamplerConfig::schedule`]): at least the configured
     /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
     /// shrinks burn-in and thinning by the same factor and keeps every sample.
     /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model
@@ -607,7 +607,7 @@ impl Model for SghmcDgp {
     /// Spec §5: the equal-weight mixture over the kept samples — per sample s one
     /// forward pass with fresh inner-layer noise gives `N(μ_L,s, σ²_L,s + s²)` — so the
     /// log density is the logsumexp over samples minus log S. Test points run in chunks
-    /// of [`SghmcDgpConfig::predict_chunk`] in parallel, chunk k with noise stream k of
+    /// of [`SghmcConfig::predict_chunk`] in parallel, chunk k with noise stream k of
     /// `cfg.seed` (thread-count independent). `cfg.samples` is not used: the number of
     /// components is the number of kept samples (one, the current state, before
     /// sampling).
@@ -701,7 +701,7 @@ impl Model for SghmcDgp {
     }
 }
 
-impl SghmcDgp {
+impl SghmcModel {
     /// Restores a model written by [`Model::to_json`] (sampler state included).
     ///
     /// # Errors
@@ -710,7 +710,7 @@ impl SghmcDgp {
     pub fn from_json(s: &str) -> Result<Self> {
         model_json::from_json_checked(
             s,
-            |m: &SghmcDgp| {
+            |m: &SghmcModel| {
                 m.config.validate()?;
                 if m.layers.len() != m.config.layers || m.u.len() != m.layers.len() {
                     return Err(Error::config("model file", "layer count mismatch"));
@@ -752,7 +752,7 @@ impl SghmcDgp {
             },
             |m| {
                 let n = m.config.num_inducing.saturating_mul(2);
-                SghmcDgp::new(
+                SghmcModel::new(
                     m.config.clone(),
                     &model_json::synthetic_data_for(
                         &m.config.likelihood,

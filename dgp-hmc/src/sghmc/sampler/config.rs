@@ -1,4 +1,4 @@
-//! The sampler's settings ([`SghmcConfig`]) and a run's phase lengths ([`SghmcSchedule`]),
+//! The sampler's settings ([`SghmcSamplerConfig`]) and a run's phase lengths ([`SghmcSchedule`]),
 //! the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`.
 
 use dgp_traits::error::{Error, Result};
@@ -7,16 +7,16 @@ use serde::{Deserialize, Serialize};
 /// Settings of the sampler (defaults: the reference's, cambridge-mlg/sghmc_dgp `sghmc_base.py` and `models.py`).
 ///
 /// ```
-/// use dgp_hmc::sghmc::SghmcConfig;
-/// let c = SghmcConfig::default();
+/// use dgp_hmc::sghmc::SghmcSamplerConfig;
+/// let c = SghmcSamplerConfig::default();
 /// assert_eq!((c.burn_in, c.thinning, c.kept, c.window), (10_000, 50, 100, 100));
 /// assert!(c.validate().is_ok());
-/// let e = SghmcConfig { thinning: 0, ..c }.validate().unwrap_err().to_string();
+/// let e = SghmcSamplerConfig { thinning: 0, ..c }.validate().unwrap_err().to_string();
 /// assert!(e.contains("thinning"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SghmcConfig {
+pub struct SghmcSamplerConfig {
     /// Adapting steps before samples are kept (each followed by an MCEM hyper step).
     pub burn_in: usize,
     /// Frozen steps per kept sample.
@@ -35,9 +35,9 @@ pub struct SghmcConfig {
     pub mcem: bool,
 }
 
-impl Default for SghmcConfig {
+impl Default for SghmcSamplerConfig {
     fn default() -> Self {
-        SghmcConfig {
+        SghmcSamplerConfig {
             burn_in: 10_000,
             thinning: 50,
             kept: 100,
@@ -50,7 +50,7 @@ impl Default for SghmcConfig {
     }
 }
 
-/// The phase lengths of one run (see [`SghmcConfig::schedule`]).
+/// The phase lengths of one run (see [`SghmcSamplerConfig::schedule`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SghmcSchedule {
     /// Adapting steps.
@@ -81,7 +81,7 @@ impl SghmcSchedule {
     }
 }
 
-impl SghmcConfig {
+impl SghmcSamplerConfig {
     /// Checks every field; the error names it.
     ///
     /// # Errors

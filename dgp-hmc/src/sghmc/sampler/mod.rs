@@ -63,6 +63,6 @@ mod stepper;
 mod tests;
 
 pub use chain::{SghmcChain, SghmcConstants};
-pub use config::{SghmcConfig, SghmcSchedule};
+pub use config::{SghmcSamplerConfig, SghmcSchedule};
 pub use state::{SampledModel, SghmcState, step_rng};
 pub use stepper::SghmcStepper;

@@ -2,7 +2,8 @@
 //! computed as a proposal and committed only when every part succeeded.
 
 use crate::sghmc::sampler::{
-    SampledModel, SghmcChain, SghmcConfig, SghmcConstants, SghmcSchedule, SghmcState, step_rng,
+    SampledModel, SghmcChain, SghmcConstants, SghmcSamplerConfig, SghmcSchedule, SghmcState,
+    step_rng,
 };
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::Batch;
@@ -15,7 +16,7 @@ use std::ops::Range;
 /// The SGHMC stepper with moving-window MCEM (see the module docs).
 #[derive(Clone, Debug)]
 pub struct SghmcStepper {
-    config: SghmcConfig,
+    config: SghmcSamplerConfig,
     schedule: SghmcSchedule,
     seed: u64,
     sampled: Vec<Range<usize>>,
@@ -39,7 +40,7 @@ impl SghmcStepper {
     ///
     /// # Errors
     /// The config's validation error.
-    pub fn new(config: SghmcConfig, schedule: SghmcSchedule, seed: u64) -> Result<Self> {
+    pub fn new(config: SghmcSamplerConfig, schedule: SghmcSchedule, seed: u64) -> Result<Self> {
         config.validate()?;
         if schedule.kept == 0
             || schedule.thinning == 0

@@ -199,7 +199,7 @@ fn data() -> Dataset {
     Dataset::new(Mat::zeros(4, 1), Mat::zeros(4, 1)).unwrap()
 }
 
-fn run(model: &mut Toy, cfg: &SghmcConfig, steps: usize) -> Result<FitReport> {
+fn run(model: &mut Toy, cfg: &SghmcSamplerConfig, steps: usize) -> Result<FitReport> {
     let schedule = cfg.full_schedule();
     let stepper = SghmcStepper::new(cfg.clone(), schedule, 11)?;
     let fit = FitConfig {
@@ -210,14 +210,14 @@ fn run(model: &mut Toy, cfg: &SghmcConfig, steps: usize) -> Result<FitReport> {
     Executor::new(stepper, &fit).run(model, &data())
 }
 
-fn small() -> SghmcConfig {
-    SghmcConfig {
+fn small() -> SghmcSamplerConfig {
+    SghmcSamplerConfig {
         burn_in: 40,
         thinning: 3,
         kept: 5,
         window: 8,
         step_size: 0.2,
-        ..SghmcConfig::default()
+        ..SghmcSamplerConfig::default()
     }
 }
 
@@ -240,7 +240,7 @@ fn mcem_reads_the_window_and_leaves_the_chain_alone() {
         run(&mut with, &cfg, 1).unwrap();
         run(
             &mut without,
-            &SghmcConfig {
+            &SghmcSamplerConfig {
                 mcem: false,
                 ..cfg.clone()
             },
@@ -372,52 +372,52 @@ fn non_finite_gradient_stops_with_the_step_and_keeps_the_last_good_state() {
 
 #[test]
 fn config_errors_name_the_field_and_schedules_fit_the_budget() {
-    let c = SghmcConfig::default();
+    let c = SghmcSamplerConfig::default();
     for (bad, field) in [
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 kept: 0,
                 ..c.clone()
             },
             "kept",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 thinning: 0,
                 ..c.clone()
             },
             "thinning",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 window: 20_000,
                 ..c.clone()
             },
             "window",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 step_size: 0.0,
                 ..c.clone()
             },
             "step_size",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 step_size: f64::NAN,
                 ..c.clone()
             },
             "step_size",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 mdecay: 0.0,
                 ..c.clone()
             },
             "mdecay",
         ),
         (
-            SghmcConfig {
+            SghmcSamplerConfig {
                 hyper_lr: f64::INFINITY,
                 ..c.clone()
             },
