@@ -399,6 +399,38 @@ enum Hook {
     Diverge = 1,
 }
 
+/// One checkpointed training run: the file its state is saved to in the session's
+/// directory, every setting that affects its numbers (checked on resume), why it cannot
+/// resume (if it cannot) and its learning rate (named when it diverges). A split of `run`
+/// ([`CheckpointTarget::of_split`]) or a `stream` run.
+#[derive(Clone, Debug)]
+pub struct CheckpointTarget {
+    /// File name of the state in the checkpoint directory.
+    pub file: String,
+    /// The settings that must match for a resume ([`fingerprint`] for a split).
+    pub fingerprint: serde_json::Value,
+    /// Why this run cannot be checkpointed (a usage message), or `None`.
+    pub refusal: Option<String>,
+    /// Learning rate of the run; `None` for a backend that does not use one.
+    pub learning_rate: Option<f64>,
+}
+
+impl CheckpointTarget {
+    /// Split `k` of `spec`: `<backend>-L<layers>-split<k>.json`.
+    pub fn of_split(spec: &ExperimentSpec<'_>, k: usize) -> Self {
+        CheckpointTarget {
+            file: format!(
+                "{}-L{}-split{k}.json",
+                spec.backend.name(),
+                spec.arch.layers
+            ),
+            fingerprint: fingerprint(spec, k),
+            refusal: refusal(spec),
+            learning_rate: spec.recorded_learning_rate(),
+        }
+    }
+}
+
 /// Starts a checkpoint session from the flags, before any training: checks the flags,
 /// creates the directory, refuses backends that cannot resume.
 ///
@@ -406,6 +438,24 @@ enum Hook {
 /// [`BenchError::Usage`] for a zero interval, a directory that cannot be created, a
 /// missing resume directory or a backend in `specs` that cannot resume.
 pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> Result<()> {
+    let targets: Vec<CheckpointTarget> = specs
+        .iter()
+        .flat_map(|s| {
+            s.splits
+                .iter()
+                .map(move |&k| CheckpointTarget::of_split(s, k))
+        })
+        .collect();
+    start_session_for(flags, &targets)
+}
+
+/// [`start_session`] for the runs `targets` (see the module docs): a saved state of one
+/// of them is never overwritten by `--checkpoint`, `--resume` needs one of them saved,
+/// and every saved one is verified before any training.
+///
+/// # Errors
+/// As [`start_session`].
+pub fn start_session_for(flags: &CheckpointFlags, targets: &[CheckpointTarget]) -> Result<()> {
     let (dir, resume) = match (&flags.checkpoint, &flags.resume) {
         (Some(d), _) => (d.clone(), false),
         (None, Some(d)) => (d.clone(), true),
@@ -422,24 +472,20 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
             dir.display()
         )));
     }
-    for spec in specs {
-        check_backend(spec)?;
+    if let Some(msg) = targets.iter().find_map(|t| t.refusal.clone()) {
+        return Err(BenchError::Usage(msg));
     }
     let flag = if resume { "--resume" } else { "--checkpoint" };
     // The states this run would read and write.
-    let d = dir.as_path();
-    let saved: Vec<PathBuf> = specs
+    let saved: Vec<PathBuf> = targets
         .iter()
-        .flat_map(|s| s.splits.iter().map(move |&k| split_path(d, s, k)))
+        .map(|t| dir.join(&t.file))
         .filter(|p| p.exists())
         .collect();
     if resume && saved.is_empty() {
-        let expected = specs
-            .first()
-            .and_then(|s| s.splits.first().map(|&k| split_path(&dir, s, k)))
-            .map_or(String::new(), |p| {
-                format!(" (expected e.g. {})", p.display())
-            });
+        let expected = targets.first().map_or(String::new(), |t| {
+            format!(" (expected e.g. {})", dir.join(&t.file).display())
+        });
         return Err(BenchError::Usage(format!(
             "--resume {}: nothing to resume: the directory holds no saved state of this \
              run's backends, layers and splits{expected}; use --checkpoint {} to start a \
@@ -460,12 +506,10 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
     }
     if resume {
         // Every saved state is verified now, before any split trains.
-        for s in specs {
-            for &k in &s.splits {
-                let p = split_path(d, s, k);
-                if p.exists() {
-                    load_state(&p, &fingerprint(s, k))?;
-                }
+        for t in targets {
+            let p = dir.join(&t.file);
+            if p.exists() {
+                load_state(&p, &t.fingerprint)?;
             }
         }
     }
@@ -497,21 +541,33 @@ pub fn start_session(flags: &CheckpointFlags, specs: &[ExperimentSpec<'_>]) -> R
 /// # Errors
 /// [`BenchError::Usage`] naming the backend or setting.
 pub fn check_backend(spec: &ExperimentSpec<'_>) -> Result<()> {
-    let name = spec.backend.name();
-    if !spec.backend.capabilities().resumable {
-        return Err(BenchError::Usage(format!(
-            "--checkpoint/--resume: backend {name} cannot resume exactly yet (supported: {})",
-            crate::backends::names_where(|c| c.resumable)
-        )));
+    refusal(spec).map_or(Ok(()), |m| Err(BenchError::Usage(m)))
+}
+
+/// Why `spec` cannot be checkpointed, or `None`.
+fn refusal(spec: &ExperimentSpec<'_>) -> Option<String> {
+    if let Some(m) = backend_refusal(spec.backend) {
+        return Some(m);
     }
-    if spec.early_stopping.is_some() {
-        return Err(BenchError::Usage(format!(
+    spec.early_stopping.is_some().then(|| {
+        format!(
             "--checkpoint/--resume: held-out early stopping ({}) cannot be checkpointed yet; \
              use --protocol published with the published or random split kind",
             spec.protocol
-        )));
-    }
-    Ok(())
+        )
+    })
+}
+
+/// Why backend `b` cannot be checkpointed (it does not declare
+/// [`dgp_traits::backend::Capabilities::resumable`]), or `None`.
+pub fn backend_refusal(b: &crate::backends::BackendEntry) -> Option<String> {
+    (!b.capabilities().resumable).then(|| {
+        format!(
+            "--checkpoint/--resume: backend {} cannot resume exactly yet (supported: {})",
+            b.name(),
+            crate::backends::names_where(|c| c.resumable)
+        )
+    })
 }
 
 /// Every setting of `spec` and split `k` that affects the numbers.
@@ -529,15 +585,6 @@ pub fn fingerprint(spec: &ExperimentSpec<'_>, k: usize) -> serde_json::Value {
         "protocol": spec.protocol,
         "lr_schedule": format!("{:?}", spec.lr_schedule),
     })
-}
-
-/// The split's checkpoint file.
-fn split_path(dir: &Path, spec: &ExperimentSpec<'_>, k: usize) -> PathBuf {
-    dir.join(format!(
-        "{}-L{}-split{k}.json",
-        spec.backend.name(),
-        spec.arch.layers
-    ))
 }
 
 /// Writes `text` to `path` atomically (a temporary file in the same directory, synced,
@@ -602,26 +649,35 @@ impl<'a> SplitControl<'a> {
                 "interrupted before training split {k}"
             )));
         }
+        Self::for_target(inner, CheckpointTarget::of_split(spec, k))
+    }
+
+    /// The control of the run `target` (of the session started with
+    /// [`start_session_for`]), forwarding progress to `inner`; loads its saved state when
+    /// resuming.
+    ///
+    /// # Errors
+    /// As [`SplitControl::new`].
+    pub fn for_target(inner: &'a mut dyn Progress, target: CheckpointTarget) -> Result<Self> {
         let session = SESSION.lock().ok().and_then(|s| s.clone());
-        let fingerprint = fingerprint(spec, k);
         let mut control = SplitControl {
             inner,
             path: None,
             every: 0,
-            fingerprint,
+            fingerprint: target.fingerprint,
             resume: None,
             asked: Cell::new(false),
             error: None,
-            resumable: check_backend(spec).is_ok(),
+            resumable: target.refusal.is_none(),
             resumed_from: None,
             saved_step: None,
             pending: None,
-            learning_rate: spec.recorded_learning_rate(),
+            learning_rate: target.learning_rate,
             first_objective: None,
             diverged: None,
         };
         if let Some(session) = session {
-            let path = split_path(&session.dir, spec, k);
+            let path = session.dir.join(&target.file);
             if session.resume && path.exists() {
                 let state = load_state(&path, &control.fingerprint)?;
                 control.saved_step = Some(state.steps_done);
@@ -666,6 +722,11 @@ impl<'a> SplitControl<'a> {
     /// The checkpoint file this split resumed from, if any.
     pub fn resumed_from(&self) -> Option<&Path> {
         self.resumed_from.as_deref()
+    }
+
+    /// The number of steps done in the state this split resumed from, if any.
+    pub fn resumed_step(&self) -> Option<usize> {
+        self.resumed_from.as_ref().and(self.saved_step)
     }
 
     fn divergence(&self, label: &str, step: usize, value: f64, first: f64) -> BenchError {

@@ -107,8 +107,8 @@ mod mpi_launch {
 
     use super::{exit_code, parse, plain_main, run};
 
-    /// Only `run` and `time` train; every other subcommand (and the default job) is
-    /// refused under a launch of several ranks, before any work, and so is a backend
+    /// Only `run`, `time` and `stream` train; every other subcommand (and the default job)
+    /// is refused under a launch of several ranks, before any work, and so is a backend
     /// that does not declare [`Capabilities::data_parallel`] (every rank would repeat
     /// the whole computation).
     ///
@@ -117,10 +117,11 @@ mod mpi_launch {
         let backends = match &cli.command {
             Some(Command::Run(a)) => &a.backend,
             Some(Command::Time(a)) => &a.backend,
+            Some(Command::Stream(a)) => &a.backend,
             _ => {
                 return Err(BenchError::Usage(
-                    "under mpirun with several ranks, dgp-bench runs only `run` and `time` \
-                     (data-parallel training); run other commands as one process"
+                    "under mpirun with several ranks, dgp-bench runs only `run`, `time` and \
+                     `stream` (data-parallel training); run other commands as one process"
                         .into(),
                 ));
             }
@@ -150,6 +151,11 @@ mod mpi_launch {
                 a.quiet = true;
             }
             Some(Command::Time(a)) => a.json = None,
+            Some(Command::Stream(a)) => {
+                a.json = None;
+                a.predictions = None;
+                a.quiet = true;
+            }
             _ => {}
         }
         cli

@@ -345,7 +345,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
     use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
     use dgp_traits::fit::FitHooks;
-    use dgp_traits::train::{EarlyStopping, HeldOutRule, SCORE_SEED_OFFSET, held_out_rows};
+    use dgp_traits::train::{EarlyStopping, HeldOutRule, HeldOutSplit, SCORE_SEED_OFFSET};
     let dir = write_folder(3);
     let split = ClassDataset::load(&dir, None).unwrap().split(0).unwrap();
     let st = Standardizer::fit(&split.train);
@@ -366,10 +366,10 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     let mut model = build_model(&s, &lik, &train).unwrap();
     let report = model.fit(&train, &s.fit, &mut FitHooks::none()).unwrap();
     let best = report.held_out.unwrap().best_heldout_nll.unwrap();
-    let (_, held) = held_out_rows(&rule, train.n(), s.fit.seed)
+    let split = HeldOutSplit::draw(&rule, train.n(), s.fit.seed)
         .unwrap()
         .unwrap();
-    let hold = train.select_rows(&held).unwrap();
+    let hold = train.select_rows(split.held()).unwrap();
     let pred = model
         .predict(
             hold.x(),

@@ -8,8 +8,8 @@ use dgp_traits::model::FitReport;
 use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use dgp_traits::testing::toy_regression;
 use dgp_traits::train::{
-    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutRule, LindingerStopping,
-    NaturalAdamStepper, Observer, Restore, StepInfo, fit_with_held_out_observed, held_out_rows,
+    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutRule, HeldOutSplit,
+    LindingerStopping, NaturalAdamStepper, Observer, Restore, StepInfo, fit_with_held_out_observed,
 };
 
 fn bits(v: &[f64]) -> Vec<u64> {
@@ -137,9 +137,10 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
         assert_eq!(ra.steps, rb.steps);
         assert_eq!(bits(&a.params().flat()), bits(&b.params().flat()));
         let s = rb.held_out.clone().unwrap();
-        let (kept, held) = held_out_rows(cfg.early_stopping.as_ref().unwrap(), 60, cfg.seed)
+        let split = HeldOutSplit::draw(cfg.early_stopping.as_ref().unwrap(), 60, cfg.seed)
             .unwrap()
             .unwrap();
+        let (kept, held) = (split.kept(), split.held());
         assert_eq!(s.heldout_rows, held.len());
         assert_eq!(kept.len() + held.len(), 60);
         assert_eq!(snap.0.len(), rb.steps);

@@ -175,6 +175,19 @@ fn streamed_equals_in_memory(
     tag: &str,
     components: Option<usize>,
 ) {
+    streamed_equals_in_memory_with(backend, layers, steps, tag, components, &[]);
+}
+
+/// [`streamed_equals_in_memory`] with `extra` arguments to both runs; returns the
+/// streamed run's record.
+fn streamed_equals_in_memory_with(
+    backend: &str,
+    layers: &str,
+    steps: &str,
+    tag: &str,
+    components: Option<usize>,
+    extra: &[&str],
+) -> serde_json::Value {
     let s = Scratch::new(tag);
     write_files(&s);
     let common = |json: &str, preds: &str| -> Vec<String> {
@@ -208,6 +221,7 @@ fn streamed_equals_in_memory(
             &s.arg(preds),
         ]
         .iter()
+        .chain(extra)
         .map(|a| a.to_string())
         .collect()
     };
@@ -237,6 +251,8 @@ fn streamed_equals_in_memory(
         "n_test",
         "bayes_nll",
         "model",
+        "early_stopping",
+        "held_out",
     ] {
         assert_eq!(
             f[key], m[key],
@@ -270,6 +286,7 @@ fn streamed_equals_in_memory(
         }
         check_parquet(&s, backend, c);
     }
+    f
 }
 
 #[test]
@@ -283,6 +300,94 @@ fn streamed_run_equals_the_in_memory_run() {
 fn streamed_dspp_and_ppgpr_equal_the_in_memory_runs() {
     streamed_equals_in_memory("dspp", "2", "15", "equal-dspp", Some(3));
     streamed_equals_in_memory("ppgpr", "1", "15", "equal-ppgpr", None);
+}
+
+/// Held-out early stopping from a file: the held-out rows are drawn from the row count
+/// and the seed, read into memory, and the others trained on through a view of the file,
+/// so both rules give the in-memory run's scores, stopping step and model bit for bit.
+#[test]
+fn streamed_early_stopping_equals_the_in_memory_run() {
+    let f = streamed_equals_in_memory_with(
+        "svi",
+        "2",
+        "80",
+        "equal-es-patience",
+        None,
+        &[
+            "--early-stopping",
+            r#"{"patience": {"every": 4, "patience": 2}}"#,
+        ],
+    );
+    let h = &f["held_out"];
+    // ⌊1500 · 2/17⌋ rows held out, 1 318 trained on.
+    assert_eq!(h["heldout_rows"], 176, "{h}");
+    assert!(h["scores"].as_array().unwrap().len() >= 3, "{h}");
+    assert!(h["best_heldout_nll"].as_f64().unwrap().is_finite(), "{h}");
+    let f = streamed_equals_in_memory_with(
+        "star",
+        "2",
+        "60",
+        "equal-es-lindinger",
+        None,
+        &[
+            "--early-stopping",
+            r#"{"lindinger": {"every": 3, "window": 2, "lag": 3, "checks": 1, "min_steps": 9}}"#,
+        ],
+    );
+    let h = &f["held_out"];
+    assert!(h["heldout_rows"].as_u64().unwrap() > 100, "{h}");
+    assert!(
+        f["steps"].as_u64().unwrap() < 60,
+        "the rule stopped the run: {h}"
+    );
+    assert!(h["scores"].as_array().unwrap().len() >= 3, "{h}");
+}
+
+#[test]
+fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_refused() {
+    let s = Scratch::new("es-refuse");
+    write_files(&s);
+    for (backend, rule) in [
+        ("svi", "sometimes"),
+        ("svi", r#"{"patience": {"fraction": 1.5}}"#),
+        ("sghmc", "patience"),
+    ] {
+        let out = bench(&[
+            "stream",
+            "--train",
+            &s.arg("train.rows"),
+            "--test",
+            &s.arg("test.rows"),
+            "--backend",
+            backend,
+            "--early-stopping",
+            rule,
+            "--quiet",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{backend} {rule}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("early-stopping") || err.contains("early stopping"),
+            "{err}"
+        );
+    }
+    // A classification likelihood would train on standardised labels: refused.
+    let out = bench(&[
+        "stream",
+        "--train",
+        &s.arg("train.rows"),
+        "--test",
+        &s.arg("test.rows"),
+        "--set",
+        "likelihood.kind=robust_max",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("regression") && err.contains("robust_max"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -340,4 +445,208 @@ fn backends_that_need_rows_in_memory_are_refused_before_training() {
         Some(2),
         "a prediction file naming an input is refused"
     );
+}
+
+/// The arguments of a checkpointed `stream` run of svi (3 000 steps of about a
+/// millisecond) writing `json` and `preds`, with `extra`.
+fn resumable_args(s: &Scratch, json: &str, preds: &str, extra: &[&str]) -> Vec<String> {
+    [
+        "stream",
+        "--train",
+        &s.arg("train.rows"),
+        "--test",
+        &s.arg("test.rows"),
+        "--backend",
+        "svi",
+        "--inducing",
+        "8",
+        "--batch",
+        "700",
+        "--steps",
+        "3000",
+        "--samples",
+        "3",
+        "--init-rows",
+        "400",
+        "--predict-chunk",
+        "128",
+        "--quiet",
+        "--json",
+        &s.arg(json),
+        "--predictions",
+        &s.arg(preds),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|a| a.to_string())
+    .collect()
+}
+
+/// Waits until the checkpoint `file` holds a state of at least `min_steps` steps.
+fn wait_for_state(file: &std::path::Path, min_steps: u64, child: &mut std::process::Child) {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+            && v["state"]["steps_done"].as_u64().unwrap_or(0) >= min_steps
+        {
+            return;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "run ended first");
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A streamed run stopped by `signal` after its 200-step checkpoint (SIGINT: it saves
+/// the state of the step it stops at and exits 130 without a record; SIGKILL: the last
+/// periodic state survives), then resumed with `--resume`, ends with the record and the
+/// prediction file of the run that was never interrupted, bit for bit.
+fn stream_interrupted_then_resumed(signal: &str) {
+    let s = Scratch::new(&format!("resume{signal}"));
+    write_files(&s);
+    let out = bench(
+        &resumable_args(&s, "ref.jsonl", "ref.csv", &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ck = s.arg("ck");
+    let argv = resumable_args(
+        &s,
+        "run.jsonl",
+        "run.csv",
+        &["--checkpoint", &ck, "--checkpoint-every", "100"],
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
+        .args(&argv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_state(&s.path("ck/stream-svi-L2.json"), 200, &mut child);
+    let killed = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if signal == "-INT" {
+        assert_eq!(o.status.code(), Some(130), "{err}");
+        assert!(
+            err.contains("--resume") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path("ck/stream-svi-L2.json")).unwrap())
+            .unwrap();
+    let done = state["state"]["steps_done"].as_u64().unwrap();
+    assert!(
+        (200..3000).contains(&done),
+        "{signal}: saved after {done} steps"
+    );
+    assert!(
+        !s.path("run.jsonl").exists(),
+        "no record of an unfinished run"
+    );
+    assert!(!s.path("run.csv").exists() && !s.path("run.csv.tmp").exists());
+    let resumed = resumable_args(
+        &s,
+        "run.jsonl",
+        "run.csv",
+        &["--resume", &ck, "--checkpoint-every", "100"],
+    );
+    let out = bench(&resumed.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("resuming from step {done}")),
+        "{signal}: {err}"
+    );
+    let (r, f) = (record(&s.path("ref.jsonl")), record(&s.path("run.jsonl")));
+    for key in ["nll", "rmse", "steps", "model", "n_train"] {
+        assert_eq!(r[key], f[key], "{signal}: {key} differs after the resume");
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.path("ref.csv")).unwrap(),
+        std::fs::read_to_string(s.path("run.csv")).unwrap(),
+        "{signal}: predictions differ after the resume"
+    );
+}
+
+#[test]
+fn streamed_run_interrupted_by_sigint_and_resumed_equals_the_uninterrupted_one() {
+    stream_interrupted_then_resumed("-INT");
+}
+
+#[test]
+fn streamed_run_killed_and_resumed_equals_the_uninterrupted_one() {
+    stream_interrupted_then_resumed("-KILL");
+}
+
+/// `--checkpoint` refuses what cannot resume exactly (a backend that does not declare it,
+/// held-out early stopping) and a saved state it would overwrite; `--resume` refuses a
+/// state written with other settings — each before any training, exit 2.
+#[test]
+fn stream_checkpoints_refuse_what_cannot_resume_exactly() {
+    let s = Scratch::new("ck-refuse");
+    write_files(&s);
+    let ck = s.arg("ck");
+    let short = |extra: &[&str]| -> Output {
+        let (train, test) = (s.arg("train.rows"), s.arg("test.rows"));
+        let mut argv: Vec<&str> = vec![
+            "stream",
+            "--train",
+            &train,
+            "--test",
+            &test,
+            "--inducing",
+            "8",
+            "--steps",
+            "20",
+            "--init-rows",
+            "400",
+            "--quiet",
+        ];
+        argv.extend(extra);
+        bench(&argv)
+    };
+    for (extra, expect) in [
+        (
+            vec!["--backend", "sghmc", "--checkpoint", &ck],
+            "cannot resume",
+        ),
+        (
+            vec!["--early-stopping", "patience", "--checkpoint", &ck],
+            "early stopping",
+        ),
+        (vec!["--resume", &ck], "no such checkpoint directory"),
+    ] {
+        let out = short(&extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(expect), "{extra:?}: {err}");
+    }
+    let out = short(&["--checkpoint", &ck]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (extra, expect) in [
+        (vec!["--checkpoint", &ck], "would overwrite"),
+        (vec!["--resume", &ck, "--seed", "4"], "other settings"),
+    ] {
+        let out = short(&extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(expect), "{extra:?}: {err}");
+    }
 }

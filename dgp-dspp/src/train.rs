@@ -40,11 +40,14 @@
 
 use crate::model::DsppModel;
 use dgp_traits::calibration::variance_scale;
-use dgp_traits::data::{Dataset, PERMUTATION_TABLE_MAX_N, RowSource, RowSubset, gather_dataset};
+use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
-use dgp_traits::train::{AdamStepper, CallerHooks, Executor, HeldOutStopping, best_of};
+use dgp_traits::train::{
+    AdamStepper, CallerHooks, Executor, HeldOutRule, HeldOutSplit, HeldOutStopping, KeptRows,
+    best_of,
+};
 
 pub use dgp_traits::train::{
     EarlyStopping, FitSummary, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
@@ -129,19 +132,16 @@ fn restart(
     Ok(out.seconds)
 }
 
-/// The training rows of a fit: copied into memory (an in-memory source) or a view of the
-/// source's rows (a source that does not hold them in memory).
+/// The training rows of a fit: the kept rows of the held-out split, or every row.
 enum TrainRows<'a> {
-    Memory(Dataset),
-    View(RowSubset<'a>),
+    Kept(KeptRows<'a>),
     Whole(&'a dyn RowSource),
 }
 
 impl TrainRows<'_> {
     fn source(&self) -> &dyn RowSource {
         match self {
-            TrainRows::Memory(d) => d,
-            TrainRows::View(v) => v,
+            TrainRows::Kept(k) => k.source(),
             TrainRows::Whole(s) => *s,
         }
     }
@@ -154,13 +154,13 @@ impl TrainRows<'_> {
 /// [`dgp_traits::model::Model::fit`] of [`DsppModel`]: restarts, then the main Adam loop, with
 /// early stopping when configured.
 ///
-/// From a source that does not hold its rows in memory the same split is made
-/// ([`heldout_split`] of the row count and the fit seed): the held-out rows are read into
-/// memory ([`gather_dataset`]) and the training rows are a view of the source
-/// ([`RowSubset`]), so a streamed fit equals the in-memory fit bit for bit. The split's
-/// index lists cost 8 bytes a row; above [`PERMUTATION_TABLE_MAX_N`] rows a streamed fit
-/// with early stopping is refused (as are random restarts, which re-initialise on the
-/// training rows in memory).
+/// The held-out rows are the patience rule's ([`HeldOutSplit::draw`], from the row count
+/// and the fit seed alone, at most [`dgp_traits::data::held_out::MAX_HELD_OUT_ROWS`]);
+/// from a source that does not hold its rows in memory they are read into memory and the
+/// training rows are a view of the rest ([`HeldOutSplit::split`]), so a streamed fit
+/// equals the in-memory fit bit for bit, in memory bounded by the held-out rows. Random
+/// restarts re-initialise on the training rows in memory and are refused on such a
+/// source.
 pub(crate) fn fit(
     model: &mut DsppModel,
     data: &dyn RowSource,
@@ -173,30 +173,16 @@ pub(crate) fn fit(
     let es = model.config().early_stopping.clone();
     let streamed = data.in_memory().is_none();
     let split = match &es {
-        Some(e) if data.n() >= MIN_ROWS_FOR_EARLY_STOPPING => {
-            e.validate()?;
-            if streamed && data.n() > PERMUTATION_TABLE_MAX_N {
-                return Err(Error::Unsupported(format!(
-                    "dspp early stopping on {} rows from {}: the held-out split of more than \
-                     {PERMUTATION_TABLE_MAX_N} streamed rows is not bounded in memory; set \
-                     early_stopping to null",
-                    data.n(),
-                    data.describe()
-                )));
-            }
-            let (fit_idx, val_idx) = heldout_split(data.n(), e.fraction, cfg.seed)?;
-            Some(match data.in_memory() {
-                Some(d) => (
-                    TrainRows::Memory(d.select_rows(&fit_idx)?),
-                    d.select_rows(&val_idx)?,
-                ),
-                None => {
-                    let val = gather_dataset(data, &val_idx)?;
-                    (TrainRows::View(RowSubset::new(data, fit_idx)?), val)
+        Some(e) => {
+            match HeldOutSplit::draw(&HeldOutRule::Patience(e.clone()), data.n(), cfg.seed)? {
+                Some(s) => {
+                    let (kept, val) = s.split(data)?;
+                    Some((TrainRows::Kept(kept), val))
                 }
-            })
+                None => None,
+            }
         }
-        _ => None,
+        None => None,
     };
     let whole = TrainRows::Whole(data);
     let (train, val) = match &split {

@@ -34,12 +34,16 @@ use dgp_io::standardize::{StandardizedRows, fit_standardizer};
 use dgp_traits::data::{RowSource, Standardizer};
 use dgp_traits::fit::{FitHooks, Progress};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
+use dgp_traits::train::{FitSummary, HeldOutRule};
 use faer::Mat;
 use serde::Serialize;
 
 use super::{ArchArgs, ModelFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
-use crate::checkpointing::{StopOnSignal, install_interrupt_handler, stop_requested};
+use crate::checkpointing::{
+    CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
+    start_session_for, stop_requested,
+};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 
@@ -76,6 +80,14 @@ pub struct StreamArgs {
     /// Load the training rows into memory and train from there (the comparison run).
     #[arg(long)]
     pub in_memory: bool,
+    /// Held-out early stopping: `patience` (the core's patience rule, 2/17 of the
+    /// training rows held out), `lindinger` (the rule of Lindinger et al. 2020 that
+    /// `run --protocol lindinger` trains with) or a rule as JSON (`{"patience":
+    /// {"every": 50, "patience": 10}}`) [default: none]. The held-out rows (at most
+    /// 65 536, drawn from the row count and --seed alone) are read into memory; training
+    /// reads the others from the file, and equals the --in-memory run.
+    #[arg(long, value_name = "RULE")]
+    pub early_stopping: Option<String>,
     /// Test rows per prediction chunk.
     #[arg(long, default_value_t = 10_000)]
     pub predict_chunk: usize,
@@ -95,6 +107,12 @@ pub struct StreamArgs {
     /// Model and optimiser flags.
     #[command(flatten)]
     pub model: ModelFlags,
+    /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N`: the training state is
+    /// saved to `DIR/stream-<backend>-L<layers>.json` (every N steps, on SIGINT/SIGTERM and
+    /// at the end; under MPI by rank 0 only), and `--resume DIR` with the same other flags
+    /// and training file continues to the same numbers as a run never interrupted.
+    #[command(flatten)]
+    pub ckpt: CheckpointFlags,
 }
 
 /// The record of one `stream` run.
@@ -141,6 +159,32 @@ pub struct StreamRecord {
     pub peak_rss_anon_mib: f64,
     /// Seconds spent predicting the test file.
     pub predict_seconds: f64,
+    /// The held-out early-stopping rule (`--early-stopping`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_stopping: Option<HeldOutRule>,
+    /// What the held-out early stopping did (rows held out, step kept, scores), if it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<FitSummary>,
+}
+
+/// The rule `--early-stopping` names: `patience`, `lindinger` or a [`HeldOutRule`] as JSON.
+///
+/// # Errors
+/// A usage error for anything else or invalid settings.
+pub fn parse_held_out_rule(text: &str) -> Result<HeldOutRule> {
+    let rule = match text.trim() {
+        "patience" => HeldOutRule::Patience(Default::default()),
+        "lindinger" => HeldOutRule::lindinger(),
+        json => serde_json::from_str(json).map_err(|e| {
+            BenchError::Usage(format!(
+                "--early-stopping {json}: expected patience, lindinger or a rule as JSON \
+                 ({{\"patience\": {{...}}}} or {{\"lindinger\": {{...}}}}): {e}"
+            ))
+        })?,
+    };
+    rule.validate()
+        .map_err(|e| BenchError::Usage(format!("--early-stopping: {e}")))?;
+    Ok(rule)
 }
 
 /// Progress bar and memory samples of a streamed fit.
@@ -204,6 +248,29 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             crate::backends::names_where(|c| c.streams)
         )));
     }
+    let early_stopping = a
+        .early_stopping
+        .as_deref()
+        .map(parse_held_out_rule)
+        .transpose()?;
+    if early_stopping.is_some() && !b.capabilities().held_out_early_stopping {
+        return Err(BenchError::Usage(format!(
+            "--backend {}: it does not support held-out early stopping; drop --early-stopping",
+            b.name()
+        )));
+    }
+    // The training file's targets are standardised as real numbers: a classification
+    // likelihood would train on shifted, scaled labels, so it is refused, not run.
+    if let Some(kind) = super::classify::setting_likelihood(&a.model)?
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .filter(|k| k != "gaussian")
+    {
+        return Err(BenchError::Usage(format!(
+            "setting likelihood: stream trains regression (Gaussian) models only, not the \
+             {kind} likelihood; train classification with `dgp-bench run --task \
+             classification`"
+        )));
+    }
     let init_rows = nonzero("--init-rows", a.init_rows)?;
     let chunk = nonzero("--predict-chunk", a.predict_chunk)?;
     let settings = a.model.settings_input((None, None))?;
@@ -243,6 +310,36 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     )
     .map_err(|e| BenchError::run("standardising the training rows", e))?;
     let n = train_file.n();
+    let target = CheckpointTarget {
+        file: format!("stream-{}-L{}.json", b.name(), a.layers),
+        // Every setting that affects the numbers; the training file by its size and its
+        // standardisation statistics (a pure function of its rows).
+        fingerprint: serde_json::json!({
+            "command": "stream",
+            "n": n,
+            "columns": [train_file.input_dim(), train_file.output_dim()],
+            "standardizer": serde_json::to_value(&st).unwrap_or_default(),
+            "backend": b.name(),
+            "arch": serde_json::to_value(&arch).unwrap_or_default(),
+            "steps": steps,
+            "batch_size": a.model.batch.unwrap_or(b.defaults.batch_cap).min(n),
+            "learning_rate": a.model.lr.unwrap_or(b.defaults.learning_rate),
+            "seed": a.seed,
+            "init_rows": init_rows,
+        }),
+        refusal: backend_refusal(b).or_else(|| {
+            early_stopping.is_some().then(|| {
+                "--checkpoint/--resume: held-out early stopping cannot be checkpointed yet; \
+                 drop --early-stopping"
+                    .to_string()
+            })
+        }),
+        learning_rate: b
+            .capabilities()
+            .uses_learning_rate
+            .then(|| a.model.lr.unwrap_or(b.defaults.learning_rate)),
+    };
+    start_session_for(&a.ckpt, std::slice::from_ref(&target))?;
     let (source, rows_from): (Box<dyn RowSource>, &str) = if a.in_memory {
         let d = train_file
             .to_dataset()
@@ -263,6 +360,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         batch_size: nonzero("--batch", batch)?,
         learning_rate: a.model.lr.unwrap_or(b.defaults.learning_rate),
         seed: a.seed,
+        early_stopping: early_stopping.clone(),
         ..FitConfig::default()
     };
     let mut obs = StreamObserver {
@@ -273,17 +371,26 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         ),
         peak_anon_kib: rss_anon_kib(),
     };
-    let mut stop = StopOnSignal;
-    let mut model = b.build_model(&arch, &fit, &sample, &FitHooks::none().control(&mut stop))?;
-    drop(sample);
+    let checkpointing = a.ckpt.checkpoint.is_some() || a.ckpt.resume.is_some();
+    let label = format!("training {}", b.name());
     let start = Instant::now();
-    let report = model
-        .fit(
-            source,
-            &fit,
-            &mut FitHooks::none().progress(&mut obs).control(&mut stop),
-        )
-        .map_err(|e| BenchError::run(format!("training {}", b.name()), e))?;
+    let (model, report) = {
+        let mut control = SplitControl::for_target(&mut obs, target)?;
+        if let (Some(p), Some(step)) = (control.resumed_from(), control.resumed_step()) {
+            eprintln!("resuming from step {step} of {}", p.display());
+        }
+        let mut hooks = FitHooks::all(&mut control);
+        let mut model = b.build_model(&arch, &fit, &sample, &hooks)?;
+        drop(sample);
+        let report = model.fit(source, &fit, &mut hooks);
+        let report = report.map_err(|e| control.fit_error(label.clone(), e))?;
+        match control.finish(&label) {
+            // Without checkpoints the stopped model is still evaluated and recorded below.
+            Err(BenchError::Interrupted(_)) if !checkpointing => {}
+            other => other?,
+        }
+        (model, report)
+    };
     let train_seconds = start.elapsed().as_secs_f64();
     obs.bar.finish();
     let t0 = Instant::now();
@@ -334,6 +441,8 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         noise_rmse: floor.map(|f| f.rmse),
         peak_rss_anon_mib: obs.peak_anon_kib as f64 / 1024.0,
         predict_seconds,
+        early_stopping,
+        held_out: report.held_out.clone(),
     };
     print_record(&record);
     if let Some(path) = &a.json {
@@ -664,6 +773,16 @@ fn print_record(r: &StreamRecord) {
         r.predict_seconds,
         r.peak_rss_anon_mib
     );
+    if let Some(h) = r.held_out.as_ref().filter(|h| h.heldout_rows > 0) {
+        println!(
+            "held-out early stopping: {} rows held out, {} steps, kept step {}, held-out NLL {}",
+            h.heldout_rows,
+            h.steps,
+            h.best_step.map_or("(last)".into(), |s| s.to_string()),
+            h.best_heldout_nll
+                .map_or("(not scored)".into(), |v| format!("{v:.4}"))
+        );
+    }
 }
 
 fn append_json(path: &Path, r: &StreamRecord) -> Result<()> {

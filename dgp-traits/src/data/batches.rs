@@ -60,14 +60,14 @@ fn mix64(mut z: u64) -> u64 {
 /// A keyed permutation of `0..n`: a balanced Feistel network on `2h` bits with cycle
 /// walking (every value `≥ n` is mapped again until it falls in `0..n`).
 #[derive(Clone, Debug)]
-struct Feistel {
+pub(crate) struct Feistel {
     half_bits: u32,
     mask: u64,
     keys: [u64; FEISTEL_ROUNDS],
 }
 
 impl Feistel {
-    fn new(n: usize, rng: &mut Rng) -> Self {
+    pub(crate) fn new(n: usize, rng: &mut Rng) -> Self {
         let bits = (usize::BITS - (n.max(2) - 1).leading_zeros()).max(2);
         let half_bits = bits.div_ceil(2);
         let mut keys = [0u64; FEISTEL_ROUNDS];
@@ -93,7 +93,7 @@ impl Feistel {
     }
 
     /// Position `k` (< n) of the epoch's permutation of `0..n`.
-    fn index(&self, k: usize, n: usize) -> usize {
+    pub(crate) fn index(&self, k: usize, n: usize) -> usize {
         let mut x = k as u64;
         loop {
             x = self.apply(x);

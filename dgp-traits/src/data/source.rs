@@ -212,6 +212,103 @@ impl RowSource for RowSubset<'_> {
     }
 }
 
+/// The rows of another source that are not in a sorted list of excluded rows, in
+/// ascending order, as a source of their own: the training rows left after held-out rows
+/// are split off a source that does not hold its rows in memory. Row `k` of the view is
+/// row `k + c` of the parent, where `c = #{j : held[j] − j ≤ k}` (the excluded rows before
+/// it; `held[j] − j` counts the kept rows before `held[j]`), found by binary search.
+/// Memory: the excluded list and a scratch buffer of one minibatch's indices, never `n`
+/// indices and never the rows; `O(log |held|)` per row.
+pub struct RowsExcept<'a> {
+    source: &'a dyn RowSource,
+    held: Vec<usize>,
+    scratch: Mutex<Vec<usize>>,
+}
+
+impl<'a> RowsExcept<'a> {
+    /// The rows of `source` not in `held` (strictly ascending).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for a list that is not strictly ascending or names a row out of
+    /// range; [`Error::Empty`] when no row is left.
+    pub fn new(source: &'a dyn RowSource, held: Vec<usize>) -> Result<Self> {
+        let n = source.n();
+        if let Some(w) = held.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(Error::shape(
+                "RowsExcept excluded rows",
+                "strictly ascending",
+                format!("{} before {}", w[0], w[1]),
+            ));
+        }
+        if let Some(&bad) = held.last().filter(|&&h| h >= n) {
+            return Err(Error::shape(
+                "RowsExcept excluded row",
+                format!("< {n}"),
+                bad,
+            ));
+        }
+        if held.len() >= n {
+            return Err(Error::Empty(format!(
+                "every one of the {n} rows is excluded"
+            )));
+        }
+        Ok(RowsExcept {
+            source,
+            held,
+            scratch: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Row of the parent source that is row `k` of the view (`k < n()`).
+    pub fn parent_row(&self, k: usize) -> usize {
+        // `held[j] − j` is non-decreasing in j (the list is strictly ascending).
+        let (mut lo, mut hi) = (0, self.held.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.held[mid] - mid <= k {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        k + lo
+    }
+}
+
+impl RowSource for RowsExcept<'_> {
+    fn n(&self) -> usize {
+        self.source.n() - self.held.len()
+    }
+
+    fn input_dim(&self) -> usize {
+        self.source.input_dim()
+    }
+
+    fn output_dim(&self) -> usize {
+        self.source.output_dim()
+    }
+
+    fn gather(&self, idx: &[usize], x: MatMut<'_, f64>, y: MatMut<'_, f64>) -> Result<()> {
+        check_gather(self.n(), (self.input_dim(), self.output_dim()), idx, &x, &y)?;
+        let mut scratch = self
+            .scratch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        scratch.clear();
+        scratch.extend(idx.iter().map(|&k| self.parent_row(k)));
+        self.source.gather(&scratch, x, y)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} rows of {} ({} held out)",
+            self.n(),
+            self.source.describe(),
+            self.held.len()
+        )
+    }
+}
+
 /// Rows `idx` of `source` copied into an in-memory [`Dataset`] (e.g. the held-out rows of
 /// a source that does not hold its rows in memory): exactly the stored values, as
 /// [`Dataset::select_rows`] gives for an in-memory source.
@@ -276,6 +373,42 @@ mod tests {
         let s = d.select_rows(&[3, 4]).unwrap();
         assert_eq!(g.x(), s.x());
         assert_eq!(g.y(), s.y());
+    }
+
+    #[test]
+    fn rows_except_reads_the_complement_in_order() {
+        let d = data();
+        let v = RowsExcept::new(&d, vec![1, 2]).unwrap();
+        assert_eq!(v.n(), 3);
+        assert_eq!(
+            (0..3).map(|k| v.parent_row(k)).collect::<Vec<_>>(),
+            [0, 3, 4]
+        );
+        let g = gather_dataset(&v, &[2, 0, 1]).unwrap();
+        let s = d.select_rows(&[4, 0, 3]).unwrap();
+        assert_eq!((g.x(), g.y()), (s.x(), s.y()));
+        assert!(v.in_memory().is_none());
+        assert!(RowsExcept::new(&d, vec![2, 1]).is_err());
+        assert!(RowsExcept::new(&d, vec![1, 1]).is_err());
+        assert!(RowsExcept::new(&d, vec![5]).is_err());
+        assert!(RowsExcept::new(&d, vec![0, 1, 2, 3, 4]).is_err());
+        let mut x = Mat::zeros(1, 2);
+        let mut y = Mat::zeros(1, 1);
+        assert!(v.gather(&[3], x.as_mut(), y.as_mut()).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rows_except_is_the_complement(n in 1usize..300, mask in proptest::collection::vec(proptest::bool::ANY, 300)) {
+            let held: Vec<usize> = (0..n).filter(|&i| mask[i]).collect();
+            proptest::prop_assume!(held.len() < n);
+            let x = Mat::from_fn(n, 1, |i, _| i as f64);
+            let d = Dataset::new(x.clone(), x).unwrap();
+            let v = RowsExcept::new(&d, held.clone()).unwrap();
+            let want = crate::data::held_out::complement(n, &held);
+            let got: Vec<usize> = (0..v.n()).map(|k| v.parent_row(k)).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub fn permutation(n: usize, rng: &mut Rng) -> Vec<usize> {
 }
 
 /// Number of held-out rows for a fraction, as NumPy's `int(fraction * n)` (floor).
-fn held_out_count(n: usize, fraction: f64, what: &str) -> Result<usize> {
+pub(crate) fn held_out_count(n: usize, fraction: f64, what: &str) -> Result<usize> {
     if !(fraction > 0.0 && fraction < 1.0) {
         return Err(Error::config(
             "fraction",
@@ -114,12 +114,8 @@ pub fn holdout_with_replacement(
     seed: u64,
 ) -> Result<(Vec<usize>, Vec<usize>)> {
     let draws = held_out_count(n, fraction, "holdout")?;
-    let mut rng = seeded(seed);
-    let mut held = vec![false; n];
-    for _ in 0..draws {
-        held[uniform_below(&mut rng, n)] = true;
-    }
-    let (h, k): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| held[i]);
+    let h = crate::data::held_out::draw_with_replacement(n, draws, seed);
+    let k = crate::data::held_out::complement(n, &h);
     Ok((k, h))
 }
 

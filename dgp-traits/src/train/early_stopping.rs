@@ -6,7 +6,8 @@
 //! can be driven up without bound by shrinking variances at the training inputs while the
 //! held-out NLL explodes (see `dgp-dspp`'s training docs).
 
-use crate::data::validation_split;
+use crate::data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_without_replacement};
+use crate::data::held_out_count;
 use crate::error::{Error, Result};
 pub use crate::fit::FitSummary;
 use crate::model::Model;
@@ -17,13 +18,27 @@ use crate::train::rules::{EarlyStopping, LindingerStopping, LindingerTrace, Rest
 pub const MIN_ROWS_FOR_EARLY_STOPPING: usize = 20;
 
 /// The rows `(kept, held out)` of a data set of `n` rows held out for early stopping with
-/// `fraction` and fit seed `seed` (a [`validation_split`] with seed `seed + 0x5EED`).
+/// `fraction` and fit seed `seed`, both ascending: [`patience_held_out`] and its
+/// complement.
 ///
 /// # Errors
-/// As [`validation_split`].
+/// As [`patience_held_out`].
 pub fn heldout_split(n: usize, fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
-    let all: Vec<usize> = (0..n).collect();
-    validation_split(&all, fraction, seed.wrapping_add(0x5EED))
+    let held = patience_held_out(n, fraction, seed)?;
+    Ok((complement(n, &held), held))
+}
+
+/// The rows of `0..n` the patience rule holds out with `fraction` and fit seed `seed`,
+/// ascending: `k = min(⌊fraction · n⌋,` [`MAX_HELD_OUT_ROWS`]`)` rows drawn without
+/// replacement with seed `seed + 0x5EED` ([`draw_without_replacement`]; below the cap
+/// and up to [`crate::data::PERMUTATION_TABLE_MAX_N`] rows these are the validation rows
+/// of [`crate::data::validation_split`] of `0..n` with that seed).
+///
+/// # Errors
+/// [`Error::Config`] if `fraction ∉ (0, 1)` or either set would be empty.
+pub fn patience_held_out(n: usize, fraction: f64, seed: u64) -> Result<Vec<usize>> {
+    let k = held_out_count(n, fraction, "validation")?.min(MAX_HELD_OUT_ROWS);
+    Ok(draw_without_replacement(n, k, seed.wrapping_add(0x5EED)))
 }
 
 /// Observer: evaluates a held-out score (lower is better, `+∞` for "cannot evaluate") at

@@ -7,10 +7,13 @@
 //! data)`: same batches, same noise, same numbers. With a rule it
 //!
 //! 1. splits the rows passed to `fit` into kept and held-out rows with the fit seed
-//!    ([`HeldOutRule::Patience`]: [`heldout_split`], without replacement;
-//!    [`HeldOutRule::Lindinger`]: [`holdout_with_replacement`] with seed `cfg.seed +
-//!    0x5EED`, the reference's draw with replacement);
-//! 2. trains on the kept rows only (the executor's `N` is the kept count);
+//!    ([`HeldOutSplit::draw`]: at most [`MAX_HELD_OUT_ROWS`] rows, drawn by a rule that
+//!    depends on the row count and the seed only);
+//! 2. trains on the kept rows only (the executor's `N` is the kept count): a copy of
+//!    them for an in-memory source, a [`RowsExcept`] view of any other source, whose
+//!    held-out rows are gathered into memory ([`HeldOutSplit::split`]) — so a streamed
+//!    run with early stopping equals the in-memory one bit for bit, in memory bounded by
+//!    the held-out rows;
 //! 3. scores the model by its own predictive NLL on the held-out rows
 //!    ([`heldout_nll`]: [`Model::predict`] with [`HeldOutRule::score_samples`] samples,
 //!    then [`predictive_nll`]: the mixture log density, or the log loss of the labels
@@ -24,12 +27,13 @@
 //! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, hooks)
 //! ```
 
-use crate::data::{Dataset, RowSource, holdout_with_replacement, require_in_memory};
+use crate::data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_with_replacement};
+use crate::data::{Dataset, RowSource, RowsExcept, gather_dataset, held_out_count};
 use crate::error::Result;
 use crate::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use crate::predictive::Predictive;
 use crate::train::early_stopping::{
-    FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
+    FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, patience_held_out,
 };
 use crate::train::executor::Executor;
 use crate::train::observer::{CallerHooks, Observer};
@@ -37,36 +41,114 @@ use crate::train::rules::HeldOutRule;
 use crate::train::stepper::Stepper;
 use faer::MatRef;
 
-/// Offset of the held-out rows' seed from the fit seed (as [`heldout_split`]).
+/// Offset of the held-out rows' seed from the fit seed (as
+/// [`heldout_split`](crate::train::heldout_split)).
 pub const HOLDOUT_SEED_OFFSET: u64 = 0x5EED;
 /// Offset of the held-out predictions' seed from the fit seed (the Lindinger rule adds the
 /// evaluation index, so every evaluation draws fresh samples as the reference does; the
 /// patience rule uses the same seed at every evaluation).
 pub const SCORE_SEED_OFFSET: u64 = 0x5C0E;
 
-/// `(kept, held_out)` rows of `n` training rows for `rule` and fit seed `seed`; `None`
-/// when `n` < [`MIN_ROWS_FOR_EARLY_STOPPING`] (no early stopping then).
+/// The rows an early-stopping rule holds out of `n` training rows (ascending, distinct,
+/// at most [`MAX_HELD_OUT_ROWS`]); the kept rows are the others, in ascending order.
 ///
-/// # Errors
-/// Invalid rule settings, or a fraction that leaves an empty set.
-pub fn held_out_rows(
-    rule: &HeldOutRule,
+/// The draw depends only on the rule, `n` and the fit seed, never on where the rows are
+/// stored, and its memory is the held-out rows' indices whatever `n`:
+/// [`HeldOutRule::Patience`]: [`patience_held_out`] (without replacement);
+/// [`HeldOutRule::Lindinger`]: the distinct rows of `min(⌊holdout_fraction · n⌋,`
+/// [`MAX_HELD_OUT_ROWS`]`)` draws with replacement with seed `seed +`
+/// [`HOLDOUT_SEED_OFFSET`] ([`draw_with_replacement`]; below the cap, the holdout of
+/// [`crate::data::holdout_with_replacement`], the reference's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldOutSplit {
     n: usize,
-    seed: u64,
-) -> Result<Option<(Vec<usize>, Vec<usize>)>> {
-    rule.validate()?;
-    if n < MIN_ROWS_FOR_EARLY_STOPPING {
-        return Ok(None);
+    held: Vec<usize>,
+}
+
+/// The kept (training) rows of a [`HeldOutSplit`]: copied into memory from an in-memory
+/// source, or a view of a source that does not hold its rows in memory ([`RowsExcept`]:
+/// the same rows in the same order, so training on either gives the same numbers).
+pub enum KeptRows<'a> {
+    /// The kept rows of an in-memory source, copied.
+    Memory(Dataset),
+    /// The kept rows of any other source, read through it.
+    View(RowsExcept<'a>),
+}
+
+impl KeptRows<'_> {
+    /// The kept rows as a source.
+    pub fn source(&self) -> &dyn RowSource {
+        match self {
+            KeptRows::Memory(d) => d,
+            KeptRows::View(v) => v,
+        }
     }
-    let split = match rule {
-        HeldOutRule::Patience(es) => heldout_split(n, es.fraction, seed)?,
-        HeldOutRule::Lindinger(l) => holdout_with_replacement(
-            n,
-            l.holdout_fraction,
-            seed.wrapping_add(HOLDOUT_SEED_OFFSET),
-        )?,
-    };
-    Ok(Some(split))
+}
+
+impl HeldOutSplit {
+    /// The split of `n` training rows for `rule` and fit seed `seed`; `None` when `n` <
+    /// [`MIN_ROWS_FOR_EARLY_STOPPING`] (no early stopping then).
+    ///
+    /// # Errors
+    /// Invalid rule settings, or a fraction that leaves an empty set.
+    pub fn draw(rule: &HeldOutRule, n: usize, seed: u64) -> Result<Option<Self>> {
+        rule.validate()?;
+        if n < MIN_ROWS_FOR_EARLY_STOPPING {
+            return Ok(None);
+        }
+        let held = match rule {
+            HeldOutRule::Patience(es) => patience_held_out(n, es.fraction, seed)?,
+            HeldOutRule::Lindinger(l) => {
+                let draws =
+                    held_out_count(n, l.holdout_fraction, "holdout")?.min(MAX_HELD_OUT_ROWS);
+                draw_with_replacement(n, draws, seed.wrapping_add(HOLDOUT_SEED_OFFSET))
+            }
+        };
+        Ok(Some(HeldOutSplit { n, held }))
+    }
+
+    /// Number of training rows the split was drawn for.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The held-out rows, ascending.
+    pub fn held(&self) -> &[usize] {
+        &self.held
+    }
+
+    /// The kept rows, ascending (`8` bytes a row: for tests and small data; training
+    /// reads them through [`HeldOutSplit::split`]).
+    pub fn kept(&self) -> Vec<usize> {
+        complement(self.n, &self.held)
+    }
+
+    /// The kept rows of `data` and its held-out rows in memory: from an in-memory source
+    /// both are copies ([`Dataset::select_rows`]); from any other source the held-out rows
+    /// are gathered ([`gather_dataset`]) and the kept rows are a [`RowsExcept`] view.
+    ///
+    /// # Errors
+    /// [`Error::Shape`](crate::error::Error::Shape) when `data` does not have
+    /// [`HeldOutSplit::n`] rows; read errors of the source.
+    pub fn split<'a>(&self, data: &'a dyn RowSource) -> Result<(KeptRows<'a>, Dataset)> {
+        if data.n() != self.n {
+            return Err(crate::error::Error::shape(
+                "held-out split rows",
+                self.n,
+                data.n(),
+            ));
+        }
+        match data.in_memory() {
+            Some(d) => Ok((
+                KeptRows::Memory(d.select_rows(&self.kept())?),
+                d.select_rows(&self.held)?,
+            )),
+            None => Ok((
+                KeptRows::View(RowsExcept::new(data, self.held.clone())?),
+                gather_dataset(data, &self.held)?,
+            )),
+        }
+    }
 }
 
 /// The model's held-out score on `heldout` (model units), predicted with `samples`
@@ -117,11 +199,13 @@ pub fn predictive_nll(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
 }
 
 /// Trains `model` on the rows of `data` with `stepper` on the core executor, honouring
-/// `cfg.early_stopping` (see the module docs; early stopping needs the rows in memory). This is what a backend's `Model::fit`
-/// calls; the caller's `hooks` are attached as [`CallerHooks`].
+/// `cfg.early_stopping` (see the module docs; the rows may come from any source). This is
+/// what a backend's `Model::fit` calls; the caller's `hooks` are attached as
+/// [`CallerHooks`].
 ///
 /// # Errors
-/// Invalid early-stopping settings; the executor's errors.
+/// Invalid early-stopping settings; read errors of the held-out rows; the executor's
+/// errors.
 pub fn fit_with_held_out<M, S>(
     model: &mut M,
     data: &dyn RowSource,
@@ -155,20 +239,19 @@ where
     S: Stepper<M>,
 {
     let mut progress = CallerHooks::new(hooks);
-    let rows = match &cfg.early_stopping {
-        Some(rule) => held_out_rows(rule, data.n(), cfg.seed)?,
+    let split = match &cfg.early_stopping {
+        Some(rule) => HeldOutSplit::draw(rule, data.n(), cfg.seed)?,
         None => None,
     };
-    let (Some(rule), Some((kept, held))) = (&cfg.early_stopping, rows) else {
+    let (Some(rule), Some(split)) = (&cfg.early_stopping, split) else {
         let mut ex = Executor::new(stepper, cfg).observe(&mut progress);
         for o in extra.iter_mut() {
             ex = ex.observe(&mut **o);
         }
         return ex.run(model, data);
     };
-    let data = require_in_memory(data, "held-out early stopping", "it splits rows off")?;
-    let train = data.select_rows(&kept)?;
-    let hold = data.select_rows(&held)?;
+    let (train, hold) = split.split(data)?;
+    let train = train.source();
     let samples = rule.score_samples();
     let seed = cfg.seed.wrapping_add(SCORE_SEED_OFFSET);
     let mut ex = Executor::new(stepper, cfg).observe(&mut progress);
@@ -179,7 +262,7 @@ where
         HeldOutRule::Patience(es) => {
             let mut stop =
                 HeldOutStopping::new(es, hold.n(), |m: &M| heldout_nll(m, &hold, samples, seed));
-            let report = ex.observe(&mut stop).run(model, &train)?;
+            let report = ex.observe(&mut stop).run(model, train)?;
             Ok(with_summary(report, stop.summary()))
         }
         HeldOutRule::Lindinger(l) => {
@@ -188,7 +271,7 @@ where
                 k += 1;
                 heldout_nll(m, &hold, samples, seed.wrapping_add(k - 1))
             });
-            let report = ex.observe(&mut stop).run(model, &train)?;
+            let report = ex.observe(&mut stop).run(model, train)?;
             Ok(with_summary(report, stop.summary()))
         }
     }
@@ -219,6 +302,111 @@ mod tests {
         assert!((got - want).abs() < 1e-14, "{got} vs {want}");
         // Labels outside 0..K are an error, not a score.
         assert!(predictive_nll(&pred, mat![[2.0], [0.0]].as_ref()).is_err());
+    }
+
+    /// A source of `n` rows computed from the row number (x = i, y = −i): any size, no
+    /// memory.
+    struct Counting(usize);
+
+    impl RowSource for Counting {
+        fn n(&self) -> usize {
+            self.0
+        }
+        fn input_dim(&self) -> usize {
+            1
+        }
+        fn output_dim(&self) -> usize {
+            1
+        }
+        fn gather(
+            &self,
+            idx: &[usize],
+            mut x: faer::MatMut<'_, f64>,
+            mut y: faer::MatMut<'_, f64>,
+        ) -> Result<()> {
+            crate::data::check_gather(self.0, (1, 1), idx, &x, &y)?;
+            for (r, &i) in idx.iter().enumerate() {
+                x[(r, 0)] = i as f64;
+                y[(r, 0)] = -(i as f64);
+            }
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "counting rows".into()
+        }
+    }
+
+    fn rules() -> [HeldOutRule; 2] {
+        [
+            HeldOutRule::Patience(crate::train::EarlyStopping::default()),
+            HeldOutRule::lindinger(),
+        ]
+    }
+
+    #[test]
+    fn a_split_of_a_file_is_the_split_of_the_same_rows_in_memory() {
+        let n = 500;
+        let src = Counting(n);
+        let mem = gather_dataset(&src, &(0..n).collect::<Vec<_>>()).unwrap();
+        for rule in rules() {
+            let split = HeldOutSplit::draw(&rule, n, 7).unwrap().unwrap();
+            let (kf, hf) = split.split(&src).unwrap();
+            let (km, hm) = split.split(&mem).unwrap();
+            assert!(matches!(kf, KeptRows::View(_)) && matches!(km, KeptRows::Memory(_)));
+            assert_eq!((hf.x(), hf.y()), (hm.x(), hm.y()));
+            let all: Vec<usize> = (0..kf.source().n()).collect();
+            let (a, b) = (
+                gather_dataset(kf.source(), &all).unwrap(),
+                gather_dataset(km.source(), &all).unwrap(),
+            );
+            assert_eq!((a.x(), a.y()), (b.x(), b.y()));
+            assert_eq!(a.n() + hf.n(), n);
+            assert!(split.split(&Counting(n + 1)).is_err());
+        }
+        // Too few rows: no early stopping.
+        assert!(HeldOutSplit::draw(&rules()[0], 19, 7).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_held_out_rows_are_capped_and_bounded_whatever_the_size() {
+        // 2²⁰ rows at fraction 0.5: ⌊0.5 n⌋ = 524 288 > the cap.
+        let es = crate::train::EarlyStopping {
+            fraction: 0.5,
+            ..Default::default()
+        };
+        let split = HeldOutSplit::draw(&HeldOutRule::Patience(es), 1 << 20, 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(split.held().len(), MAX_HELD_OUT_ROWS);
+        // 10⁹ rows (beyond the permutation table): only the held-out rows are held; the
+        // kept rows are read through a view whose row k is the k-th row not held out.
+        let n = 1_000_000_000;
+        let src = Counting(n);
+        for rule in rules() {
+            let split = HeldOutSplit::draw(&rule, n, 5).unwrap().unwrap();
+            let held = split.held();
+            assert!(held.len() <= MAX_HELD_OUT_ROWS && held.len() > MAX_HELD_OUT_ROWS - 10);
+            assert!(held.windows(2).all(|w| w[0] < w[1]) && held[held.len() - 1] < n);
+            let (kept, hold) = split.split(&src).unwrap();
+            assert_eq!(kept.source().n(), n - held.len());
+            assert_eq!(hold.x()[(3, 0)], held[3] as f64);
+            // Kept row k just before and after the j-th held-out row.
+            for j in [0, 1, held.len() / 2, held.len() - 1] {
+                let k = held[j] - j; // kept rows before held[j]
+                let mut x = faer::Mat::zeros(2, 1);
+                let mut y = faer::Mat::zeros(2, 1);
+                let idx = [k.saturating_sub(1), k];
+                kept.source().gather(&idx, x.as_mut(), y.as_mut()).unwrap();
+                let next = (held[j] + 1..)
+                    .find(|r| held.binary_search(r).is_err())
+                    .unwrap();
+                assert_eq!(x[(1, 0)], next as f64, "held-out row {j}");
+                if k > 0 {
+                    let prev = (0..held[j]).rev().find(|r| held.binary_search(r).is_err());
+                    assert_eq!(x[(0, 0)], prev.unwrap() as f64);
+                }
+            }
+        }
     }
 
     #[test]

@@ -53,11 +53,12 @@ mod tests;
 pub use convergence::ConvergenceTrace;
 pub use early_stopping::{
     FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, heldout_split,
+    patience_held_out,
 };
 pub use executor::{Executor, HISTORY_EVERY};
 pub use held_out::{
-    HOLDOUT_SEED_OFFSET, SCORE_SEED_OFFSET, fit_with_held_out, fit_with_held_out_observed,
-    held_out_rows, heldout_nll, predictive_nll,
+    HOLDOUT_SEED_OFFSET, HeldOutSplit, KeptRows, SCORE_SEED_OFFSET, fit_with_held_out,
+    fit_with_held_out_observed, heldout_nll, predictive_nll,
 };
 pub use lbfgs::FullBatchLbfgs;
 pub use natural::{NaturalAdamStepper, NaturalGradientModel};
