@@ -40,9 +40,7 @@ pub use classes::{ClassDataset, ClassSplit};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
-pub use source::{
-    RowSource, RowSubset, RowsExcept, check_gather, gather_dataset, require_in_memory,
-};
+pub use source::{RowSource, RowsExcept, check_gather, gather_dataset, require_in_memory};
 pub(crate) use splits::held_out_count;
 pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,

@@ -143,75 +143,6 @@ impl RowSource for Dataset {
     }
 }
 
-/// The rows `idx` of another source, as a source of their own (row i is row `idx[i]` of
-/// the parent): the training rows left after held-out rows are split off a source that
-/// does not hold its rows in memory. Memory: the index list (8 bytes a row) and a
-/// scratch buffer of one minibatch's indices, never the rows.
-pub struct RowSubset<'a> {
-    source: &'a dyn RowSource,
-    idx: Vec<usize>,
-    scratch: Mutex<Vec<usize>>,
-}
-
-impl<'a> RowSubset<'a> {
-    /// Rows `idx` of `source` (in that order, repeats allowed).
-    ///
-    /// # Errors
-    /// [`Error::Empty`] for no rows; [`Error::Shape`] for an index out of range.
-    pub fn new(source: &'a dyn RowSource, idx: Vec<usize>) -> Result<Self> {
-        if idx.is_empty() {
-            return Err(Error::Empty("a row subset needs at least one row".into()));
-        }
-        if let Some(&bad) = idx.iter().find(|&&i| i >= source.n()) {
-            return Err(Error::shape(
-                "RowSubset row index",
-                format!("< {}", source.n()),
-                bad,
-            ));
-        }
-        Ok(RowSubset {
-            source,
-            idx,
-            scratch: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl RowSource for RowSubset<'_> {
-    fn n(&self) -> usize {
-        self.idx.len()
-    }
-
-    fn input_dim(&self) -> usize {
-        self.source.input_dim()
-    }
-
-    fn output_dim(&self) -> usize {
-        self.source.output_dim()
-    }
-
-    fn gather(&self, idx: &[usize], x: MatMut<'_, f64>, y: MatMut<'_, f64>) -> Result<()> {
-        check_gather(
-            self.idx.len(),
-            (self.input_dim(), self.output_dim()),
-            idx,
-            &x,
-            &y,
-        )?;
-        let mut scratch = self
-            .scratch
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        scratch.clear();
-        scratch.extend(idx.iter().map(|&i| self.idx[i]));
-        self.source.gather(&scratch, x, y)
-    }
-
-    fn describe(&self) -> String {
-        format!("{} rows of {}", self.idx.len(), self.source.describe())
-    }
-}
-
 /// The rows of another source that are not in a sorted list of excluded rows, in
 /// ascending order, as a source of their own: the training rows left after held-out rows
 /// are split off a source that does not hold its rows in memory. Row `k` of the view is
@@ -346,33 +277,6 @@ mod tests {
         assert_eq!(x[(1, 0)], 0.0);
         assert_eq!(y[(2, 0)], 4.0);
         assert!(RowSource::in_memory(&d).is_some());
-    }
-
-    #[test]
-    fn a_subset_reads_its_parent_rows_and_gathers_like_select_rows() {
-        let d = data();
-        let sub = RowSubset::new(&d, vec![3, 1, 4]).unwrap();
-        assert_eq!((sub.n(), sub.input_dim(), sub.output_dim()), (3, 2, 1));
-        assert!(sub.in_memory().is_none());
-        let mut x = Mat::zeros(2, 2);
-        let mut y = Mat::zeros(2, 1);
-        sub.gather(&[2, 0], x.as_mut(), y.as_mut()).unwrap();
-        assert_eq!((x[(0, 0)], y[(0, 0)], x[(1, 1)]), (40.0, 4.0, 31.0));
-        // Out of range for the subset (not for the parent): an error.
-        assert!(
-            sub.gather(
-                &[3],
-                x.as_mut().subrows_mut(0, 1),
-                y.as_mut().subrows_mut(0, 1)
-            )
-            .is_err()
-        );
-        assert!(RowSubset::new(&d, vec![5]).is_err());
-        assert!(RowSubset::new(&d, vec![]).is_err());
-        let g = gather_dataset(&sub, &[0, 2]).unwrap();
-        let s = d.select_rows(&[3, 4]).unwrap();
-        assert_eq!(g.x(), s.x());
-        assert_eq!(g.y(), s.y());
     }
 
     #[test]
