@@ -1,9 +1,9 @@
 //! Minibatch index streams and row gathering.
 
 use faer::{MatMut, MatRef};
-use rand::Rng as _;
 
-use crate::data::splits::shuffle;
+pub use crate::data::permute::FEISTEL_ROUNDS;
+use crate::data::permute::{Feistel, shuffle};
 use crate::error::{Error, Result};
 use crate::rng::{Rng, seeded};
 
@@ -46,63 +46,6 @@ pub struct Minibatches {
 /// Largest `n` whose epochs are shuffled tables; larger `n` use the O(1)-memory keyed
 /// bijection (see [`Minibatches`]). 2²⁴ rows cost a 128 MiB table.
 pub const PERMUTATION_TABLE_MAX_N: usize = 1 << 24;
-
-/// Rounds of the Feistel network of the table-free order of [`Minibatches`].
-pub const FEISTEL_ROUNDS: usize = 6;
-
-/// SplitMix64's finaliser: the Feistel round function.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A keyed permutation of `0..n`: a balanced Feistel network on `2h` bits with cycle
-/// walking (every value `≥ n` is mapped again until it falls in `0..n`).
-#[derive(Clone, Debug)]
-pub(crate) struct Feistel {
-    half_bits: u32,
-    mask: u64,
-    keys: [u64; FEISTEL_ROUNDS],
-}
-
-impl Feistel {
-    pub(crate) fn new(n: usize, rng: &mut Rng) -> Self {
-        let bits = (usize::BITS - (n.max(2) - 1).leading_zeros()).max(2);
-        let half_bits = bits.div_ceil(2);
-        let mut keys = [0u64; FEISTEL_ROUNDS];
-        for k in &mut keys {
-            *k = rng.next_u64();
-        }
-        Self {
-            half_bits,
-            mask: (1u64 << half_bits) - 1,
-            keys,
-        }
-    }
-
-    /// One application of the network on `0..2^(2h)`.
-    fn apply(&self, x: u64) -> u64 {
-        let (mut l, mut r) = (x >> self.half_bits, x & self.mask);
-        for &k in &self.keys {
-            let t = l ^ (mix64(r ^ k) & self.mask);
-            l = r;
-            r = t;
-        }
-        (l << self.half_bits) | r
-    }
-
-    /// Position `k` (< n) of the epoch's permutation of `0..n`.
-    pub(crate) fn index(&self, k: usize, n: usize) -> usize {
-        let mut x = k as u64;
-        loop {
-            x = self.apply(x);
-            if x < n as u64 {
-                return x as usize;
-            }
-        }
-    }
-}
 
 impl Minibatches {
     /// A stream over `0..n` with batches of `batch_size`, shuffled with `crate::rng::seeded(seed)`.

@@ -7,8 +7,7 @@
 //! the rest in ascending order ([`complement`]).
 
 use crate::data::PERMUTATION_TABLE_MAX_N;
-use crate::data::batches::Feistel;
-use crate::data::splits::{permutation, uniform_below};
+use crate::data::permute::{Feistel, permutation, uniform_below};
 use crate::rng::seeded;
 
 /// Most rows an early-stopping rule holds out (or draws, for a rule that draws with

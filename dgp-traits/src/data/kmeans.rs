@@ -3,7 +3,7 @@
 use faer::{Mat, MatRef};
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::data::splits::{uniform_below, uniform01};
+use crate::data::permute::{uniform_below, uniform01};
 use crate::error::{Error, Result, check_finite};
 use crate::rng::Rng;
 

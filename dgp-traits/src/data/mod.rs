@@ -29,6 +29,7 @@ mod csv_file;
 mod dataset;
 pub mod held_out;
 mod kmeans;
+mod permute;
 mod source;
 mod splits;
 mod standardize;

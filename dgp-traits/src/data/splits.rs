@@ -4,43 +4,11 @@
 //! top of the xoshiro stream, so splits are reproducible across versions of `rand`.
 
 use faer::MatRef;
-use rand::Rng as _;
 
+pub use crate::data::permute::permutation;
+use crate::data::permute::uniform_below;
 use crate::error::{Error, Result, check_finite};
-use crate::rng::{Rng, seeded, standard_normal};
-
-/// Uniform integer in `0..n` (`n ≥ 1`), Lemire's multiply-and-reject method (unbiased).
-pub(crate) fn uniform_below(rng: &mut Rng, n: usize) -> usize {
-    debug_assert!(n > 0);
-    let n = n as u64;
-    let threshold = n.wrapping_neg() % n;
-    loop {
-        let m = (rng.next_u64() as u128) * (n as u128);
-        if (m as u64) >= threshold {
-            return (m >> 64) as usize;
-        }
-    }
-}
-
-/// Uniform `f64` in `[0, 1)` with 53 random bits.
-pub(crate) fn uniform01(rng: &mut Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-/// In-place Fisher–Yates shuffle.
-pub(crate) fn shuffle(rng: &mut Rng, v: &mut [usize]) {
-    for i in (1..v.len()).rev() {
-        let j = uniform_below(rng, i + 1);
-        v.swap(i, j);
-    }
-}
-
-/// A uniformly random permutation of `0..n`.
-pub fn permutation(n: usize, rng: &mut Rng) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..n).collect();
-    shuffle(rng, &mut v);
-    v
-}
+use crate::rng::{seeded, standard_normal};
 
 /// Number of held-out rows for a fraction, as NumPy's `int(fraction * n)` (floor).
 pub(crate) fn held_out_count(n: usize, fraction: f64, what: &str) -> Result<usize> {
@@ -245,6 +213,7 @@ pub fn extrapolation_split(x: MatRef<'_, f64>, seed: u64) -> Result<Extrapolatio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::permute::uniform01;
 
     #[test]
     fn uniform_below_is_in_range_and_roughly_uniform() {
