@@ -3,7 +3,7 @@
 //! size of the kept samples), plus a look at the worst-predicted test points:
 //!
 //! `cargo run --release -p dgp-hmc --example sghmc_diagnostics -- <uci-folder> <split>
-//! [layers=2] [steps=15000] [out-dir=sghmc-diagnostics] [--svi]`
+//! [layers=2] [steps=15000] [out-dir=sghmc-diagnostics] [--svi] [--sampler=JSON]`
 //!
 //! The run is the one `dgp-bench run --backend sghmc` makes (spec defaults, M = 100, full
 //! batch up to 10 000 points, seed 0; prediction seed 0x5eed), observed by a
@@ -11,7 +11,9 @@
 //! `acf_steps.svg` and `worst_point.svg` into the output folder and prints the ESS table and
 //! the worst test points (with their nearest training inputs). `--svi` also trains svi DGP2
 //! with its `dgp-bench` defaults (10 000 Adam steps, lr 0.01, full batch) and prints its
-//! prediction at the same points.
+//! prediction at the same points. `--sampler='{"adapt_fraction":0.5}'` overrides fields
+//! of the default sampler settings (`SghmcConfig::default().sampler`), `--batch=B` sets
+//! the minibatch size (default: full batch up to 10 000 rows).
 
 mod plots;
 
@@ -42,12 +44,21 @@ struct Args {
     steps: usize,
     out: PathBuf,
     svi: bool,
+    sampler: Option<String>,
+    batch: Option<usize>,
 }
 
 fn args() -> Args {
     let mut a: Vec<String> = std::env::args().skip(1).collect();
     let svi = a.iter().any(|s| s == "--svi");
     a.retain(|s| s != "--svi");
+    let sampler = a
+        .iter()
+        .find_map(|s| s.strip_prefix("--sampler=").map(str::to_string));
+    let batch = a
+        .iter()
+        .find_map(|s| s.strip_prefix("--batch=").map(|b| b.parse().expect("a number")));
+    a.retain(|s| !s.starts_with("--sampler=") && !s.starts_with("--batch="));
     if a.len() < 2 {
         eprintln!(
             "usage: sghmc_diagnostics <uci-folder> <split> [layers] [steps] [out-dir] [--svi]"
@@ -62,6 +73,8 @@ fn args() -> Args {
         steps: num(3, 15_000),
         out: PathBuf::from(a.get(4).map_or("sghmc-diagnostics", |s| s.as_str())),
         svi,
+        sampler,
+        batch,
     }
 }
 
@@ -134,14 +147,22 @@ fn main() -> Result<(), DynErr> {
     std::fs::create_dir_all(&a.out)?;
     let s = load(&a)?;
     let n = s.train.n();
-    let cfg = SghmcConfig {
+    let mut cfg = SghmcConfig {
         layers: a.layers,
         ..SghmcConfig::default()
     };
+    if let Some(json) = &a.sampler {
+        let mut v = serde_json::to_value(&cfg.sampler)?;
+        let over: serde_json::Value = serde_json::from_str(json)?;
+        for (k, x) in over.as_object().ok_or("--sampler takes a JSON object")? {
+            v[k] = x.clone();
+        }
+        cfg.sampler = serde_json::from_value(v)?;
+    }
     let mut model = SghmcModel::new(cfg, &s.train_std)?;
     let fit = FitConfig {
         steps: a.steps,
-        batch_size: n.min(10_000),
+        batch_size: a.batch.unwrap_or(10_000).min(n),
         seed: 0,
         ..FitConfig::default()
     };
