@@ -509,4 +509,17 @@ mod tests {
             }
         }
     }
+
+    /// `run`'s SGHMC budget is exactly the model's default schedule (burn-in plus kept ·
+    /// thinning): a smaller budget would shrink every phase, a larger one is not used.
+    #[test]
+    fn sghmc_run_budget_is_the_default_schedule() {
+        let schedule = dgp_hmc::SghmcConfig::default().sampler.full_schedule();
+        assert_eq!(SGHMC_DEFAULTS.steps, schedule.total());
+        assert_eq!(
+            schedule.thinning,
+            dgp_hmc::sghmc::DEFAULT_THINNING,
+            "the run default is the model default"
+        );
+    }
 }

@@ -55,9 +55,10 @@ fn args() -> Args {
     let sampler = a
         .iter()
         .find_map(|s| s.strip_prefix("--sampler=").map(str::to_string));
-    let batch = a
-        .iter()
-        .find_map(|s| s.strip_prefix("--batch=").map(|b| b.parse().expect("a number")));
+    let batch = a.iter().find_map(|s| {
+        s.strip_prefix("--batch=")
+            .map(|b| b.parse().expect("a number"))
+    });
     a.retain(|s| !s.starts_with("--sampler=") && !s.starts_with("--batch="));
     if a.len() < 2 {
         eprintln!(

@@ -149,7 +149,7 @@ mod tests {
             (c.sampler.burn_in, c.sampler.kept, c.num_inducing),
             (500, 7, 7)
         );
-        assert_eq!(c.sampler.thinning, 50);
+        assert_eq!(c.sampler.thinning, crate::sghmc::DEFAULT_THINNING);
         for (s, field) in [
             ("sampler.kept=0", "kept"),
             ("sampler.thinning=0", "thinning"),

@@ -132,12 +132,11 @@ pub const DEFAULT_BURN_IN: usize = 2_000;
 pub const DEFAULT_STEP_SIZE: f64 = 0.03;
 
 /// Default thinning of [`SghmcConfig`]: frozen sampler steps per kept sample (the
-/// reference: 50). At the default step size the potential of the kept samples — the
-/// slowest-mixing quantity of the chain (lag-1 autocorrelation about 0.5 at thinning 50)
-/// — is worth fewer than 30 independent draws per 100 kept samples at thinning 50 on
-/// some data sets; a larger step size would mix faster but samples a hotter chain, so
-/// the sampling phase is longer instead: 100 · 80 steps. Measurements in
-/// `results/sghmc-time-to-model/`.
+/// reference: 50). The potential of the kept samples is the slowest-mixing quantity of
+/// the chain; a larger step size would mix it faster but samples a hotter chain, so the
+/// sampling phase is longer instead (100 · 80 steps), enough for the 100 kept samples to
+/// be worth at least 30 independent draws of it on the small UCI sets (measurements in
+/// `results/sghmc-defaults/`).
 pub const DEFAULT_THINNING: usize = 80;
 
 /// Largest hidden width [`SghmcConfig::validate`] accepts: each hidden unit carries an

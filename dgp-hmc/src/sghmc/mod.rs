@@ -12,7 +12,9 @@ mod progress;
 pub mod sampler;
 
 pub use backend::{SGHMC_BACKEND, SghmcBackend};
-pub use config::{DEFAULT_BURN_IN, DEFAULT_STEP_SIZE, MAX_HIDDEN_WIDTH, Potential, SghmcConfig};
+pub use config::{
+    DEFAULT_BURN_IN, DEFAULT_STEP_SIZE, DEFAULT_THINNING, MAX_HIDDEN_WIDTH, Potential, SghmcConfig,
+};
 pub use model::{ESS_MAX_ROWS, GRAD_CHUNK_ROWS, NOISE_FLOOR, SghmcModel, VAR_FLOOR};
 pub use progress::PhaseProgress;
 pub use sampler::{
