@@ -445,8 +445,8 @@ fn time_turns_dspp_early_stopping_off_unless_asked() {
 
 /// Two backends interleaved in one run: every backend reported, ratios to the first with
 /// their spread over rounds, and sghmc's burn-in and sampling phases both timed (with the
-/// reference's 10 000 burn-in steps, a budget of 2 + 6 steps = 5 burn-in steps and 3 kept
-/// samples).
+/// reference's 10 000 burn-in steps and thinning 50, a budget of 2 + 6 steps = 5 burn-in
+/// steps and 3 kept samples).
 #[test]
 fn time_interleaves_backends_and_reports_ratios_and_phases() {
     let s = Scratch::new("time2");
@@ -475,6 +475,8 @@ fn time_interleaves_backends_and_reports_ratios_and_phases() {
         "2",
         "--set",
         "sghmc:sampler.burn_in=10000",
+        "--set",
+        "sghmc:sampler.thinning=50",
         "--json",
         json.to_str().unwrap(),
     ]);
