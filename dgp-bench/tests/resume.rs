@@ -391,7 +391,7 @@ fn checkpoint_refuses_a_backend_that_cannot_resume_and_resume_checks_settings() 
 /// the interrupt handler is installed), lets it train for a moment and sends SIGTERM: the
 /// run must end within 30 s with exit code 130, a message containing `expect`, and no
 /// record. Before the stop request reached every training loop, dspp's β/width selection
-/// (nine fits inside `build`) and the sghmc sampler trained on until SIGKILL.
+/// (the candidate fits inside `build`) and the sghmc sampler trained on until SIGKILL.
 fn terminated_promptly(argv: &[String], json: &Path, expect: &str) {
     use std::io::{BufRead, BufReader};
     let mut child = spawn(argv);
@@ -440,10 +440,11 @@ fn sigterm_during_dspp_beta_and_width_selection_stops_the_run() {
     let uci = s.path("uci");
     write_uci(&uci);
     let json = s.path("run.jsonl");
-    // No --beta/--hidden: the run selects both; no early stopping, so the first candidate
-    // would train for a million steps.
+    // No --beta/--hidden: the run selects both (4 β × 2 widths, and the one-layer PPGPR
+    // for each β); no early stopping, so the first candidate would train for a million
+    // steps.
     let argv = long_run(&uci, &json, "dspp", &["--set", "early_stopping=null"]);
-    terminated_promptly(&argv, &json, "selection, during candidate 1 of 8");
+    terminated_promptly(&argv, &json, "selection, during candidate 1 of 12");
 }
 
 #[test]

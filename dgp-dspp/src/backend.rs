@@ -8,8 +8,10 @@
 //! `diagonal`, ...).
 //!
 //! With `tune` set, β_reg (unless `beta` is given) and, for two or more layers, the hidden
-//! width (unless given) are chosen by [`select_beta`] on a validation part of the training
-//! data, as the paper does (App. A.2).
+//! width (unless given) are chosen by [`select_model`] on a validation part of the training
+//! data, as the paper does (App. A.2); for two or more layers the one-layer PPGPR takes part
+//! in that selection unless `select_one_layer=false`
+//! ([`DsppConfig::select_one_layer`]).
 
 use std::str::FromStr;
 
@@ -24,7 +26,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
-    DsppConfig, DsppModel, PAPER_BETAS, PAPER_WIDTHS, PpgprModel, QCov, Rule, SiteInit, select_beta,
+    DsppConfig, DsppModel, PAPER_BETAS, PAPER_WIDTHS, PpgprModel, QCov, Rule, Selection, SiteInit,
+    select_model,
 };
 
 impl Validate for DsppConfig {
@@ -84,12 +87,15 @@ pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
 
 impl DsppBackend {
     /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
-    /// width) chosen by [`select_beta`] on a validation part of `train` when
-    /// `common.tune` is set and they are not given; the search ends when `stop` asks
-    /// ([`dgp_traits::fit::RunControl::should_stop`]).
+    /// width) chosen by [`select_model`] on a validation part of `train` when
+    /// `common.tune` is set and they are not given; for two or more layers with
+    /// [`DsppConfig::select_one_layer`], the one-layer PPGPR candidates take part and the
+    /// returned configuration has `layers = 1` when one of them wins. The search ends when
+    /// `stop` asks ([`dgp_traits::fit::RunControl::should_stop`]). Returns the
+    /// configuration and the selection, if one ran.
     ///
     /// # Errors
-    /// As [`ConfigBackend::config`] and [`select_beta`].
+    /// As [`ConfigBackend::config`] and [`select_model`].
     pub fn tuned_config(
         &self,
         base: Checked<DsppConfig>,
@@ -98,9 +104,9 @@ impl DsppBackend {
         fit: &FitConfig,
         train: &Dataset,
         stop: &FitHooks<'_>,
-    ) -> Result<Checked<DsppConfig>> {
+    ) -> Result<(Checked<DsppConfig>, Option<Selection>)> {
         if !selects(common, settings) {
-            return Ok(base);
+            return Ok((base, None));
         }
         let betas: Vec<f64> = if settings.contains_key("beta") {
             vec![base.beta]
@@ -111,12 +117,24 @@ impl DsppBackend {
             Some(w) => vec![w],
             None => PAPER_WIDTHS.to_vec(),
         };
-        let (beta, width, _) = select_beta(train, &base, &betas, &widths, fit, common.seed, stop)?;
-        Checked::new(DsppConfig {
-            beta,
-            hidden_width: width,
+        let with_one_layer = base.select_one_layer;
+        let sel = select_model(
+            train,
+            &base,
+            &betas,
+            &widths,
+            with_one_layer,
+            fit,
+            common.seed,
+            stop,
+        )?;
+        let cfg = Checked::new(DsppConfig {
+            layers: sel.layers,
+            beta: sel.beta,
+            hidden_width: sel.width,
             ..base.into_inner()
-        })
+        })?;
+        Ok((cfg, Some(sel)))
     }
 }
 
@@ -212,11 +230,16 @@ impl ConfigBackend for DsppBackend {
         train: &Dataset,
         stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        let cfg = self.tuned_config(config, common, settings, fit, train, stop)?;
+        let (cfg, sel) = self.tuned_config(config, common, settings, fit, train, stop)?;
+        let note = sel.as_ref().map(Selection::describe);
         if cfg.layers == 1 {
-            return Ok(Box::new(PpgprModel::from_checked(cfg, train)?));
+            let mut m = PpgprModel::from_checked(cfg, train)?;
+            m.0.selection = note;
+            return Ok(Box::new(m));
         }
-        Ok(Box::new(DsppModel::from_checked(cfg, train)?))
+        let mut m = DsppModel::from_checked(cfg, train)?;
+        m.selection = note;
+        Ok(Box::new(m))
     }
 }
 

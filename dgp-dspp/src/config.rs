@@ -226,6 +226,14 @@ pub struct DsppConfig {
     pub restarts: usize,
     /// Fraction of the steps spent on each restart candidate.
     pub restart_fraction: f64,
+    /// When the backend chooses β_reg and the width on validation rows (`tune`, paper
+    /// App. A.2) for a model of two or more layers, its one-layer special case PPGPR
+    /// (eq. 16) is scored on the same validation rows for every β too, and built instead
+    /// when it scores best ([`crate::select_model`]; the model's description says which
+    /// was chosen). Default on: a DSPP whose hidden layer is narrower than the inputs
+    /// does not contain the PPGPR on those inputs, and on small sets it can fit worse;
+    /// the validation rows decide. Ignored for one layer and without the selection.
+    pub select_one_layer: bool,
     /// Seed of the initialisation (k-means, random means, Z, sites, weights, q means).
     pub init_seed: u64,
 }
@@ -259,6 +267,7 @@ impl Default for DsppConfig {
             early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
             restarts: 1,
             restart_fraction: 0.1,
+            select_one_layer: true,
             init_seed: 0,
         }
     }

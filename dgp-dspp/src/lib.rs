@@ -43,7 +43,8 @@
 //! (see [`DsppConfig::likelihood`]) — and the prediction a finite mixture of class
 //! probabilities.
 //! [`select_beta`] chooses β_reg and the hidden width on a validation part of the training
-//! split. Algorithm notes: Jankowiak et al. 2020 and GPyTorch's DSPP implementation.
+//! split; [`select_model`] also lets the one-layer PPGPR compete with a deep model on the
+//! same validation rows (the dspp backend's default). Algorithm notes: Jankowiak et al. 2020 and GPyTorch's DSPP implementation.
 //!
 //! ## Small data
 //! Eq. (21) is a predictive likelihood, not a bound, so on small data it can be driven up
@@ -94,7 +95,10 @@ pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rul
 pub use dgp_traits;
 pub use model::{DsppModel, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
 pub use ppgpr::PpgprModel;
-pub use select::{PAPER_BETAS, PAPER_WIDTHS, SelectionScore, VALIDATION_FRACTION, select_beta};
+pub use select::{
+    PAPER_BETAS, PAPER_WIDTHS, Selection, SelectionScore, VALIDATION_FRACTION, select_beta,
+    select_model,
+};
 pub use train::{EarlyStopping, FitSummary};
 
 /// Everything needed to build, train and evaluate a model.

@@ -61,6 +61,10 @@ pub struct DsppModel {
     /// when it did not refit.
     #[serde(default)]
     pub(crate) refit_steps: usize,
+    /// How the backend chose this model on validation rows ([`crate::Selection::describe`]),
+    /// if it did; appended to the model's description.
+    #[serde(default)]
+    pub(crate) selection: Option<String>,
 }
 
 fn unit_scale() -> f64 {
@@ -258,6 +262,7 @@ impl DsppModel {
             fit_summary: None,
             variance_scale: 1.0,
             refit_steps: 0,
+            selection: None,
         })
     }
 
@@ -373,7 +378,7 @@ impl DsppModel {
                     )?,
                 )
             },
-            &["fit_summary", "refit_steps"],
+            &["fit_summary", "refit_steps", "selection"],
         )
     }
 

@@ -160,6 +160,10 @@ impl Model for DsppModel {
             ),
             None => extra,
         };
+        let extra = match &self.selection {
+            Some(sel) => format!("{extra} {sel}"),
+            None => extra,
+        };
         describe_stack("dspp", &widths, self.config.num_inducing, &extra)
     }
 }

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 /// # }
 /// ```
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PpgprModel(DsppModel);
+pub struct PpgprModel(pub(crate) DsppModel);
 
 impl PpgprModel {
     /// Builds PPGPR from a DSPP configuration; `layers` is forced to 1 (the fields of the
@@ -117,7 +117,7 @@ impl Model for PpgprModel {
 
     fn describe(&self) -> String {
         let c = self.0.config();
-        format!(
+        let base = format!(
             "ppgpr M={} beta={} q={:?} {:?} Z={}",
             c.num_inducing,
             c.beta,
@@ -128,7 +128,11 @@ impl Model for PpgprModel {
             } else {
                 "fixed"
             }
-        )
+        );
+        match &self.0.selection {
+            Some(sel) => format!("{base} {sel}"),
+            None => base,
+        }
     }
 
     fn params_mut(&mut self) -> &mut ParamStore {

@@ -1,6 +1,8 @@
 //! Selection of β_reg and the hidden width on a validation part of the training data
 //! (paper App. A.2: β_reg ∈ {0.01, 0.05, 0.2, 1.0}, W ∈ {3, 5}, chosen on the validation
-//! split of a 15:3:2 train/test/validation partition — never on test data).
+//! split of a 15:3:2 train/test/validation partition — never on test data), and, for a
+//! deep model, optionally between it and its one-layer special case PPGPR (eq. 16) on the
+//! same validation rows ([`select_model`]).
 
 use crate::config::DsppConfig;
 use crate::model::DsppModel;
@@ -19,9 +21,11 @@ pub const PAPER_BETAS: [f64; 4] = [0.01, 0.05, 0.2, 1.0];
 /// The paper's hidden-width grid for 2-layer models (App. A.2).
 pub const PAPER_WIDTHS: [usize; 2] = [3, 5];
 
-/// Validation result of one (β, width) candidate.
+/// Validation result of one (layers, β, width) candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SelectionScore {
+    /// Number of GP layers L of the candidate (1: PPGPR).
+    pub layers: usize,
     /// β_reg.
     pub beta: f64,
     /// Hidden width W.
@@ -37,15 +41,81 @@ pub struct SelectionScore {
     pub best_step: Option<usize>,
 }
 
-/// Chooses β_reg (and the hidden width) by validation NLL.
+/// Chooses β_reg (and the hidden width) by validation NLL: [`select_model`] without the
+/// one-layer candidates. Returns the best `(beta, width)` and all scores in grid order.
+///
+/// # Errors
+/// As [`select_model`].
+pub fn select_beta(
+    train: &Dataset,
+    base: &DsppConfig,
+    betas: &[f64],
+    widths: &[usize],
+    fit: &FitConfig,
+    seed: u64,
+    stop: &FitHooks<'_>,
+) -> Result<(f64, usize, Vec<SelectionScore>)> {
+    let s = select_model(train, base, betas, widths, false, fit, seed, stop)?;
+    Ok((s.beta, s.width, s.scores))
+}
+
+/// The outcome of [`select_model`]: the chosen layer count, β_reg and width, and the
+/// validation score of every candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// Chosen number of layers: the base configuration's, or 1 when a one-layer
+    /// candidate (PPGPR) scored best.
+    pub layers: usize,
+    /// Chosen β_reg.
+    pub beta: f64,
+    /// Chosen hidden width (the base configuration's when one layer is chosen).
+    pub width: usize,
+    /// Every candidate's score: the L-layer grid (widths outer, betas inner), then the
+    /// one-layer candidates (one per β).
+    pub scores: Vec<SelectionScore>,
+}
+
+impl Selection {
+    /// One line for a model description: the choice and the best validation NLL of each
+    /// layer count, e.g. `selected=L1,beta=0.2 of 12 (val NLL L2 0.512, L1 0.488)`.
+    pub fn describe(&self) -> String {
+        let mut best: Vec<(usize, f64)> = Vec::new();
+        for s in &self.scores {
+            match best.iter_mut().find(|(l, _)| *l == s.layers) {
+                Some((_, v)) => *v = v.min(s.val_nll),
+                None => best.push((s.layers, s.val_nll)),
+            }
+        }
+        let per_depth: Vec<String> = best.iter().map(|(l, v)| format!("L{l} {v:.3}")).collect();
+        let width = if self.layers > 1 {
+            format!(",W={}", self.width)
+        } else {
+            String::new()
+        };
+        format!(
+            "selected=L{},beta={}{width} of {} (val NLL {})",
+            self.layers,
+            self.beta,
+            self.scores.len(),
+            per_depth.join(", ")
+        )
+    }
+}
+
+/// Chooses β_reg, the hidden width and — when `with_one_layer` is set and `base` has two
+/// or more layers — between the deep model and its one-layer special case (PPGPR, eq. 16),
+/// by validation NLL.
 ///
 /// `train` is the training split in model units (standardised with training statistics);
 /// `VALIDATION_FRACTION` of its rows, drawn with `seed` by
 /// [`dgp_traits::data::validation_split`], are held out. Every candidate `base` with
 /// `beta = b`, `hidden_width = w` (for `b` in `betas`, `w` in `widths`; the widths are
 /// ignored for one-layer models) is built on the remaining rows, trained with `fit`, and
-/// scored by its mean validation NLL. Returns the best `(beta, width)` and all scores in
-/// grid order. The caller then retrains on the whole training split.
+/// scored by its mean validation NLL; with `with_one_layer`, so is `base` with one layer
+/// for every `b` (the candidates the ppgpr backend's own selection trains, on the same
+/// rows). The best score wins; a tie goes to the earlier candidate (the deep model). The
+/// caller then retrains the winner on the whole training split. The test rows are never
+/// seen: the validation rows are part of `train`.
 ///
 /// The candidates train with `stop`'s stop request only ([`FitHooks::stop_only`]): when
 /// it turns true (e.g. on SIGTERM in `dgp-bench`), the running candidate ends after its
@@ -56,15 +126,17 @@ pub struct SelectionScore {
 /// [`Error::Config`] for empty grids or a training set too small to split;
 /// [`Error::Interrupted`] as above; the error of the last candidate when every candidate
 /// fails.
-pub fn select_beta(
+#[allow(clippy::too_many_arguments)]
+pub fn select_model(
     train: &Dataset,
     base: &DsppConfig,
     betas: &[f64],
     widths: &[usize],
+    with_one_layer: bool,
     fit: &FitConfig,
     seed: u64,
     stop: &FitHooks<'_>,
-) -> Result<(f64, usize, Vec<SelectionScore>)> {
+) -> Result<Selection> {
     if betas.is_empty() || widths.is_empty() {
         return Err(Error::config("betas", "empty grid of betas or widths"));
     }
@@ -74,38 +146,58 @@ pub fn select_beta(
     } else {
         widths.to_vec()
     };
-    let mut scores = Vec::with_capacity(betas.len() * widths.len());
-    let mut last_err = None;
+    // Candidates train without the refit on all rows (`refit_all_rows`): it would cost
+    // each one another kept-step run; the refit is for the final model.
+    let mut candidates: Vec<DsppConfig> = Vec::new();
     for &w in &widths {
         for &b in betas {
-            // Candidates train without the refit on all rows (`refit_all_rows`): it would
-            // cost each one another kept-step run; the refit is for the final model.
-            let cfg = DsppConfig {
+            candidates.push(DsppConfig {
                 beta: b,
                 hidden_width: w,
                 refit_all_rows: false,
                 ..base.clone()
-            };
-            let what = || {
-                format!(
-                    "dspp β/width selection, during candidate {} of {} (β {b}, width {w})",
-                    scores.len() + 1,
-                    betas.len() * widths.len()
-                )
-            };
-            let (score, err) = score_candidate(&cfg, &fit_data, &val_data, fit, stop, what)?;
-            last_err = err.or(last_err);
-            scores.push(score);
+            });
         }
+    }
+    if with_one_layer && base.layers > 1 {
+        for &b in betas {
+            candidates.push(DsppConfig {
+                beta: b,
+                refit_all_rows: false,
+                ..base.clone().ppgpr()
+            });
+        }
+    }
+    let total = candidates.len();
+    let mut scores = Vec::with_capacity(total);
+    let mut last_err = None;
+    for cfg in &candidates {
+        let what = || {
+            format!(
+                "dspp β/width selection, during candidate {} of {total} (L {}, β {}, width {})",
+                scores.len() + 1,
+                cfg.layers,
+                cfg.beta,
+                cfg.hidden_width
+            )
+        };
+        let (score, err) = score_candidate(cfg, &fit_data, &val_data, fit, stop, what)?;
+        last_err = err.or(last_err);
+        scores.push(score);
     }
     let best = scores
         .iter()
         .filter(|s| s.val_nll.is_finite())
         .min_by(|a, b| a.val_nll.total_cmp(&b.val_nll));
     match best {
-        Some(s) => Ok((s.beta, s.width, scores.clone())),
+        Some(s) => Ok(Selection {
+            layers: s.layers,
+            beta: s.beta,
+            width: s.width,
+            scores: scores.clone(),
+        }),
         None => Err(last_err
-            .unwrap_or_else(|| Error::Numerical("select_beta: every candidate failed".into()))),
+            .unwrap_or_else(|| Error::Numerical("select_model: every candidate failed".into()))),
     }
 }
 
@@ -136,6 +228,7 @@ fn score_candidate(
         Err(e) => (f64::INFINITY, (0, None), Some(e)),
     };
     let score = SelectionScore {
+        layers: cfg.layers,
         beta: cfg.beta,
         width: cfg.hidden_width,
         val_nll,
