@@ -25,12 +25,13 @@ use std::path::Path;
 use crate::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, model_label};
 use crate::progress::BarObserver;
 
+use dgp_io::uci::ClassDataset;
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::classification::{
     ClassMetrics, ClassProbs, ECE_BINS, ReliabilityBin, check_all_classes_present, class_labels,
     infer_num_classes, reliability_bins,
 };
-use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
