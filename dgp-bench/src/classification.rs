@@ -25,12 +25,13 @@ use std::path::Path;
 use crate::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, model_label};
 use crate::progress::BarObserver;
 
+use dgp_io::uci::ClassDataset;
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::classification::{
     ClassMetrics, ClassProbs, ECE_BINS, ReliabilityBin, check_all_classes_present, class_labels,
     infer_num_classes, reliability_bins,
 };
-use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
@@ -480,14 +481,13 @@ pub fn run_class_split(
         .map_err(|e| BenchError::run(ctx("settings"), e))?;
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
-    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &FitHooks::none())?;
-    let fit = model
-        .fit(
-            &train_std,
-            &fit_cfg,
-            &mut FitHooks::none().progress(&mut bar),
-        )
-        .map_err(|e| BenchError::run(ctx("training"), e))?;
+    // Interruption, periodic checkpoints and resume, as in regression runs.
+    let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
+    let mut hooks = FitHooks::all(&mut control);
+    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &hooks)?;
+    let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
+    let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
+    control.finish(&label)?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();
     let t1 = Instant::now();

@@ -13,10 +13,8 @@
 use std::path::Path;
 
 use dgp_io::parquet_reader::{load_parquet, parquet_column_names};
-use dgp_traits::data::{
-    Dataset, StandardizeOptions, UciDataset, UciSources, extrapolation_split, load_csv, load_uci,
-    load_uci_from_str, random_split,
-};
+use dgp_io::uci::{UciDataset, UciSources, load_uci, load_uci_from_str};
+use dgp_traits::data::{Dataset, StandardizeOptions, extrapolation_split, load_csv, random_split};
 use dgp_traits::rng::{seeded, standard_normal};
 use faer::Mat;
 use rand::Rng as _;

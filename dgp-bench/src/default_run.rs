@@ -84,7 +84,7 @@ pub fn magic_small() -> Result<BenchData> {
         include_str!("../data/magic-small/splits/index_train_0.txt"),
         include_str!("../data/magic-small/splits/index_test_0.txt"),
     )];
-    let src = dgp_traits::data::UciSources {
+    let src = dgp_io::uci::UciSources {
         name: "magic-small",
         data: include_str!("../data/magic-small/data.txt"),
         index_features: include_str!("../data/magic-small/index_features.txt"),
@@ -92,7 +92,7 @@ pub fn magic_small() -> Result<BenchData> {
         n_splits: include_str!("../data/magic-small/n_splits.txt"),
         splits: &SPLITS,
     };
-    let uci = dgp_traits::data::load_uci_from_str(&src).map_err(crate::error::BenchError::data)?;
+    let uci = dgp_io::uci::load_uci_from_str(&src).map_err(crate::error::BenchError::data)?;
     Ok(BenchData::from_uci(
         uci,
         "embedded (dgp-bench/data/magic-small)",

@@ -342,8 +342,9 @@ fn structured_sghmc_and_dspp_classify_from_the_command_line() {
 #[test]
 fn held_out_early_stopping_scores_classification_by_log_loss() {
     use dgp_bench::classification::build_model;
+    use dgp_io::uci::ClassDataset;
     use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
-    use dgp_traits::data::{ClassDataset, Dataset, Standardizer};
+    use dgp_traits::data::{Dataset, Standardizer};
     use dgp_traits::fit::FitHooks;
     use dgp_traits::train::{EarlyStopping, HeldOutRule, HeldOutSplit, SCORE_SEED_OFFSET};
     let dir = write_folder(3);

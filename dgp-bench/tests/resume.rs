@@ -355,6 +355,81 @@ fn sigkill_then_resume_from_the_last_periodic_checkpoint() {
     interrupted_then_resumed("-KILL");
 }
 
+/// The classification records of a JSON Lines file without timing fields and the command.
+fn class_records(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            for k in ["train_seconds", "predict_seconds", "command"] {
+                o.remove(k);
+            }
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn a_classification_run_interrupted_and_resumed_gives_the_uninterrupted_records() {
+    let s = Scratch::new("class");
+    let uci = s.path("uci");
+    write_uci(&uci);
+    // The same inputs with a binary label: the sign of the regression target.
+    let data: String = std::fs::read_to_string(uci.join("data.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Vec<f64> = l.split_whitespace().map(|t| t.parse().unwrap()).collect();
+            format!("{} {} {}\n", v[0], v[1], u8::from(v[2] > 0.0))
+        })
+        .collect();
+    std::fs::write(uci.join("data.txt"), data).unwrap();
+    let class = |json: &Path, extra: &[&str]| {
+        let mut v = args(&uci, json, extra);
+        v.extend(["--task".to_string(), "classification".to_string()]);
+        v
+    };
+    let (code, text) = run(&class(&s.path("ref.jsonl"), &[]));
+    assert_eq!(code, Some(0), "{text}");
+    let reference = class_records(&s.path("ref.jsonl"));
+    assert_eq!(reference.len(), 2);
+    assert_eq!(reference[0]["task"], "classification");
+
+    let ck = s.path("ck");
+    let ck_s = ck.display().to_string();
+    let json = s.path("run.jsonl");
+    let mut child = spawn(&class(
+        &json,
+        &["--checkpoint", &ck_s, "--checkpoint-every", "100"],
+    ));
+    wait_for_state(&ck.join("svi-L2-split1.json"), 200, &mut child);
+    kill(&child, "-INT");
+    let o = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{text}");
+    assert!(text.contains("--resume"), "{text}");
+    assert_eq!(class_records(&json).len(), 1, "the finished split is kept");
+    // A resume with another likelihood is refused: the likelihood is in the fingerprint.
+    let (code, text) = run(&class(
+        &s.path("other.jsonl"),
+        &["--resume", &ck_s, "--likelihood", "logit"],
+    ));
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("other settings"), "{text}");
+    let (code, text) = run(&class(
+        &json,
+        &["--resume", &ck_s, "--checkpoint-every", "100"],
+    ));
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        class_records(&json),
+        reference,
+        "resumed records equal the uninterrupted ones"
+    );
+}
+
 #[test]
 fn checkpoint_refuses_a_backend_that_cannot_resume_and_resume_checks_settings() {
     let s = Scratch::new("refuse");

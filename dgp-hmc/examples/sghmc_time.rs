@@ -8,8 +8,9 @@
 
 use dgp_hmc::sghmc::{SghmcSamplerConfig, SghmcSchedule, SghmcStepper};
 use dgp_hmc::{SghmcConfig, SghmcModel};
+use dgp_io::uci::load_uci;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into, load_uci};
+use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;

@@ -1,4 +1,8 @@
-//! Out-of-core data for the deep-GP workspace: rows that live on disk rather than in RAM.
+//! Data on disk for the deep-GP workspace: the benchmark folder format, and rows that live
+//! on disk rather than in RAM.
+//!
+//! * [`uci`] — the UCI benchmark folder format (`data.txt`, column indices, published
+//!   splits), for regression targets and for class labels ([`uci::ClassDataset`]).
 //!
 //! * [`rowstore`] — a binary, memory-mapped row store ([`rowstore::RowStore`], a
 //!   [`dgp_traits::data::RowSource`]) and its streaming writer.
@@ -20,3 +24,4 @@ pub mod sample;
 pub mod standardize;
 pub mod synth;
 pub mod tabular;
+pub mod uci;

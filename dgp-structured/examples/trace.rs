@@ -11,8 +11,9 @@
 //! `whitened=true`, `natgrad={"gamma":0.1}`); M = min(128, N), τ = 5, S = 5 and batch
 //! min(N, 512) as `dgp-bench run`, no convergence stop.
 
+use dgp_io::uci::load_uci;
 use dgp_structured::{StructuredConfig, StructuredModel};
-use dgp_traits::data::{Dataset, Standardizer, load_csv, load_uci, random_split};
+use dgp_traits::data::{Dataset, Standardizer, load_csv, random_split};
 use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
 use dgp_traits::metrics;

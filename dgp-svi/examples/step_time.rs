@@ -3,8 +3,9 @@
 //! `cargo run --release -p dgp-svi --example step_time -- <uci-folder> <samples> [steps] [threads]`.
 //! Architecture of the speed acceptance: L = 2, M = 128, batch 1000, hidden width 5.
 
+use dgp_io::uci::load_uci;
 use dgp_svi::prelude::*;
-use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into, load_uci};
+use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_traits::model::Batch;
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::rng::stream;

@@ -3,8 +3,9 @@
 //! Prints one line per split and the mean ± standard error (ddof = 1). The full benchmark
 //! CLI is `dgp-bench run`; this example shows the library calls it is made of.
 
+use dgp_io::uci::load_uci;
 use dgp_svi::prelude::*;
-use dgp_traits::data::{Standardizer, load_uci};
+use dgp_traits::data::Standardizer;
 use dgp_traits::metrics::Metrics;
 use std::time::Instant;
 

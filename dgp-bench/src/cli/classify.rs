@@ -6,7 +6,9 @@
 //! split), the likelihood must suit K, and every backend must declare the likelihood's
 //! family in its capabilities. Per split: inputs standardised with the training rows'
 //! statistics (labels untouched), the backend built with the likelihood in its settings,
-//! trained, and its class probabilities scored ([`run_class_split`]).
+//! trained, and its class probabilities scored ([`run_class_split`]). Interruption,
+//! `--checkpoint` and `--resume` behave as in regression runs ([`crate::checkpointing`]);
+//! the likelihood is part of the checkpoint's fingerprint.
 
 use std::path::Path;
 
@@ -127,11 +129,6 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
             "--per-point applies to regression runs (log densities for `compare`)".into(),
         ));
     }
-    if a.ckpt.checkpoint.is_some() || a.ckpt.resume.is_some() {
-        return Err(BenchError::Usage(
-            "--checkpoint / --resume apply to regression runs only".into(),
-        ));
-    }
     let (protocol, kind) = protocol_of(a)?;
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
@@ -165,7 +162,7 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
         let (train_idx, _) = data.split(s)?;
         check_training_classes(&data.name, s, &labels, &train_idx, k)?;
     }
-    let specs = build_specs(a, &data, &splits)?;
+    let mut specs = build_specs(a, &data, &splits)?;
     check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     for spec in &specs {
         let b = spec.backend;
@@ -189,15 +186,22 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
                     .into(),
             ));
         }
-        // The backend checks its settings with the likelihood in them before any training.
-        let settings = with_likelihood(&spec.arch.settings, &likelihood)
+    }
+    // Every spec carries the likelihood in its settings: the backend checks them before
+    // any training, and a checkpoint's fingerprint (which hashes the settings) tells one
+    // likelihood's saved state from another's.
+    for spec in &mut specs {
+        spec.arch.settings = with_likelihood(&spec.arch.settings, &likelihood)
             .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
-        b.backend
-            .check(&spec.arch.common(), &settings)
+        spec.backend
+            .backend
+            .check(&spec.arch.common(), &spec.arch.settings)
             .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
     }
     // Prints the data's warnings (constant features, ...) and checks the outputs.
     crate::validate::check_run(&a.io_paths(), &data, &specs)?;
+    crate::checkpointing::start_session(&a.ckpt, &specs)?;
+    crate::checkpointing::install_interrupt_handler();
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
             BenchError::Usage(format!("--out {}: cannot create it: {e}", dir.display()))
@@ -245,7 +249,14 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
             spec.seed
         );
         for &s in &spec.splits {
-            let mut r = run_class_split(spec, &likelihood, &labels, s)?;
+            let mut r = run_class_split(spec, &likelihood, &labels, s).map_err(|e| {
+                crate::checkpointing::interrupted_note(
+                    e,
+                    records.len(),
+                    a.json.as_deref(),
+                    a.out.as_deref(),
+                )
+            })?;
             r.command = command.clone();
             println!(
                 "split {:>2}: error {:.4}  log loss {:.4}  Brier {:.4}  ECE {:.4}{}  train {:.1} s ({} steps)",

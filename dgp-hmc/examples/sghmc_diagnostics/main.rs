@@ -19,8 +19,9 @@ mod plots;
 
 use dgp_hmc::sghmc::diagnostics::{TraceRecorder, autocorrelation, effective_sample_size};
 use dgp_hmc::{SghmcConfig, SghmcModel};
+use dgp_io::uci::load_uci;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::{Dataset, Standardizer, load_uci};
+use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
 use dgp_traits::predictive::Predictive;

@@ -1,7 +1,7 @@
 //! Reading a whole text file with a bound on the length of its lines.
 //!
-//! The loaders of this module ([`crate::data::load_uci`], [`crate::data::load_csv`]) read
-//! their files whole, then parse them. A file without line breaks (`/dev/zero` linked as
+//! The loaders that read files whole ([`crate::data::load_csv`] here, the benchmark folder
+//! reader of `dgp-io`) then parse them. A file without line breaks (`/dev/zero` linked as
 //! `data.txt`, a binary file, a 2 GB line) would be read to its end, or without end, before
 //! the parser could object; reading through [`read_bounded`] stops at the first line longer
 //! than [`MAX_LINE_BYTES`] with an [`Error::Parse`] naming the file and the line.

@@ -1,19 +1,15 @@
-//! Data: the dense data set type, loaders, standardisation, splits, minibatches and k-means.
+//! Data: the dense data set type, the CSV loader, standardisation, splits, minibatches and k-means.
 //!
 //! * [`Dataset`] — inputs `x` (N×D) and targets `y` (N×P) as `faer` matrices, validated on
 //!   construction (shapes agree, non-empty, finite).
-//! * Loaders — the UCI benchmark folder format of `shared/data/uci` ([`load_uci`],
-//!   [`load_uci_from_str`] for data embedded with `include_str!`) and CSV files with a
-//!   header ([`load_csv`], [`parse_csv_str`]); classification folders (the same format
-//!   with a label column `0..K`) through [`ClassDataset`], which validates the labels and
-//!   checks that every class occurs in each training split. Every loader refuses a line
-//!   longer than [`MAX_LINE_BYTES`] (1 MiB) as soon as it reads it, with an error naming
-//!   the file and the line ([`read_bounded`]).
+//! * Loaders — CSV files with a header ([`load_csv`], [`parse_csv_str`]). Every loader
+//!   refuses a line longer than [`MAX_LINE_BYTES`] (1 MiB) as soon as it reads it, with an
+//!   error naming the file and the line ([`read_bounded`], [`read_text_bounded`]); the
+//!   benchmark folder format lives with the other file formats in `dgp-io`.
 //! * [`Standardizer`] — per-column mean and population standard deviation of the training
 //!   split; predictive mixtures are mapped back to original units by
 //!   [`crate::predictive::Predictive::unstandardize`].
-//! * Splits — published UCI splits ([`UciDataset::split`]), seeded random splits
-//!   ([`random_split`]), the extrapolation split of Lindinger et al. (2020) §4.1
+//! * Splits — seeded random splits ([`random_split`]), the extrapolation split of Lindinger et al. (2020) §4.1
 //!   ([`extrapolation_split`]), train/validation splits ([`validation_split`]) and the
 //!   early-stopping holdout drawn with replacement ([`holdout_with_replacement`]).
 //! * [`Minibatches`] — a seeded stream of shuffled index batches, and [`gather_rows_into`] to
@@ -24,7 +20,6 @@
 
 mod batches;
 mod bounded;
-mod classes;
 mod csv_file;
 mod dataset;
 pub mod held_out;
@@ -33,11 +28,9 @@ mod permute;
 mod source;
 mod splits;
 mod standardize;
-mod uci;
 
 pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
-pub use bounded::{MAX_LINE_BYTES, read_bounded};
-pub use classes::{ClassDataset, ClassSplit};
+pub use bounded::{MAX_LINE_BYTES, read_bounded, read_text_bounded};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
@@ -51,4 +44,3 @@ pub use standardize::{
     CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
     StandardizeOptions, Standardizer, TARGET_SCALE_RANGE,
 };
-pub use uci::{UciDataset, UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};

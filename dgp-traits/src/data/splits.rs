@@ -32,7 +32,7 @@ pub(crate) fn held_out_count(n: usize, fraction: f64, what: &str) -> Result<usiz
 ///
 /// As Structured_DGP's `prepare_dataset`: a random permutation, whose first
 /// `floor(test_fraction · n)` entries are the test set. (The published UCI splits have
-/// `round(0.1 · n)` test rows, e.g. 51 for boston; use [`crate::data::UciDataset::split`]
+/// `round(0.1 · n)` test rows, e.g. 51 for boston; use `dgp_io::uci::UciDataset::split`
 /// for those.) Both index lists are returned sorted ascending.
 ///
 /// # Errors

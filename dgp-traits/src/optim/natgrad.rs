@@ -14,7 +14,9 @@
 //! full batch, γ = 1 lands on the optimal q in one step (the objective is quadratic in η).
 //! The models hold S through its Cholesky factor L, so the tape gives ∂𝓛/∂L; the symmetric
 //! g_S is recovered from it by [`covariance_adjoint`]. A step whose new precision
-//! S⁻¹ − 2γ g_S is not positive definite is retried with γ halved.
+//! S⁻¹ − 2γ g_S is not positive definite is retried with γ halved; when every allowed
+//! halving fails, one more attempt takes γ = ½ / λ_max(P) (P below), the step at which the
+//! new precision is positive definite with margin, instead of giving up.
 //!
 //! The step is computed in the factor's own coordinates, without forming S⁻¹ or S′.
 //! With g_S = ½ L⁻ᵀ P L⁻¹ (P symmetric, [`covariance_adjoint`]) the new precision is
@@ -31,7 +33,7 @@
 use crate::error::{Error, Result};
 use crate::linalg::{Tri, cholesky, tri_solve};
 use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatRef, Par, Side};
 use serde::{Deserialize, Serialize};
 
 /// How natural-gradient steps and Adam steps share a training iteration
@@ -61,7 +63,8 @@ pub struct NatGradConfig {
     /// Step size γ ∈ (0, 1] (0.1 in the DSVI natural-gradient demo; 1 is the exact
     /// conjugate update for a Gaussian likelihood on the full batch).
     pub gamma: f64,
-    /// How many times γ may be halved when the new precision is not positive definite.
+    /// How many times γ may be halved when the new precision is not positive definite;
+    /// after the last, γ = ½ / λ_max(P) is tried once ([`natural_gradient_step`]).
     pub max_halvings: usize,
     /// How the steps interleave with Adam.
     #[serde(default)]
@@ -101,7 +104,8 @@ pub struct NaturalStep {
     pub mean: Mat<f64>,
     /// Lower Cholesky factor L′ of the new covariance S′.
     pub factor: Mat<f64>,
-    /// The step size used (the configured γ, possibly halved).
+    /// The step size used (the configured γ, possibly halved, or ½ / λ_max(P) when every
+    /// halving failed).
     pub gamma: f64,
 }
 
@@ -154,7 +158,9 @@ fn factor_adjoint(l: MatRef<'_, f64>, l_bar: MatRef<'_, f64>) -> Mat<f64> {
 /// # Errors
 /// [`Error::Shape`] for inconsistent shapes, [`Error::NonFinite`] for NaN/inf inputs,
 /// [`Error::Config`] for an invalid `cfg`, [`Error::NotPositiveDefinite`] when the
-/// current factor is singular or no halving of γ gives a positive-definite precision.
+/// current factor is singular, or when no halving of γ gives a positive-definite precision
+/// and the eigenvalue bound does not either (P without a positive eigenvalue: the failure
+/// was numerical, not the step size).
 pub fn natural_gradient_step(
     mean: MatRef<'_, f64>,
     factor: MatRef<'_, f64>,
@@ -210,7 +216,29 @@ pub fn natural_gradient_step(
         }
         gamma *= 0.5;
     }
+    // Every halving failed: γ·λ_max(P) ≥ 1 down to the last one. C = I − γP is positive
+    // definite exactly when γ·λ_max(P) < 1, so the step at γ = ½/λ_max(P) (C's smallest
+    // eigenvalue ½) is the one that further halving would reach, taken in one attempt.
+    let bound = eigenvalue_bound(&p)?;
+    if bound.is_finite() && bound < gamma {
+        let (mean, factor) = updated(mean, factor, grad_mean, &p, bound)?;
+        return Ok(NaturalStep {
+            mean,
+            factor,
+            gamma: bound,
+        });
+    }
     Err(last)
+}
+
+/// ½ / λ_max(P), the step size at which `C = I − γP` has smallest eigenvalue ½; infinite
+/// when P has no positive eigenvalue (C is then positive definite for every γ).
+fn eigenvalue_bound(p: &Mat<f64>) -> Result<f64> {
+    let eig = p
+        .self_adjoint_eigenvalues(Side::Lower)
+        .map_err(|e| Error::Numerical(format!("natural step: eigenvalues of P: {e:?}")))?;
+    let top = eig.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Ok(if top > 0.0 { 0.5 / top } else { f64::INFINITY })
 }
 
 /// One attempt at step size γ (module docs): `C = I − γP = U Uᵀ`, `L′ = L U⁻ᵀ`,
@@ -482,15 +510,51 @@ mod tests {
             max_halvings: 1,
             ..NatGradConfig::default()
         };
-        let err = natural_gradient_step(
+        // One halving (γ = ½) is not enough; the eigenvalue bound ½ / λ_max(P) = ½ / 4
+        // takes the step: C = I − γP = ½ I, so S′ = 2 I.
+        let bounded = natural_gradient_step(
             zero.as_ref(),
             l.as_ref(),
             zero.as_ref(),
             g_l.as_ref(),
             &none,
         )
-        .unwrap_err();
-        assert!(matches!(err, Error::NotPositiveDefinite { .. }), "{err}");
+        .unwrap();
+        assert_eq!(bounded.gamma, 0.125);
+        assert!((bounded.factor[(0, 0)] - 2.0f64.sqrt()).abs() < 1e-12);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the gradient, a step with no halvings allowed either keeps γ or falls
+        /// back to γ = ½ / λ_max(P) ≤ γ, and its new factor is a valid Cholesky factor.
+        #[test]
+        fn the_eigenvalue_fallback_always_gives_a_positive_definite_step(
+            seed in 0u64..1000,
+            scale in 0.1f64..1e4,
+        ) {
+            let m = 5;
+            let l = random_factor(m, seed);
+            let mut rng = seeded(seed + 7);
+            let g = standard_normal(&mut rng, m, m);
+            let g_l = Mat::from_fn(m, m, |i, j| scale * g[(i, j)]);
+            let g_m = standard_normal(&mut rng, m, 1);
+            let mean = standard_normal(&mut rng, m, 1);
+            let cfg = NatGradConfig { gamma: 1.0, max_halvings: 0, ..NatGradConfig::default() };
+            let step = natural_gradient_step(
+                mean.as_ref(), l.as_ref(), g_m.as_ref(), g_l.as_ref(), &cfg,
+            )
+            .unwrap();
+            prop_assert!(step.gamma > 0.0 && step.gamma <= 1.0);
+            if step.gamma < 1.0 {
+                let bound = eigenvalue_bound(&factor_adjoint(l.as_ref(), g_l.as_ref())).unwrap();
+                prop_assert_eq!(step.gamma, bound);
+            }
+            for i in 0..m {
+                prop_assert!(step.factor[(i, i)] > 0.0);
+            }
+        }
     }
 
     #[test]

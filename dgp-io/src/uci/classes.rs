@@ -2,7 +2,7 @@
 //! `0, 1, …, K − 1` (as numbers in `data.txt`), validated on loading.
 //!
 //! ```
-//! use dgp_traits::data::{ClassDataset, UciSources, load_uci_from_str};
+//! use dgp_io::uci::{ClassDataset, UciSources, load_uci_from_str};
 //! let src = UciSources {
 //!     name: "tiny",
 //!     data: "0.1 0\n0.2 1\n0.3 2\n0.4 1\n",
@@ -19,9 +19,10 @@
 
 use std::path::Path;
 
-use super::{Dataset, UciDataset, load_uci};
-use crate::classification::{check_all_classes_present, class_labels, infer_num_classes};
-use crate::error::{Error, Result};
+use super::{UciDataset, load_uci};
+use dgp_traits::classification::{check_all_classes_present, class_labels, infer_num_classes};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::{Error, Result};
 
 /// A classification data set with its published splits: a [`UciDataset`] whose one target
 /// column holds validated class labels.
@@ -53,9 +54,9 @@ impl ClassDataset {
     /// occur in the whole data set.
     ///
     /// # Errors
-    /// [`Error::Label`]: [`LabelError::NotOneColumn`](crate::error::LabelError::NotOneColumn), [`LabelError::NotAnInteger`](crate::error::LabelError::NotAnInteger),
-    /// [`LabelError::OutOfRange`](crate::error::LabelError::OutOfRange), [`LabelError::TooFewClasses`](crate::error::LabelError::TooFewClasses) (K < 2),
-    /// [`LabelError::MissingClass`](crate::error::LabelError::MissingClass).
+    /// [`Error::Label`]: [`LabelError::NotOneColumn`](dgp_traits::error::LabelError::NotOneColumn), [`LabelError::NotAnInteger`](dgp_traits::error::LabelError::NotAnInteger),
+    /// [`LabelError::OutOfRange`](dgp_traits::error::LabelError::OutOfRange), [`LabelError::TooFewClasses`](dgp_traits::error::LabelError::TooFewClasses) (K < 2),
+    /// [`LabelError::MissingClass`](dgp_traits::error::LabelError::MissingClass).
     pub fn from_uci(uci: UciDataset, num_classes: Option<usize>) -> Result<Self> {
         let y = uci.data.y();
         let k = match num_classes {
@@ -89,7 +90,7 @@ impl ClassDataset {
     ///
     /// # Errors
     /// Those of [`UciDataset::split`]; [`Error::Label`] with
-    /// [`LabelError::MissingClass`](crate::error::LabelError::MissingClass) for a class absent from the training rows;
+    /// [`LabelError::MissingClass`](dgp_traits::error::LabelError::MissingClass) for a class absent from the training rows;
     /// [`Error::Empty`] for an empty side.
     pub fn split(&self, k: usize) -> Result<ClassSplit> {
         let (train_idx, test_idx) = self.uci.split(k)?;

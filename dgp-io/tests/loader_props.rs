@@ -1,13 +1,12 @@
-//! Property tests of the data loaders (issue 16): random bytes and random edits of valid
+//! Property tests of the text loaders (the benchmark folder format here, the CSV loader of
+//! `dgp_traits::data`): random bytes and random edits of valid
 //! UCI and CSV files never panic the loaders; whatever loads is a finite, consistent data
 //! set whose splits and standardisation do not panic either.
 
 use std::path::{Path, PathBuf};
 
-use dgp_traits::data::{
-    Dataset, Standardizer, UciSources, load_csv, load_uci, load_uci_from_str, parse_csv_str,
-    parse_indices, parse_matrix,
-};
+use dgp_io::uci::{UciSources, load_uci, load_uci_from_str, parse_indices, parse_matrix};
+use dgp_traits::data::{Dataset, Standardizer, load_csv, parse_csv_str};
 use proptest::prelude::*;
 
 const CSV: &str = "a,y,b\n0.5,1.25,-3\n1e-3,2,4\n-7,0.001,5.5\n8,9,10\n";

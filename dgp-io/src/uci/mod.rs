@@ -5,14 +5,20 @@
 //! `index_target.txt` (0-based column indices of `data.txt`, whitespace separated, usually
 //! one per line), `n_splits.txt` (the number of published splits) and
 //! `splits/index_train_K.txt`, `splits/index_test_K.txt` (0-based row indices of split K,
-//! Hernández-Lobato & Adams 2015).
+//! Hernández-Lobato & Adams 2015). Classification folders are the same format with a label
+//! column `0..K`: [`ClassDataset`] validates the labels and checks that every class occurs in
+//! each training split.
+
+mod classes;
+
+pub use classes::{ClassDataset, ClassSplit};
 
 use std::path::{Path, PathBuf};
 
 use faer::Mat;
 
-use crate::data::dataset::Dataset;
-use crate::error::{Error, Result};
+use dgp_traits::data::Dataset;
+use dgp_traits::error::{Error, Result};
 
 /// A UCI benchmark data set with its published train/test splits.
 #[derive(Clone, Debug)]
@@ -42,7 +48,7 @@ enum SplitSource {
 /// The contents of a UCI folder as strings, e.g. embedded with `include_str!`.
 ///
 /// ```
-/// use dgp_traits::data::{UciSources, load_uci_from_str};
+/// use dgp_io::uci::{UciSources, load_uci_from_str};
 /// let src = UciSources {
 ///     name: "tiny",
 ///     data: "1 2 3\n4 5 6\n7 8 9\n\n",
@@ -73,9 +79,9 @@ pub struct UciSources<'a> {
     pub splits: &'a [(&'a str, &'a str)],
 }
 
-/// A file of the folder, every line at most [`crate::data::MAX_LINE_BYTES`] long.
+/// A file of the folder, every line at most [`dgp_traits::data::MAX_LINE_BYTES`] long.
 fn read(path: &Path) -> Result<String> {
-    crate::data::bounded::read_text_bounded(path)
+    dgp_traits::data::read_text_bounded(path)
 }
 
 fn parse_err(path: &Path, line: usize, column: usize, message: String) -> Error {
@@ -254,7 +260,7 @@ fn assemble(
 /// # Errors
 /// [`Error::Io`] naming the file that cannot be read; [`Error::Parse`] (path, line, field)
 /// for malformed contents, out-of-range column indices or a line longer than
-/// [`crate::data::MAX_LINE_BYTES`] (found before the rest of the file is read);
+/// [`dgp_traits::data::MAX_LINE_BYTES`] (found before the rest of the file is read);
 /// [`Error::Empty`] for empty files.
 pub fn load_uci(dir: impl AsRef<Path>) -> Result<UciDataset> {
     let dir = dir.as_ref();
