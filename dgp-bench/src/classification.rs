@@ -154,7 +154,7 @@ pub struct ClassExperimentSpec {
     pub backend: &'static dyn Backend,
     /// Likelihood name for [`likelihood_by_name`].
     pub likelihood: String,
-    /// Architecture and seed.
+    /// Architecture, seed and learning rate.
     pub common: CommonSettings,
     /// Backend settings (the likelihood is set by the run; a `"likelihood"` key here is
     /// refused).
@@ -215,7 +215,7 @@ pub struct ClassSplitRecord {
     /// Minibatch size used.
     #[serde(default)]
     pub batch_size: usize,
-    /// Adam learning rate.
+    /// Adam learning rate (0 when the run left it to the backend's default).
     #[serde(default)]
     pub learning_rate: f64,
     /// Predictive samples (mixture components).
@@ -382,7 +382,7 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
             num_inducing: spec.common.num_inducing,
             hidden_width: spec.common.hidden_width,
             batch_size: spec.fit.batch_size.min(split.train.n()),
-            learning_rate: spec.fit.learning_rate,
+            learning_rate: spec.common.learning_rate.unwrap_or(0.0),
             predict_samples: spec.predict.samples,
             seed: spec.common.seed,
             model: model.describe(),
@@ -468,10 +468,8 @@ pub fn run_class_split(
     let fit_cfg = FitConfig {
         steps: spec.steps,
         batch_size,
-        learning_rate: spec.learning_rate,
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
-        lr_schedule: spec.lr_schedule.clone(),
         // A backend's own convergence stop applies (as in regression runs).
         convergence: None,
     };
@@ -480,7 +478,14 @@ pub fn run_class_split(
         .map_err(|e| BenchError::run(ctx("settings"), e))?;
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
-    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &FitHooks::none())?;
+    let mut model = b.build_model(
+        &arch,
+        spec.learning_rate,
+        &spec.lr_schedule,
+        &fit_cfg,
+        &train_std,
+        &FitHooks::none(),
+    )?;
     let fit = model
         .fit(
             &train_std,
