@@ -136,6 +136,36 @@ mod tests {
     use super::*;
     use dgp_traits::backend::Backend;
 
+    /// A configuration written without `adam` reads with Adam's defaults, and the common
+    /// learning rate reaches it.
+    #[test]
+    fn adam_defaults_without_the_field_and_from_the_common_settings() {
+        let mut v = serde_json::to_value(NestedConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("adam");
+        let back: NestedConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back.adam, AdamConfig::with_lr(0.01));
+        let common = CommonSettings {
+            layers: 2,
+            num_inducing: 5,
+            hidden_width: None,
+            train_samples: 1,
+            predict_samples: 1,
+            seed: 3,
+            tune: false,
+            learning_rate: Some(0.004),
+            lr_schedule: None,
+        };
+        assert_eq!(
+            NestedBackend.base_config(&common).adam,
+            AdamConfig::with_lr(0.004)
+        );
+        let e = NestedBackend
+            .config(&common, &dgp_traits::testing::settings(&["adam.lr=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--lr"), "{e}");
+    }
+
     #[test]
     fn linear_mean_setting_and_bad_keys() {
         let common = CommonSettings {

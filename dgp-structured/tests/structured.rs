@@ -661,6 +661,11 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         dgp_traits::likelihoods::Likelihood::gaussian(0.01)
     );
     assert_eq!(STAR_BACKEND.base_config(&common).natgrad, None);
+    // A configuration written without `adam` reads with Adam's defaults.
+    let mut v = serde_json::to_value(StructuredConfig::default()).unwrap();
+    v.as_object_mut().unwrap().remove("adam");
+    let back: StructuredConfig = serde_json::from_value(v).unwrap();
+    assert_eq!(back, StructuredConfig::default());
     // The learning rate and schedule of the common settings reach Adam's settings.
     assert_eq!(
         STAR_BACKEND.base_config(&common).adam,

@@ -190,6 +190,21 @@ mod tests {
         assert_eq!(*c, base);
     }
 
+    /// A configuration written without `adam` reads with Adam's defaults (lr 0.01,
+    /// constant): the settings a fit used when the learning rate was not the config's.
+    #[test]
+    fn config_json_without_adam_loads_with_the_defaults() {
+        let mut v = serde_json::to_value(SviConfig {
+            adam: AdamConfig::with_lr(0.5),
+            ..SviConfig::default()
+        })
+        .unwrap();
+        v.as_object_mut().unwrap().remove("adam");
+        let back: SviConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, SviConfig::default());
+        assert_eq!(back.adam, AdamConfig::with_lr(0.01));
+    }
+
     #[test]
     fn bad_settings_name_the_key_or_field() {
         let e = SviBackend
