@@ -121,7 +121,7 @@ fn main() -> Res<()> {
         .map(|f| (f * steps as f64).round() as u64)
         .collect();
     let adam = AdamConfig {
-        lr: 0.01,
+        lr: cfg.learning_rate,
         schedule: LrSchedule::StepDrops {
             milestones,
             factor: cfg.lr_drops.factor,
@@ -131,7 +131,6 @@ fn main() -> Res<()> {
     let fit_cfg = FitConfig {
         steps,
         batch_size: fit.n().min(1000),
-        learning_rate: 0.01,
         ..Default::default()
     };
     let mut model = DsppModel::new(cfg, &fit)?;

@@ -87,7 +87,6 @@ fn main() -> Res<()> {
     let fit_cfg = FitConfig {
         steps,
         batch_size: train.n().min(512),
-        learning_rate: 0.005,
         ..Default::default()
     };
     let mut model = StructuredModel::new(cfg, &train)?;

@@ -14,6 +14,7 @@
 use dgp_traits::backend::{Backend, Capabilities, CommonSettings, Settings};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
+use dgp_traits::optim::LrSchedule;
 
 use crate::error::{BenchError, Result};
 
@@ -65,7 +66,8 @@ impl ArchSpec {
         }
     }
 
-    /// The part every backend understands.
+    /// The part every backend understands, with the backend's own learning rate and
+    /// schedule.
     pub fn common(&self) -> CommonSettings {
         CommonSettings {
             layers: self.layers,
@@ -75,6 +77,19 @@ impl ArchSpec {
             predict_samples: self.predict_samples,
             seed: self.seed,
             tune: self.tune,
+            learning_rate: None,
+            lr_schedule: None,
+        }
+    }
+
+    /// [`ArchSpec::common`] with a run's learning rate and schedule
+    /// ([`CommonSettings::learning_rate`], [`CommonSettings::lr_schedule`]; a backend that
+    /// uses no learning rate ignores them).
+    pub fn common_with(&self, learning_rate: f64, lr_schedule: &LrSchedule) -> CommonSettings {
+        CommonSettings {
+            learning_rate: Some(learning_rate),
+            lr_schedule: Some(lr_schedule.clone()),
+            ..self.common()
         }
     }
 }
@@ -205,19 +220,23 @@ impl BackendEntry {
             .map_err(|e| BenchError::Usage(config_message(e)))
     }
 
-    /// Builds an untrained model, labelling errors with the backend name; a
-    /// hyper-parameter search ends when `stop` asks ([`Backend::build`]).
+    /// Builds an untrained model of `arch` whose optimiser steps at `learning_rate` with
+    /// `lr_schedule` ([`ArchSpec::common_with`]), labelling errors with the backend name;
+    /// a hyper-parameter search ends when `stop` asks ([`Backend::build`]).
     ///
     /// [`Backend::build`]: dgp_traits::backend::Backend::build
     pub fn build_model(
         &self,
         arch: &ArchSpec,
+        learning_rate: f64,
+        lr_schedule: &LrSchedule,
         fit: &FitConfig,
         train: &Dataset,
         stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
+        let common = arch.common_with(learning_rate, lr_schedule);
         self.backend
-            .build(&arch.common(), &arch.settings, fit, train, stop)
+            .build(&common, &arch.settings, fit, train, stop)
             .map_err(|e| BenchError::run(format!("building {} L={}", self.name(), arch.layers), e))
     }
 }
@@ -496,6 +515,8 @@ mod tests {
             predict_samples: 1,
             seed: 0,
             tune: false,
+            learning_rate: None,
+            lr_schedule: None,
         };
         for b in BACKENDS {
             match b

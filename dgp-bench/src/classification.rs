@@ -155,7 +155,7 @@ pub struct ClassExperimentSpec {
     pub backend: &'static dyn Backend,
     /// Likelihood name for [`likelihood_by_name`].
     pub likelihood: String,
-    /// Architecture and seed.
+    /// Architecture, seed and learning rate.
     pub common: CommonSettings,
     /// Backend settings (the likelihood is set by the run; a `"likelihood"` key here is
     /// refused).
@@ -216,7 +216,7 @@ pub struct ClassSplitRecord {
     /// Minibatch size used.
     #[serde(default)]
     pub batch_size: usize,
-    /// Adam learning rate.
+    /// Adam learning rate (0 when the run left it to the backend's default).
     #[serde(default)]
     pub learning_rate: f64,
     /// Predictive samples (mixture components).
@@ -383,7 +383,7 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
             num_inducing: spec.common.num_inducing,
             hidden_width: spec.common.hidden_width,
             batch_size: spec.fit.batch_size.min(split.train.n()),
-            learning_rate: spec.fit.learning_rate,
+            learning_rate: spec.common.learning_rate.unwrap_or(0.0),
             predict_samples: spec.predict.samples,
             seed: spec.common.seed,
             model: model.describe(),
@@ -469,10 +469,8 @@ pub fn run_class_split(
     let fit_cfg = FitConfig {
         steps: spec.steps,
         batch_size,
-        learning_rate: spec.learning_rate,
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
-        lr_schedule: spec.lr_schedule.clone(),
         // A backend's own convergence stop applies (as in regression runs).
         convergence: None,
     };
@@ -484,7 +482,14 @@ pub fn run_class_split(
     // Interruption, periodic checkpoints and resume, as in regression runs.
     let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
     let mut hooks = FitHooks::all(&mut control);
-    let mut model = b.build_model(&arch, &fit_cfg, &train_std, &hooks)?;
+    let mut model = b.build_model(
+        &arch,
+        spec.learning_rate,
+        &spec.lr_schedule,
+        &fit_cfg,
+        &train_std,
+        &hooks,
+    )?;
     let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
     let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
     control.finish(&label)?;

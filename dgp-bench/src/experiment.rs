@@ -220,10 +220,8 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let fit_cfg = FitConfig {
         steps: spec.steps,
         batch_size,
-        learning_rate: spec.learning_rate,
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
-        lr_schedule: spec.lr_schedule.clone(),
         // A backend's own convergence stop (star, mf, fc: `StructuredConfig::convergence`)
         // applies when this is `None`.
         convergence: None,
@@ -234,7 +232,14 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
     let mut hooks = FitHooks::all(&mut control);
-    let mut model = b.build_model(&spec.arch, &fit_cfg, &train_std, &hooks)?;
+    let mut model = b.build_model(
+        &spec.arch,
+        spec.learning_rate,
+        &spec.lr_schedule,
+        &fit_cfg,
+        &train_std,
+        &hooks,
+    )?;
     let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
     let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
     control.finish(&label)?;

@@ -23,7 +23,8 @@ pub struct ExperimentSpec<'a> {
     pub steps: usize,
     /// Minibatch size; the batch of a split is `min(batch_size, N_train)`.
     pub batch_size: usize,
-    /// Adam learning rate.
+    /// Learning rate of the backend's optimiser (its
+    /// [`dgp_traits::backend::CommonSettings::learning_rate`]).
     pub learning_rate: f64,
     /// Seed of the minibatch order and Monte Carlo noise (the prediction uses
     /// `seed + PREDICT_SEED_OFFSET`).
@@ -35,7 +36,8 @@ pub struct ExperimentSpec<'a> {
     /// Held-out early stopping passed to `fit` ([`dgp_traits::model::FitConfig::early_stopping`]); `steps`
     /// is then the cap.
     pub early_stopping: Option<HeldOutRule>,
-    /// Learning-rate schedule passed to `fit` ([`dgp_traits::model::FitConfig::lr_schedule`]).
+    /// Schedule of that learning rate
+    /// ([`dgp_traits::backend::CommonSettings::lr_schedule`]).
     pub lr_schedule: LrSchedule,
     /// Keep every test point's log predictive density in the record
     /// ([`crate::experiment::SplitRecord::log_density`]) for the per-point comparison (`dgp-bench compare`).

@@ -310,10 +310,10 @@ pub fn time_backends(spec: &TimingSpec<'_>) -> Result<TimingResult> {
         .map(|(i, b)| Job {
             backend: b.backend,
             arch: archs.as_ref().map_or(&b.arch, |a| &a[i]),
+            learning_rate: b.learning_rate,
             fit: FitConfig {
                 steps: warmup + spec.steps,
                 batch_size: b.batch_size.min(train.n()),
-                learning_rate: b.learning_rate,
                 seed: spec.seed,
                 ..FitConfig::default()
             },

@@ -10,6 +10,7 @@ use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
+use dgp_traits::optim::LrSchedule;
 use dgp_traits::rng::{seeded, standard_normal};
 use faer::Mat;
 use proptest::prelude::*;
@@ -53,7 +54,14 @@ fn checkpoint(name: &str) -> String {
         ..FitConfig::default()
     };
     let mut model = b
-        .build_model(&arch, &fit, &data, &FitHooks::none())
+        .build_model(
+            &arch,
+            0.01,
+            &LrSchedule::Constant,
+            &fit,
+            &data,
+            &FitHooks::none(),
+        )
         .unwrap();
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
     model.to_json().unwrap()

@@ -59,11 +59,12 @@ fn spec(dir: PathBuf, backend: &str, likelihood: &str) -> ClassExperimentSpec {
             predict_samples: 5,
             seed: 0,
             tune: false,
+            learning_rate: Some(0.02),
+            lr_schedule: None,
         },
         settings: Settings::new(),
         fit: FitConfig {
             steps: 200,
-            learning_rate: 0.02,
             ..Default::default()
         },
         predict: PredictConfig {

@@ -20,12 +20,16 @@ fn history_bits(r: &FitReport) -> Vec<(usize, u64)> {
     r.history.iter().map(|(s, v)| (*s, v.to_bits())).collect()
 }
 
-fn svi(data: &Dataset, natgrad: Option<NatGradConfig>) -> SviModel {
+/// The learning rate of the plain runs.
+const LR: f64 = 0.02;
+
+fn svi(data: &Dataset, natgrad: Option<NatGradConfig>, lr: f64) -> SviModel {
     SviModel::new(
         SviConfig {
             layers: 2,
             num_inducing: 8,
             natgrad,
+            adam: AdamConfig::with_lr(lr),
             ..Default::default()
         },
         data,
@@ -37,7 +41,6 @@ fn fit_cfg(steps: usize) -> FitConfig {
     FitConfig {
         steps,
         batch_size: 16,
-        learning_rate: 0.02,
         seed: 5,
         ..FitConfig::default()
     }
@@ -49,10 +52,10 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
     let cfg = fit_cfg(40);
     // svi, Adam only and with natural-gradient steps: the code `fit` ran before.
     for nat in [None, Some(NatGradConfig::default())] {
-        let mut a = svi(&data, nat);
+        let mut a = svi(&data, nat, LR);
         let mut b = a.clone();
         let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
-        let adam = AdamConfig::with_lr(cfg.learning_rate);
+        let adam = AdamConfig::with_lr(LR);
         let rb = match nat {
             Some(n) => Executor::new(NaturalAdamStepper::new(adam, n).unwrap(), &cfg)
                 .observe(&mut CallerHooks::new(&mut FitHooks::none()))
@@ -69,18 +72,16 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
     let ncfg = NestedConfig {
         layers: 2,
         num_inducing: 6,
+        adam: AdamConfig::with_lr(LR),
         ..Default::default()
     };
     let mut a = NestedModel::new(ncfg, &data).unwrap();
     let mut b = a.clone();
     let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
-    let rb = Executor::new(
-        AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
-        &cfg,
-    )
-    .observe(&mut CallerHooks::new(&mut FitHooks::none()))
-    .run(&mut b, &data)
-    .unwrap();
+    let rb = Executor::new(AdamStepper::new(AdamConfig::with_lr(LR)), &cfg)
+        .observe(&mut CallerHooks::new(&mut FitHooks::none()))
+        .run(&mut b, &data)
+        .unwrap();
     assert_eq!(bits(&a.params().flat()), bits(&b.params().flat()));
     assert_eq!(history_bits(&ra), history_bits(&rb));
 }
@@ -113,11 +114,10 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
     let data = toy_regression(60, 2, 1.0, 4);
     for restore in [Restore::Last, Restore::Best] {
         let cfg = FitConfig {
-            learning_rate: 0.2,
             early_stopping: Some(quick_rule(restore)),
             ..fit_cfg(400)
         };
-        let init = svi(&data, None);
+        let init = svi(&data, None, 0.2);
         // Through `Model::fit` (the svi wiring) …
         let mut a = init.clone();
         let ra = a.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
@@ -129,7 +129,7 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
             &mut b,
             &data,
             &cfg,
-            AdamStepper::new(cfg.adam()),
+            AdamStepper::new(AdamConfig::with_lr(0.2)),
             &mut FitHooks::none(),
             &mut [&mut snap],
         )
@@ -180,7 +180,6 @@ fn svi_with_the_lindinger_rule_stops_and_restores() {
 fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
     let data = toy_regression(60, 2, 1.0, 6);
     let cfg = FitConfig {
-        learning_rate: 0.2,
         early_stopping: Some(HeldOutRule::Patience(EarlyStopping {
             fraction: 0.2,
             every: 2,
@@ -188,7 +187,7 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
         })),
         ..fit_cfg(300)
     };
-    let mut m = svi(&data, None);
+    let mut m = svi(&data, None, 0.2);
     let r = m.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
     assert!(r.steps < 300);
     // Scored at the start and every 2 steps; the kept step is the best of them.
@@ -209,9 +208,10 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("early_stopping"), "{e}");
-    // Old JSON without the new fields still loads, with no early stopping.
+    // Old JSON without the new fields (and with the learning rate, now the backend's)
+    // still loads, with no early stopping.
     let old: FitConfig =
         serde_json::from_str(r#"{"steps":5,"batch_size":3,"learning_rate":0.1,"seed":2}"#).unwrap();
     assert_eq!(old.early_stopping, None);
-    assert_eq!(old.adam(), AdamConfig::with_lr(0.1));
+    assert_eq!((old.steps, old.batch_size, old.seed), (5, 3, 2));
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_bench::report::read_json_lines;
 use dgp_traits::data::Dataset;
-use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl};
+use dgp_traits::fit::{Checkpoints, FitHooks, LrSchedule, Progress, RunControl};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::train::RunState;
@@ -73,7 +73,16 @@ fn split_fit_equals_whole(name: &str, load: Loader) {
         batch_size: 12,
         ..FitConfig::default()
     };
-    let mut whole = b.build_model(&arch, &cfg, &d, &FitHooks::none()).unwrap();
+    let mut whole = b
+        .build_model(
+            &arch,
+            0.01,
+            &LrSchedule::Constant,
+            &cfg,
+            &d,
+            &FitHooks::none(),
+        )
+        .unwrap();
     let fresh_json = whole.to_json().unwrap();
     let rep_whole = whole
         .fit(&d, &cfg, &mut FitHooks::all(&mut Recorder::default()))

@@ -32,6 +32,7 @@ fn fit_and_nll(f: f64) -> (f64, Dataset) {
         SviConfig {
             layers: 2,
             num_inducing: 6,
+            adam: AdamConfig::with_lr(0.02),
             ..Default::default()
         },
         &train_std,
@@ -40,7 +41,6 @@ fn fit_and_nll(f: f64) -> (f64, Dataset) {
     let cfg = FitConfig {
         steps: 15,
         batch_size: 16,
-        learning_rate: 0.02,
         seed: 3,
         ..FitConfig::default()
     };

@@ -44,6 +44,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
         ("hidden_width", "--hidden"),
         ("sites", "--samples"),
         ("init_seed", "--seed"),
+        ("learning_rate", "--lr"),
     ],
     sections: &[],
 };
@@ -200,7 +201,8 @@ impl ConfigBackend for DsppBackend {
     }
 
     /// The configuration of the common settings (before tuning): M, layers, sites = the
-    /// mixture components, the hidden width where given; everything else
+    /// mixture components, the hidden width and the learning rate where given (the
+    /// schedule is the model's own `lr_drops`); everything else
     /// [`DsppConfig::default`].
     fn base_config(&self, common: &CommonSettings) -> DsppConfig {
         let d = DsppConfig::default();
@@ -210,6 +212,7 @@ impl ConfigBackend for DsppBackend {
             hidden_width: common.hidden_width.unwrap_or(d.hidden_width),
             sites: common.predict_samples,
             init_seed: common.seed,
+            learning_rate: common.learning_rate.unwrap_or(d.learning_rate),
             ..d
         }
     }
@@ -337,6 +340,8 @@ mod tests {
             predict_samples: 5,
             seed: 2,
             tune: true,
+            learning_rate: None,
+            lr_schedule: None,
         }
     }
 

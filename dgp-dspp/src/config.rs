@@ -213,6 +213,11 @@ pub struct DsppConfig {
     pub refit_all_rows: bool,
     /// Lloyd iterations of the k-means initialisation of the first layer's Z.
     pub kmeans_iters: usize,
+    /// Base learning rate α > 0 of the Adam steps (Kingma & Ba 2015, Algorithm 1; other
+    /// Adam settings at [`dgp_traits::optim::AdamConfig::default`]) of
+    /// [`dgp_traits::model::Model::fit`], its restarts included; `lr_drops` schedules it.
+    /// Default 0.01 (the GPyTorch example's), also when absent from JSON.
+    pub learning_rate: f64,
     /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
     pub lr_drops: LrDrops,
     /// Early stopping on held-out training rows (default on; `None` trains on every row for
@@ -263,6 +268,7 @@ impl Default for DsppConfig {
             calibrate_variance: false,
             refit_all_rows: true,
             kmeans_iters: 25,
+            learning_rate: 0.01,
             lr_drops: LrDrops::default(),
             early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
             restarts: 1,
@@ -386,6 +392,9 @@ impl DsppConfig {
                 "likelihood",
                 "the initial noise variance must exceed noise_floor",
             );
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return bad("learning_rate", "must be finite and > 0");
         }
         if !(self.lr_drops.factor > 0.0 && self.lr_drops.factor <= 1.0)
             || self

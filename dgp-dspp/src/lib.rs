@@ -64,9 +64,9 @@
 //! let x = Mat::from_fn(60, 1, |i, _| i as f64 / 30.0 - 1.0);
 //! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 //! let data = Dataset::new(x, y)?;
-//! let config = DsppConfig { num_inducing: 10, hidden_width: 2, sites: 4, ..Default::default() };
+//! let config = DsppConfig { num_inducing: 10, hidden_width: 2, sites: 4, learning_rate: 0.05, ..Default::default() };
 //! let mut model = DsppModel::new(config, &data)?;
-//! model.fit(&data, &FitConfig { steps: 300, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
+//! model.fit(&data, &FitConfig { steps: 300, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert_eq!(pred.n_components(), 4);
 //! assert!(rmse(&pred, data.y())? < 0.3);

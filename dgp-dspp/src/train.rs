@@ -97,7 +97,7 @@ fn restart(
                 seed: cfg.seed.wrapping_add(r as u64),
                 ..cfg.clone()
             };
-            let adam = AdamConfig::with_lr(cfg.learning_rate);
+            let adam = AdamConfig::with_lr(model.config().learning_rate);
             let mut only_stop = stop.stop_only();
             let mut progress = CallerHooks::new(&mut only_stop);
             let mut executor =
@@ -216,7 +216,7 @@ pub(crate) fn fit(
         steps,
         ..cfg.clone()
     };
-    let adam = model.adam_config(cfg.learning_rate, steps);
+    let adam = model.adam_config(model.config().learning_rate, steps);
     // Full batches on every row: k steps are k passes over the data, on the rows the
     // held-out rule saw and on all rows alike.
     let full_batch = cfg.batch_size == 0 || cfg.batch_size >= data.n();
@@ -319,15 +319,13 @@ mod tests {
                 sites: 3,
                 restarts: 2,
                 train_inducing_min_ratio: 0.0,
+                learning_rate: 0.1,
                 ..Default::default()
             },
             &train,
         )
         .unwrap();
-        let cfg = FitConfig {
-            learning_rate: 0.1,
-            ..Default::default()
-        };
+        let cfg = FitConfig::default();
         let es = EarlyStopping::default();
         let start = heldout_nll(&model, &val);
         let mut scored_at_end = model.clone();

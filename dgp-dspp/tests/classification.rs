@@ -114,13 +114,13 @@ fn dspp_and_ppgpr_classify_separable_blobs() {
     let labels = class_labels(data.y(), 3).unwrap();
     let fit = FitConfig {
         steps: 300,
-        learning_rate: 0.05,
         ..Default::default()
     };
     for lik in [Likelihood::robust_max(3), Likelihood::softmax(3)] {
         let c = DsppConfig {
             num_inducing: 8,
             early_stopping: None,
+            learning_rate: 0.05,
             ..cfg(2, lik.clone())
         };
         let mut dspp = DsppModel::new(c.clone(), &data).unwrap();

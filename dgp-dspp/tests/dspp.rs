@@ -680,12 +680,12 @@ fn weights_stay_on_the_simplex_during_training() {
         num_inducing: 5,
         hidden_width: 2,
         sites: 4,
+        learning_rate: 0.2,
         ..Default::default()
     };
     let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 60,
-        learning_rate: 0.2,
         ..Default::default()
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
@@ -719,13 +719,13 @@ fn gpytorch_smoke_test() {
             factor: 1.0,
         },
         early_stopping: None,
+        learning_rate: 0.1,
         ..DsppConfig::gpytorch_reference()
     };
     let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 100,
         batch_size: 0,
-        learning_rate: 0.1,
         seed: 0,
         ..FitConfig::default()
     };
@@ -759,12 +759,12 @@ fn probit_predictive_is_a_mixture_of_probit_probabilities() {
         hidden_width: 2,
         sites: 4,
         likelihood: Likelihood::probit(),
+        learning_rate: 0.05,
         ..Default::default()
     };
     let mut model = DsppModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 200,
-        learning_rate: 0.05,
         ..Default::default()
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
@@ -991,11 +991,11 @@ fn select_beta_scores_every_candidate_on_validation_rows() {
     let base = DsppConfig {
         num_inducing: 5,
         sites: 3,
+        learning_rate: 0.05,
         ..Default::default()
     };
     let fit = FitConfig {
         steps: 20,
-        learning_rate: 0.05,
         ..Default::default()
     };
     let (beta, width, scores) = dgp_dspp::select_beta(
@@ -1037,11 +1037,11 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
         num_inducing: 5,
         sites: 3,
         early_stopping: None,
+        learning_rate: 0.05,
         ..Default::default()
     };
     let fit = FitConfig {
         steps: 100_000,
-        learning_rate: 0.05,
         ..Default::default()
     };
     let mut stop = dgp_traits::testing::StopAfter::new(0);
@@ -1064,6 +1064,7 @@ fn restarts_end_with_interrupted_when_the_caller_asks() {
             sites: 3,
             restarts: 3,
             early_stopping: None,
+            learning_rate: 0.05,
             ..Default::default()
         },
         &data,
@@ -1071,7 +1072,6 @@ fn restarts_end_with_interrupted_when_the_caller_asks() {
     .unwrap();
     let fit = FitConfig {
         steps: 100_000,
-        learning_rate: 0.05,
         ..Default::default()
     };
     let mut stop = dgp_traits::testing::StopAfter::new(0);
@@ -1119,11 +1119,11 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
         }),
         // The kept checkpoint itself, not its refit on every row.
         refit_all_rows: false,
+        learning_rate: 0.05,
         ..Default::default()
     };
     let fit = FitConfig {
         steps: 150,
-        learning_rate: 0.05,
         seed: 4,
         ..Default::default()
     };

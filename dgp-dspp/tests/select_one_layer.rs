@@ -16,6 +16,7 @@ fn base() -> DsppConfig {
     DsppConfig {
         num_inducing: 8,
         sites: 3,
+        learning_rate: 0.05,
         ..Default::default()
     }
 }
@@ -23,7 +24,6 @@ fn base() -> DsppConfig {
 fn fit() -> FitConfig {
     FitConfig {
         steps: 40,
-        learning_rate: 0.05,
         ..Default::default()
     }
 }
@@ -49,6 +49,8 @@ fn common(hidden: usize) -> CommonSettings {
         predict_samples: 3,
         seed: 1,
         tune: true,
+        learning_rate: Some(0.03),
+        lr_schedule: None,
     }
 }
 
@@ -101,7 +103,6 @@ fn the_backend_builds_the_ppgpr_when_it_validates_better_and_says_so() {
     let data = additive(150, 3);
     let fit = FitConfig {
         steps: 300,
-        learning_rate: 0.03,
         ..Default::default()
     };
     let none = FitHooks::none();

@@ -15,6 +15,7 @@ fn small_cfg() -> DsppConfig {
         num_inducing: 6,
         hidden_width: 2,
         sites: 4,
+        learning_rate: 0.05,
         ..Default::default()
     }
 }
@@ -22,7 +23,6 @@ fn small_cfg() -> DsppConfig {
 fn fit_cfg() -> FitConfig {
     FitConfig {
         steps: 40,
-        learning_rate: 0.05,
         seed: 3,
         ..Default::default()
     }

@@ -71,7 +71,6 @@ fn main() -> dgp_traits::Result<()> {
             let fit = FitConfig {
                 steps,
                 batch_size: 0,
-                learning_rate: 0.01,
                 seed,
                 ..FitConfig::default()
             };

@@ -2,7 +2,8 @@
 //!
 //! Backend settings are the fields of [`NestedConfig`] (e.g. `linear_mean=true`,
 //! `optimiser=lbfgs`, `predict=sampled`); the common settings set `layers`,
-//! `num_inducing`, `hidden_width` and `init_seed`.
+//! `num_inducing`, `hidden_width`, `init_seed` and the learning rate and schedule of
+//! `adam`.
 
 use dgp_traits::backend::{
     Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
@@ -12,6 +13,7 @@ use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
+use dgp_traits::optim::AdamConfig;
 use serde_json::Value;
 
 use crate::{NestedConfig, NestedModel};
@@ -29,6 +31,7 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
         ("num_inducing", "--inducing"),
         ("hidden_width", "--hidden"),
         ("init_seed", "--seed"),
+        ("adam", "--lr (learning rate) and --protocol (schedule)"),
     ],
     sections: &[],
 };
@@ -75,13 +78,15 @@ impl ConfigBackend for NestedBackend {
         &SCHEMA
     }
 
-    /// The common settings' fields; everything else [`NestedConfig::default`].
+    /// The common settings' fields (the learning rate and schedule into
+    /// [`NestedConfig::adam`]); everything else [`NestedConfig::default`].
     fn base_config(&self, common: &CommonSettings) -> NestedConfig {
         NestedConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
             init_seed: common.seed,
+            adam: common.adam_over(AdamConfig::default()),
             ..NestedConfig::default()
         }
     }
@@ -131,6 +136,36 @@ mod tests {
     use super::*;
     use dgp_traits::backend::Backend;
 
+    /// A configuration written without `adam` reads with Adam's defaults, and the common
+    /// learning rate reaches it.
+    #[test]
+    fn adam_defaults_without_the_field_and_from_the_common_settings() {
+        let mut v = serde_json::to_value(NestedConfig::default()).unwrap();
+        v.as_object_mut().unwrap().remove("adam");
+        let back: NestedConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back.adam, AdamConfig::with_lr(0.01));
+        let common = CommonSettings {
+            layers: 2,
+            num_inducing: 5,
+            hidden_width: None,
+            train_samples: 1,
+            predict_samples: 1,
+            seed: 3,
+            tune: false,
+            learning_rate: Some(0.004),
+            lr_schedule: None,
+        };
+        assert_eq!(
+            NestedBackend.base_config(&common).adam,
+            AdamConfig::with_lr(0.004)
+        );
+        let e = NestedBackend
+            .config(&common, &dgp_traits::testing::settings(&["adam.lr=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--lr"), "{e}");
+    }
+
     #[test]
     fn linear_mean_setting_and_bad_keys() {
         let common = CommonSettings {
@@ -141,6 +176,8 @@ mod tests {
             predict_samples: 1,
             seed: 3,
             tune: false,
+            learning_rate: None,
+            lr_schedule: None,
         };
         let base = NestedBackend.base_config(&common);
         assert_eq!(

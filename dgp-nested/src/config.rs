@@ -6,7 +6,7 @@
 use crate::psi::ExpectationRule;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
-use dgp_traits::optim::LbfgsConfig;
+use dgp_traits::optim::{AdamConfig, LbfgsConfig};
 use serde::{Deserialize, Serialize};
 
 /// The optimiser [`dgp_traits::model::Model::fit`] runs.
@@ -14,14 +14,14 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum Optimiser {
     /// Adam over minibatches (the core executor with `dgp_traits::train::AdamStepper`: `steps`,
-    /// `batch_size`, `learning_rate` and `seed` of the `FitConfig`). The bound is a sum over
+    /// `batch_size` and `seed` of the `FitConfig`, Adam's settings [`NestedConfig::adam`]). The bound is a sum over
     /// points, so a minibatch scaled by N/|B| is an unbiased estimate of it (paper §1, §4.1:
     /// "the bound lends itself to stochastic optimisation").
     Adam,
     /// Full-batch L-BFGS (the paper's choice, §5.2–5.3) with at most `FitConfig::steps`
     /// iterations, started from the closed-form optimal last-layer q and
     /// [`NestedConfig::lbfgs_warmup`] full-batch Adam steps (both ours); `batch_size` is
-    /// ignored, `learning_rate` only drives the warm-up.
+    /// ignored, [`NestedConfig::adam`] only drives the warm-up.
     Lbfgs,
 }
 
@@ -98,7 +98,7 @@ pub struct NestedConfig {
     pub optimiser: Optimiser,
     /// L-BFGS settings other than the iteration budget (`FitConfig::steps`).
     pub lbfgs: LbfgsConfig,
-    /// Full-batch Adam steps (learning rate `FitConfig::learning_rate`) run before L-BFGS
+    /// Full-batch Adam steps ([`NestedConfig::adam`] at a constant rate) run before L-BFGS
     /// **(ours)**. From the spec's initial values (σ² = 0.01, lengthscale 1) the first
     /// L-BFGS line searches can jump straight into the "everything is noise" optimum
     /// (bound −227 on the step-function example, seeds 1 and 2); 200 Adam steps avoid it.
@@ -111,6 +111,12 @@ pub struct NestedConfig {
     pub kmeans_iters: usize,
     /// Seed of the initialisation (k-means++).
     pub init_seed: u64,
+    /// Adam (Kingma & Ba 2015, Algorithm 1) of [`Optimiser::Adam`]: its learning rate,
+    /// moment decays and learning-rate schedule; with [`Optimiser::Lbfgs`] the same
+    /// settings at a constant rate drive the [`NestedConfig::lbfgs_warmup`] steps. Default
+    /// [`AdamConfig::default`] (lr 0.01, constant), also when the field is absent from
+    /// JSON.
+    pub adam: AdamConfig,
 }
 
 impl Default for NestedConfig {
@@ -136,6 +142,7 @@ impl Default for NestedConfig {
             predict: PredictMode::MomentMatched,
             kmeans_iters: 25,
             init_seed: 0,
+            adam: AdamConfig::default(),
         }
     }
 }
@@ -176,6 +183,7 @@ impl NestedConfig {
             return bad("hidden_q_scale", "must be in (0, 1]");
         }
         self.lbfgs.validate()?;
+        self.adam.validate()?;
         if !crate::psi::has_closed_form(self.kernel) && self.layers > 1 {
             // Fails early for grids that would be too large.
             self.fallback.nodes(1)?;

@@ -87,9 +87,11 @@
 //! let x = Mat::from_fn(40, 1, |i, _| i as f64 / 10.0 - 2.0);
 //! let y = Mat::from_fn(40, 1, |i, _| if x[(i, 0)] < 0.0 { -1.0 } else { 1.0 });
 //! let data = Dataset::new(x, y)?;
-//! let config = NestedConfig { layers: 2, num_inducing: 8, ..Default::default() };
+//! let config = NestedConfig {
+//!     layers: 2, num_inducing: 8, adam: AdamConfig::with_lr(0.05), ..Default::default()
+//! };
 //! let mut model = NestedModel::new(config, &data)?;
-//! model.fit(&data, &FitConfig { steps: 100, learning_rate: 0.05, ..Default::default() }, &mut FitHooks::none())?;
+//! model.fit(&data, &FitConfig { steps: 100, ..Default::default() }, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig::default())?;
 //! assert!(rmse(&pred, data.y())? < 0.5);
 //! # Ok(())
@@ -122,5 +124,6 @@ pub mod prelude {
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
+    pub use dgp_traits::optim::AdamConfig;
     pub use faer::Mat;
 }

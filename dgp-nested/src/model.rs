@@ -10,7 +10,7 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::HYPER_FLOOR;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
-use dgp_traits::optim::{AdamConfig, LbfgsConfig};
+use dgp_traits::optim::{AdamConfig, LbfgsConfig, LrSchedule};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
 use dgp_traits::rng::seeded;
@@ -184,12 +184,13 @@ impl NestedModel {
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        Executor::new(
-            AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
-            cfg,
-        )
-        .observe(&mut CallerHooks::new(hooks))
-        .run(self, data)
+        let warmup = AdamConfig {
+            schedule: LrSchedule::Constant,
+            ..self.config.adam.clone()
+        };
+        Executor::new(AdamStepper::new(warmup), cfg)
+            .observe(&mut CallerHooks::new(hooks))
+            .run(self, data)
     }
 }
 
@@ -206,8 +207,8 @@ impl Model for NestedModel {
         self.noise_variances().last().copied()
     }
 
-    /// Adam over minibatches ([`Optimiser::Adam`], the shared loop, honouring
-    /// `cfg.early_stopping` and `cfg.lr_schedule` through
+    /// Adam over minibatches ([`Optimiser::Adam`] with [`NestedConfig::adam`], the shared
+    /// loop, honouring `cfg.early_stopping` through
     /// [`dgp_traits::train::fit_with_held_out`]) or full-batch L-BFGS
     /// ([`Optimiser::Lbfgs`], at most `cfg.steps` iterations; no early stopping).
     fn fit(
@@ -217,13 +218,12 @@ impl Model for NestedModel {
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         match self.config.optimiser {
-            // With `cfg.early_stopping == None` this is `fit_adam` (same executor run);
-            // `cfg.adam()` adds `cfg.lr_schedule` to `AdamConfig::with_lr`.
+            // With `cfg.early_stopping == None` this is the plain executor run.
             Optimiser::Adam => dgp_traits::train::fit_with_held_out(
                 self,
                 data,
                 cfg,
-                AdamStepper::new(cfg.adam()),
+                AdamStepper::new(self.config.adam.clone()),
                 hooks,
             ),
             Optimiser::Lbfgs if cfg.early_stopping.is_some() => Err(Error::config(

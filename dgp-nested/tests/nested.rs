@@ -11,6 +11,7 @@ use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
+use dgp_traits::optim::AdamConfig;
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
@@ -512,6 +513,7 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
         num_inducing: 6,
         hidden_width: Some(2),
         linear_mean: true,
+        adam: AdamConfig::with_lr(0.03),
         ..Default::default()
     };
     let mut model = NestedModel::new(cfg, &data).unwrap();
@@ -530,7 +532,6 @@ fn linear_mean_model_trains_predicts_and_round_trips() {
     let before = model.bound_terms(&batch).unwrap().total;
     let fit = FitConfig {
         steps: 150,
-        learning_rate: 0.03,
         ..Default::default()
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
@@ -603,13 +604,13 @@ fn training_improves_the_bound_and_every_predict_mode_works() {
             layers: 2,
             num_inducing: 10,
             optimiser: opt,
+            adam: AdamConfig::with_lr(0.03),
             ..Default::default()
         };
         let mut model = NestedModel::new(cfg, &data).unwrap();
         let before = objective(&model, data.x(), data.y(), 60);
         let fit = FitConfig {
             steps: 150,
-            learning_rate: 0.03,
             ..Default::default()
         };
         model.fit(&data, &fit, &mut FitHooks::none()).unwrap();

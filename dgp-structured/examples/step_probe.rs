@@ -8,6 +8,7 @@
 
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective};
+use dgp_traits::optim::AdamConfig;
 use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::toy_regression;
@@ -28,6 +29,7 @@ fn main() -> dgp_traits::error::Result<()> {
         num_inducing: 128,
         tau: 5,
         train_samples: 5,
+        adam: AdamConfig::with_lr(0.005),
         ..StructuredConfig::default()
     };
     let mut model = StructuredModel::new(config, &data)?;
@@ -36,7 +38,6 @@ fn main() -> dgp_traits::error::Result<()> {
         let fit = FitConfig {
             steps,
             batch_size: 512,
-            learning_rate: 0.005,
             ..FitConfig::default()
         };
         let t = Instant::now();

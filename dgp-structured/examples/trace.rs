@@ -18,6 +18,7 @@ use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
 use dgp_traits::metrics;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
+use dgp_traits::optim::AdamConfig;
 use std::path::Path;
 use std::time::Instant;
 
@@ -102,6 +103,7 @@ fn main() -> Result<()> {
     let mut cfg = serde_json::to_value(StructuredConfig {
         layers,
         num_inducing: 128.min(train.n()),
+        adam: AdamConfig::with_lr(lr),
         ..StructuredConfig::default()
     })
     .map_err(|e| Error::config("config", e.to_string()))?;
@@ -125,7 +127,6 @@ fn main() -> Result<()> {
     let fit = FitConfig {
         steps,
         batch_size: train.n().min(512),
-        learning_rate: lr,
         ..FitConfig::default()
     };
     println!("# {}", a[1..].join(" "));

@@ -3,8 +3,8 @@
 //!
 //! Backend settings are the fields of [`StructuredConfig`] (e.g. `whitened=true`,
 //! `stripes=false`, `natgrad.gamma=0.1` for `fc`); the common settings set `layers`,
-//! `num_inducing`, `tau` (`--hidden`), `train_samples` and `init_seed`; the family is the
-//! backend's name.
+//! `num_inducing`, `tau` (`--hidden`), `train_samples`, `init_seed` and the learning rate
+//! and schedule of `adam`; the family is the backend's name.
 
 use crate::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::backend::{
@@ -31,6 +31,7 @@ const RESERVED: &[(&str, &str)] = &[
     ("tau", "--hidden"),
     ("train_samples", "--train-samples (run) / --samples (time)"),
     ("init_seed", "--seed"),
+    ("adam", "--lr (learning rate) and --protocol (schedule)"),
 ];
 
 const STAR_SCHEMA: ConfigSchema<'static> = ConfigSchema {
@@ -142,7 +143,8 @@ impl ConfigBackend for StructuredBackend {
         }
     }
 
-    /// The common settings' fields (`--hidden` sets τ, default 5), the convergence stop
+    /// The common settings' fields (`--hidden` sets τ, default 5; the learning rate and
+    /// schedule go into [`StructuredConfig::adam`]), the convergence stop
     /// [`BACKEND_CONVERGENCE`], the whitened parametrisation (q over u = L_K⁻¹ f_M with
     /// the prior N(0, I), the same ELBO as the paper's non-whitened one, eq. 8, in
     /// coordinates where Adam's per-coordinate steps are not fighting the prior's
@@ -165,6 +167,7 @@ impl ConfigBackend for StructuredBackend {
             convergence: Some(BACKEND_CONVERGENCE),
             whitened: true,
             likelihood: Likelihood::gaussian(BACKEND_INIT_NOISE_VARIANCE),
+            adam: common.adam_over(d.adam.clone()),
             ..d
         }
     }

@@ -5,7 +5,7 @@ use dgp_traits::backend::Validate;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Convergence;
-use dgp_traits::optim::NatGradConfig;
+use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use serde::{Deserialize, Serialize};
 
 /// The variational family of the joint q(f_M) = N(μ_M, LLᵀ) (Lindinger et al. 2020, §3.1–3.2).
@@ -73,6 +73,13 @@ pub struct StructuredConfig {
     /// the fit's `steps`. The `dgp-bench` backends set it.
     #[serde(default)]
     pub convergence: Option<Convergence>,
+    /// Adam (Kingma & Ba 2015, Algorithm 1) of the fit: its learning rate, moment decays
+    /// and learning-rate schedule (the reference decays the rate by 0.98 every 1000 steps,
+    /// staircase), used for every trainable block (every block but (μ_M, S_M) when
+    /// [`StructuredConfig::natgrad`] is set). Default [`AdamConfig::default`] (lr 0.01,
+    /// constant), also when the field is absent from JSON.
+    #[serde(default)]
+    pub adam: AdamConfig,
 }
 
 impl Default for StructuredConfig {
@@ -94,6 +101,7 @@ impl Default for StructuredConfig {
             kmeans_iters: 30,
             init_seed: 0,
             convergence: None,
+            adam: AdamConfig::default(),
         }
     }
 }
@@ -176,6 +184,7 @@ impl StructuredConfig {
             // `min_steps` against the step cap is checked when a fit starts.
             c.validate(usize::MAX)?;
         }
+        self.adam.validate()?;
         self.likelihood.validate()
     }
 

@@ -280,17 +280,16 @@ impl Model for StructuredModel {
     /// [`crate::StructuredConfig::natgrad`] set, natural steps on (μ_M, S_M) next to Adam
     /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch executor through
     /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
-    /// the rule's observer attached; Lindinger et al.'s rule is the reference's),
-    /// `cfg.lr_schedule` (the reference's staircase decay) and `cfg.convergence` (or, when
-    /// that is `None`, [`crate::StructuredConfig::convergence`]).
+    /// the rule's observer attached; Lindinger et al.'s rule is the reference's) and
+    /// `cfg.convergence` (or, when that is `None`, [`crate::StructuredConfig::convergence`]);
+    /// Adam's settings, schedule included, are [`crate::StructuredConfig::adam`].
     fn fit(
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        // `cfg.adam()` carries `cfg.lr_schedule`; with `cfg.early_stopping == None`
-        // `fit_with_held_out` is the plain executor run.
+        // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
         let merged;
         let cfg = match (&cfg.convergence, &self.config.convergence) {
             (None, Some(c)) => {
@@ -302,7 +301,7 @@ impl Model for StructuredModel {
             }
             _ => cfg,
         };
-        let adam = cfg.adam();
+        let adam = self.config.adam.clone();
         match self.config.natgrad {
             Some(nat) if self.config.family == Family::FullyCoupled => {
                 fit_with_held_out(self, data, cfg, NaturalAdamStepper::new(adam, nat)?, hooks)

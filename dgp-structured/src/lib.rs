@@ -58,14 +58,16 @@
 //! ```
 //! use dgp_structured::{Family, StructuredConfig, StructuredModel};
 //! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
+//! use dgp_traits::optim::AdamConfig;
 //!
 //! # fn main() -> dgp_traits::Result<()> {
 //! let data = dgp_traits::testing::toy_regression(40, 2, 1.5, 0);
 //! let config = StructuredConfig {
-//!     family: Family::Star, layers: 3, tau: 2, num_inducing: 8, ..Default::default()
+//!     family: Family::Star, layers: 3, tau: 2, num_inducing: 8,
+//!     adam: AdamConfig::with_lr(0.01), ..Default::default()
 //! };
 //! let mut model = StructuredModel::new(config, &data)?;
-//! let fit = FitConfig { steps: 30, learning_rate: 0.01, ..FitConfig::default() };
+//! let fit = FitConfig { steps: 30, ..FitConfig::default() };
 //! model.fit(&data, &fit, &mut FitHooks::none())?;
 //! let pred = model.predict(data.x(), &PredictConfig { samples: 10, seed: 1 })?;
 //! assert_eq!((pred.n_points(), pred.n_components()), (40, 10));
@@ -119,7 +121,7 @@
 //! * The per-point Cholesky pivots are floored at 1e-12 after the 1e-6 jitter (no NaN on a
 //!   row whose Σ̂ lost definiteness to rounding).
 //! * The reference's Adam staircase decay (×0.98 / 1000 steps) is applied only when
-//!   `FitConfig::lr_schedule` asks for it (`dgp-bench run --protocol lindinger` does); the
+//!   [`StructuredConfig::adam`]'s schedule asks for it (`dgp-bench run --protocol lindinger` does); the
 //!   default is a constant rate.
 #![warn(missing_docs)]
 
@@ -153,5 +155,6 @@ pub mod prelude {
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
+    pub use dgp_traits::optim::AdamConfig;
     pub use faer::Mat;
 }

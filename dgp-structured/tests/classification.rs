@@ -10,6 +10,7 @@ use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, PredictConfig};
+use dgp_traits::optim::AdamConfig;
 use dgp_traits::predictive::SIMPLEX_TOL;
 use dgp_traits::testing::{
     assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
@@ -123,10 +124,13 @@ fn class_probabilities_lie_on_the_simplex() {
 
 fn train_error(family: Family, lik: Likelihood, data: &Dataset, steps: usize) -> ClassMetrics {
     let k = lik.num_classes().unwrap();
-    let mut model = StructuredModel::new(cfg(family, 2, 10, lik), data).unwrap();
+    let c = StructuredConfig {
+        adam: AdamConfig::with_lr(0.02),
+        ..cfg(family, 2, 10, lik)
+    };
+    let mut model = StructuredModel::new(c, data).unwrap();
     let fit = FitConfig {
         steps,
-        learning_rate: 0.02,
         ..Default::default()
     };
     model.fit(data, &fit, &mut FitHooks::none()).unwrap();

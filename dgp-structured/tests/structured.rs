@@ -4,7 +4,7 @@
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig};
-use dgp_traits::optim::NatGradConfig;
+use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
@@ -393,7 +393,6 @@ fn natural_steps_train_fc() {
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     let fit = FitConfig {
         steps: 30,
-        learning_rate: 0.01,
         ..FitConfig::default()
     };
     model
@@ -531,11 +530,14 @@ fn bad_configurations_name_the_field() {
 #[test]
 fn training_improves_the_elbo() {
     let data = toy_regression(50, 2, 1.5, 4);
-    let mut model = StructuredModel::new(cfg(Family::Star, 3, 2, 8, false), &data).unwrap();
+    let c = StructuredConfig {
+        adam: AdamConfig::with_lr(0.02),
+        ..cfg(Family::Star, 3, 2, 8, false)
+    };
+    let mut model = StructuredModel::new(c, &data).unwrap();
     let before = model.elbo_and_kl(&full_batch(&data), 0).unwrap().0;
     let fit = FitConfig {
         steps: 60,
-        learning_rate: 0.02,
         ..FitConfig::default()
     };
     model
@@ -634,6 +636,8 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         predict_samples: 5,
         seed: 0,
         tune: false,
+        learning_rate: None,
+        lr_schedule: None,
     };
     let fc = FC_BACKEND.base_config(&common);
     assert_eq!(fc.natgrad, Some(NatGradConfig::default()));
@@ -657,6 +661,33 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         dgp_traits::likelihoods::Likelihood::gaussian(0.01)
     );
     assert_eq!(STAR_BACKEND.base_config(&common).natgrad, None);
+    // A configuration written without `adam` reads with Adam's defaults.
+    let mut v = serde_json::to_value(StructuredConfig::default()).unwrap();
+    v.as_object_mut().unwrap().remove("adam");
+    let back: StructuredConfig = serde_json::from_value(v).unwrap();
+    assert_eq!(back, StructuredConfig::default());
+    // The learning rate and schedule of the common settings reach Adam's settings.
+    assert_eq!(
+        STAR_BACKEND.base_config(&common).adam,
+        AdamConfig::default()
+    );
+    let decay = dgp_traits::optim::LrSchedule::Exponential {
+        gamma: 0.98,
+        every: 1000,
+        staircase: true,
+    };
+    let lindinger = CommonSettings {
+        learning_rate: Some(0.005),
+        lr_schedule: Some(decay.clone()),
+        ..common.clone()
+    };
+    assert_eq!(
+        MF_BACKEND.base_config(&lindinger).adam,
+        AdamConfig {
+            schedule: decay,
+            ..AdamConfig::with_lr(0.005)
+        }
+    );
 
     // A flat objective: a model with a tiny window stops early; the explicit FitConfig
     // setting wins over the configuration's.
@@ -670,7 +701,6 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     });
     let fit = FitConfig {
         steps: 200,
-        learning_rate: 0.01,
         ..FitConfig::default()
     };
     let mut model = StructuredModel::new(c.clone(), &data).unwrap();

@@ -33,13 +33,13 @@ fn main() -> dgp_traits::Result<()> {
         let (train_s, test_s) = (st.transform(&train)?, st.transform(&test)?);
         let cfg = SviConfig {
             layers,
+            adam: AdamConfig::with_lr(0.01),
             ..Default::default()
         };
         let mut model = SviModel::new(cfg, &train_s)?;
         let fit = FitConfig {
             steps,
             batch_size: 10_000,
-            learning_rate: 0.01,
             seed: k as u64,
             ..FitConfig::default()
         };

@@ -2,7 +2,8 @@
 //!
 //! Backend settings are the fields of [`SviConfig`] (e.g. `natgrad.gamma=1`,
 //! `inner_q_scale=1e-4`, `whiten=false`); the common settings set `layers`,
-//! `num_inducing`, `hidden_width`, `train_samples` and `init_seed`.
+//! `num_inducing`, `hidden_width`, `train_samples`, `init_seed` and the learning rate and
+//! schedule of `adam`.
 
 use dgp_traits::backend::{
     Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
@@ -11,7 +12,7 @@ use dgp_traits::backend::{
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
-use dgp_traits::optim::{NatGradConfig, NatGradScheme};
+use dgp_traits::optim::{AdamConfig, NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
 use crate::{SviConfig, SviModel};
@@ -33,6 +34,7 @@ const RESERVED: &[(&str, &str)] = &[
     ("hidden_width", "--hidden"),
     ("train_samples", "--train-samples (run) / --samples (time)"),
     ("init_seed", "--seed"),
+    ("adam", "--lr (learning rate) and --protocol (schedule)"),
 ];
 
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
@@ -84,8 +86,9 @@ impl ConfigBackend for SviBackend {
         &SCHEMA
     }
 
-    /// The common settings' fields; everything else [`SviConfig::default`] (Adam on
-    /// everything: no natural-gradient steps).
+    /// The common settings' fields (the learning rate and schedule into
+    /// [`SviConfig::adam`]); everything else [`SviConfig::default`] (Adam on everything: no
+    /// natural-gradient steps).
     fn base_config(&self, common: &CommonSettings) -> SviConfig {
         SviConfig {
             layers: common.layers,
@@ -94,6 +97,7 @@ impl ConfigBackend for SviBackend {
             train_samples: common.train_samples,
             init_seed: common.seed,
             natgrad: None,
+            adam: common.adam_over(AdamConfig::default()),
             ..SviConfig::default()
         }
     }
@@ -149,6 +153,8 @@ mod tests {
             predict_samples: 5,
             seed: 4,
             tune: true,
+            learning_rate: Some(0.03),
+            lr_schedule: None,
         }
     }
 
@@ -159,6 +165,7 @@ mod tests {
     #[test]
     fn settings_give_the_same_config_as_the_struct() {
         let base = SviBackend.base_config(&common());
+        assert_eq!(base.adam, AdamConfig::with_lr(0.03));
         let c = SviBackend.config(&common(), &Settings::new()).unwrap();
         assert_eq!(*c, base);
         let c = SviBackend
@@ -183,6 +190,21 @@ mod tests {
         assert_eq!(*c, base);
     }
 
+    /// A configuration written without `adam` reads with Adam's defaults (lr 0.01,
+    /// constant): the settings a fit used when the learning rate was not the config's.
+    #[test]
+    fn config_json_without_adam_loads_with_the_defaults() {
+        let mut v = serde_json::to_value(SviConfig {
+            adam: AdamConfig::with_lr(0.5),
+            ..SviConfig::default()
+        })
+        .unwrap();
+        v.as_object_mut().unwrap().remove("adam");
+        let back: SviConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, SviConfig::default());
+        assert_eq!(back.adam, AdamConfig::with_lr(0.01));
+    }
+
     #[test]
     fn bad_settings_name_the_key_or_field() {
         let e = SviBackend
@@ -200,6 +222,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--inducing"), "{e}");
+        let e = SviBackend
+            .config(&common(), &set(&["adam.lr=0.1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--lr"), "{e}");
+        let e = SviBackend
+            .config(
+                &CommonSettings {
+                    learning_rate: Some(0.0),
+                    ..common()
+                },
+                &Settings::new(),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("adam") && e.contains("lr=0"), "{e}");
         assert!(!SVI_BACKEND.allowed_keys().iter().any(|k| k == "layers"));
     }
 }

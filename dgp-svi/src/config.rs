@@ -4,7 +4,7 @@
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::optim::NatGradConfig;
+use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use serde::{Deserialize, Serialize};
 
 /// Mean function of the last layer.
@@ -64,6 +64,15 @@ pub struct SviConfig {
     /// [`Model::fit`]: dgp_traits::model::Model::fit
     #[serde(default)]
     pub natgrad: Option<NatGradConfig>,
+    /// Adam (Kingma & Ba 2015, Algorithm 1) of [`Model::fit`]: its learning rate, moment
+    /// decays and learning-rate schedule, used for every parameter (every parameter but
+    /// the last q(u) when [`SviConfig::natgrad`] is set). Default [`AdamConfig::default`]
+    /// (lr 0.01, constant, the reference's setting), also when the field is absent from
+    /// JSON.
+    ///
+    /// [`Model::fit`]: dgp_traits::model::Model::fit
+    #[serde(default)]
+    pub adam: AdamConfig,
 }
 
 impl Default for SviConfig {
@@ -83,6 +92,7 @@ impl Default for SviConfig {
             kmeans_iters: 25,
             init_seed: 0,
             natgrad: None,
+            adam: AdamConfig::default(),
         }
     }
 }
@@ -117,6 +127,7 @@ impl SviConfig {
         if let Some(n) = &self.natgrad {
             n.validate()?;
         }
+        self.adam.validate()?;
         self.likelihood.validate()
     }
 

@@ -122,5 +122,6 @@ pub mod prelude {
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
+    pub use dgp_traits::optim::AdamConfig;
     pub use faer::Mat;
 }

@@ -477,16 +477,15 @@ impl Model for SviModel {
     /// [`Role::Natural`]) next to Adam on the rest ([`NaturalAdamStepper`], alternate or
     /// joint scheme); both on the core's minibatch executor through
     /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
-    /// the rule's observer attached) and `cfg.lr_schedule`.
+    /// the rule's observer attached); Adam's settings are [`SviConfig::adam`].
     fn fit(
         &mut self,
         data: &dyn RowSource,
         cfg: &FitConfig,
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        // `cfg.adam()` is `AdamConfig::with_lr(cfg.learning_rate)` plus `cfg.lr_schedule`;
-        // with `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
-        let adam = cfg.adam();
+        // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
+        let adam = self.config.adam.clone();
         match self.config.natgrad {
             Some(nat) => {
                 let stepper = NaturalAdamStepper::new(adam, nat)?;

@@ -32,12 +32,12 @@ fn train_error(
         layers,
         num_inducing: 10,
         likelihood: lik,
+        adam: AdamConfig::with_lr(0.02),
         ..Default::default()
     };
     let mut model = SviModel::new(cfg, data).unwrap();
     let fit = FitConfig {
         steps,
-        learning_rate: 0.02,
         ..Default::default()
     };
     model.fit(data, &fit, &mut FitHooks::none()).unwrap();

@@ -141,12 +141,12 @@ fn one_layer_elbo_is_below_the_exact_log_marginal_likelihood() {
     let cfg = SviConfig {
         layers: 1,
         num_inducing: 20,
+        adam: AdamConfig::with_lr(0.05),
         ..Default::default()
     };
     let mut model = SviModel::new(cfg, &data).unwrap();
     let fit = FitConfig {
         steps: 300,
-        learning_rate: 0.05,
         ..Default::default()
     };
     model.fit(&data, &fit, &mut FitHooks::none()).unwrap();

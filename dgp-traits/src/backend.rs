@@ -28,16 +28,18 @@ use serde_json::{Map, Value};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::fit::LrSchedule;
 pub use crate::likelihoods::LikelihoodFamily;
 use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
+use crate::optim::AdamConfig;
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
 pub type Settings = Map<String, Value>;
 
 /// The settings every deep-GP backend receives from a harness.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommonSettings {
     /// Number of GP layers L (1 = the sparse-GP baseline).
     pub layers: usize,
@@ -54,6 +56,31 @@ pub struct CommonSettings {
     /// Choose hyper-parameters that are not given explicitly on a validation part of the
     /// training data (backends without such hyper-parameters ignore it).
     pub tune: bool,
+    /// Base learning rate α of the backend's Adam steps (Kingma & Ba 2015, Algorithm 1;
+    /// [`AdamConfig::lr`]), which `base_config` puts into the backend's own
+    /// configuration; `None`: the backend's default. A backend whose
+    /// [`Capabilities::uses_learning_rate`] is `false` ignores it.
+    #[serde(default)]
+    pub learning_rate: Option<f64>,
+    /// Schedule of that learning rate ([`AdamConfig::schedule`]); `None`:
+    /// the backend's default (constant for every Adam backend). Backends with a schedule of
+    /// their own (dspp's `lr_drops`) and those that use no learning rate ignore it.
+    #[serde(default)]
+    pub lr_schedule: Option<LrSchedule>,
+}
+
+impl CommonSettings {
+    /// `base` (a backend's default Adam settings) with the learning rate and schedule
+    /// asked for here ([`CommonSettings::learning_rate`], [`CommonSettings::lr_schedule`])
+    /// in place of its own; each `None` keeps `base`'s value. A backend's `base_config`
+    /// calls it for the Adam settings of its configuration.
+    pub fn adam_over(&self, base: AdamConfig) -> AdamConfig {
+        AdamConfig {
+            lr: self.learning_rate.unwrap_or(base.lr),
+            schedule: self.lr_schedule.clone().unwrap_or(base.schedule),
+            ..base
+        }
+    }
 }
 
 /// A configuration that can check its own ranges.
@@ -143,10 +170,11 @@ pub struct Capabilities {
     /// The sample count sets the number of mixture components OF THE MODEL (dspp's
     /// quadrature sites), used in training and prediction alike.
     pub samples_are_components: bool,
-    /// `fit` reads [`FitConfig::learning_rate`] in at least one configuration (Adam, a
-    /// warm-up before L-BFGS). `false` is a promise: whatever the configuration, `fit`
-    /// never reads it (an L-BFGS fit, a sampler with its own step sizes), so a harness
-    /// must neither pass a user's learning rate to it as if it mattered nor record one.
+    /// `base_config` puts [`CommonSettings::learning_rate`] into the configuration and
+    /// `fit` uses it in at least one configuration (Adam, a warm-up before L-BFGS).
+    /// `false` is a promise: whatever the configuration, the learning rate is never read
+    /// (an L-BFGS fit, a sampler with its own step sizes), so a harness must neither pass
+    /// a user's learning rate to it as if it mattered nor record one.
     pub uses_learning_rate: bool,
     /// The top-level setting (a non-negative integer field of the backend's configuration)
     /// whose value caps [`FitConfig::steps`]: `fit` runs at most `min(steps, value)` steps
@@ -790,6 +818,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("setting 'beta'"), "{e}");
+    }
+
+    #[test]
+    fn common_learning_rate_and_schedule_replace_the_backends_own() {
+        let mut common = CommonSettings {
+            layers: 2,
+            num_inducing: 10,
+            hidden_width: None,
+            train_samples: 1,
+            predict_samples: 1,
+            seed: 0,
+            tune: false,
+            learning_rate: None,
+            lr_schedule: None,
+        };
+        let own = AdamConfig {
+            beta1: 0.8,
+            ..AdamConfig::with_lr(0.02)
+        };
+        assert_eq!(common.adam_over(own.clone()), own);
+        let drops = LrSchedule::StepDrops {
+            milestones: vec![3],
+            factor: 0.5,
+        };
+        common.learning_rate = Some(0.005);
+        common.lr_schedule = Some(drops.clone());
+        let got = common.adam_over(own.clone());
+        assert_eq!(
+            got,
+            AdamConfig {
+                lr: 0.005,
+                schedule: drops,
+                ..own
+            }
+        );
+        // Settings JSON without the two keys reads them as `None`.
+        let mut v = serde_json::to_value(&common).unwrap();
+        let m = v.as_object_mut().unwrap();
+        m.remove("learning_rate");
+        m.remove("lr_schedule");
+        let back: CommonSettings = serde_json::from_value(v).unwrap();
+        assert_eq!((back.learning_rate, back.lr_schedule), (None, None));
     }
 
     #[test]

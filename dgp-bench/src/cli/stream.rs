@@ -32,7 +32,7 @@ use clap::Args;
 use dgp_io::rowstore::RowStore;
 use dgp_io::standardize::{StandardizedRows, fit_standardizer};
 use dgp_traits::data::{RowSource, Standardizer};
-use dgp_traits::fit::{FitHooks, Progress};
+use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::train::{FitSummary, HeldOutRule};
 use faer::Mat;
@@ -358,7 +358,6 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let fit = FitConfig {
         steps,
         batch_size: nonzero("--batch", batch)?,
-        learning_rate: a.model.lr.unwrap_or(b.defaults.learning_rate),
         seed: a.seed,
         early_stopping: early_stopping.clone(),
         ..FitConfig::default()
@@ -380,7 +379,14 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             eprintln!("resuming from step {step} of {}", p.display());
         }
         let mut hooks = FitHooks::all(&mut control);
-        let mut model = b.build_model(&arch, &fit, &sample, &hooks)?;
+        let mut model = b.build_model(
+            &arch,
+            a.model.lr.unwrap_or(b.defaults.learning_rate),
+            &LrSchedule::Constant,
+            &fit,
+            &sample,
+            &hooks,
+        )?;
         drop(sample);
         let report = model.fit(source, &fit, &mut hooks);
         let report = report.map_err(|e| control.fit_error(label.clone(), e))?;

@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
 use dgp_traits::data::Dataset;
-use dgp_traits::fit::{FitHooks, Progress};
+use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
 use dgp_traits::model::{FitConfig, Model};
 
 use crate::backends::{ArchSpec, BackendEntry};
@@ -52,6 +52,8 @@ pub(crate) struct Job<'a> {
     pub backend: &'static BackendEntry,
     /// Architecture.
     pub arch: &'a ArchSpec,
+    /// Learning rate of the backend's optimiser (constant schedule).
+    pub learning_rate: f64,
     /// Fit settings (`steps` = warm-up + timed steps).
     pub fit: FitConfig,
     /// Standardised training data.
@@ -156,10 +158,14 @@ fn worker(job: Job<'_>, go: Receiver<usize>, events: Sender<Event>) -> Option<Wo
         return None;
     };
     let label = format!("time {} L={}", job.backend.name(), job.arch.layers);
-    let mut model = match job
-        .backend
-        .build_model(job.arch, &job.fit, job.train, &FitHooks::none())
-    {
+    let mut model = match job.backend.build_model(
+        job.arch,
+        job.learning_rate,
+        &LrSchedule::Constant,
+        &job.fit,
+        job.train,
+        &FitHooks::none(),
+    ) {
         Ok(m) => m,
         Err(e) => {
             guard.send(Event::Failed(e));

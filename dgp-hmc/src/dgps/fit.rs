@@ -135,8 +135,7 @@ impl Model for DgpsModel {
     /// smart initialisation (stream r of `init_seed`). Each runs full-batch L-BFGS
     /// ([`FullBatchLbfgs`]) for at most `min(DgpsConfig::max_iters, cfg.steps)` iterations
     /// on the whole of `data` with the common random numbers of stream r of `cfg.seed`
-    /// (the thesis' "fixed random seed", §4.3.5). `batch_size` and `learning_rate` are not
-    /// used. The report is the kept restart's, with the seconds of all of them.
+    /// (the thesis' "fixed random seed", §4.3.5). `batch_size` is not used. The report is the kept restart's, with the seconds of all of them.
     ///
     /// # Errors
     /// Data whose widths differ from the model's; [`Error::Numerical`] when every restart

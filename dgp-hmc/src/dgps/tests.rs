@@ -264,6 +264,8 @@ fn config_errors_name_the_field() {
         predict_samples: 100,
         seed: 0,
         tune: false,
+        learning_rate: None,
+        lr_schedule: None,
     };
     let mut s = Settings::new();
     s.insert("restartz".into(), 3.into());

@@ -72,7 +72,7 @@ impl ConfigBackend for SghmcBackend {
             samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
             samples_are_components: false,
             // The sampler's step sizes and the MCEM hyper step are settings
-            // (`sampler.step_size`, `sampler.hyper_lr`), not FitConfig::learning_rate.
+            // (`sampler.step_size`, `sampler.hyper_lr`), not CommonSettings::learning_rate.
             uses_learning_rate: false,
             steps_capped_by: None,
         }
@@ -133,6 +133,8 @@ mod tests {
             predict_samples: 5,
             seed: 4,
             tune: false,
+            learning_rate: None,
+            lr_schedule: None,
         }
     }
 

@@ -361,7 +361,6 @@ impl SghmcModel {
         let stepper = SghmcStepper::new(self.config.sampler.clone(), schedule, seed)?;
         let run = FitConfig {
             steps: remaining,
-            learning_rate: self.config.sampler.hyper_lr,
             ..cfg.clone()
         };
         let mut progress = crate::sghmc::progress::PhaseProgress::new(hooks, schedule, done);
@@ -603,7 +602,7 @@ impl Model for SghmcModel {
     /// sampling ([`crate::sghmc::SghmcSamplerConfig::schedule`]): at least the configured
     /// schedule (10 000 + 100·50 steps by default) runs it unchanged; a smaller budget
     /// shrinks burn-in and thinning by the same factor and keeps every sample.
-    /// `cfg.learning_rate` is not used (the hyper steps use `sampler.hyper_lr`). A model
+    /// The hyper steps' learning rate is `sampler.hyper_lr`. A model
     /// that already holds a sampler state (restored from its JSON) continues that run
     /// to its end with its own schedule and seed; a finished run does nothing.
     fn fit(

@@ -2,8 +2,9 @@
 //! contract, as plain data and hooks with no dependence on how training is done:
 //!
 //! * [`FitConfig`] — steps, minibatch size, seed, held-out early stopping
-//!   ([`HeldOutRule`]) and the learning rate with its schedule ([`LrSchedule`]) of the
-//!   backends that train with Adam;
+//!   ([`HeldOutRule`]) and the convergence stop ([`Convergence`]); the optimiser's own
+//!   settings (a learning rate and its [`LrSchedule`]) belong to the backend's
+//!   configuration, which hands them to its stepper;
 //! * [`FitHooks`] — the caller's hooks, each optional: [`Progress`], [`RunControl`]
 //!   (stop, and the [`RunState`] to resume from) and [`Checkpoints`] (the run's state at
 //!   a cadence);
@@ -29,18 +30,19 @@ pub use summary::FitSummary;
 use serde::{Deserialize, Serialize};
 
 /// Settings shared by every backend's training loop. Backend-specific settings (numbers
-/// of training samples, natural-gradient steps, burn-in) live in the backend's own config.
+/// of training samples, natural-gradient steps, burn-in) and the optimiser's settings
+/// (Adam's learning rate and schedule, a sampler's step sizes) live in the backend's own
+/// config.
 ///
 /// Write literals with `..FitConfig::default()`: fields are added over time (each with a
-/// serde default, so older JSON still loads).
+/// serde default, so older JSON still loads). Unknown keys are ignored when reading JSON,
+/// so JSON with keys that are not fields here still loads.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FitConfig {
     /// Optimisation (or sampler) steps.
     pub steps: usize,
     /// Minibatch size; `0` or ≥ N means full batch.
     pub batch_size: usize,
-    /// Adam learning rate.
-    pub learning_rate: f64,
     /// Seed for minibatch order and Monte Carlo noise.
     pub seed: u64,
     /// Held-out early stopping (`None`: train on every row for `steps` steps). Honoured by
@@ -48,10 +50,6 @@ pub struct FitConfig {
     /// nested's Adam, and any backend written on it).
     #[serde(default)]
     pub early_stopping: Option<HeldOutRule>,
-    /// Learning-rate schedule of the Adam steps ([`FitConfig::adam`]); default constant.
-    /// Backends with a schedule of their own (dspp's `lr_drops`) keep theirs.
-    #[serde(default = "constant_schedule")]
-    pub lr_schedule: LrSchedule,
     /// Stop when the smoothed training objective stops improving ([`Convergence`];
     /// `None`: run every step). Honoured by every backend that trains on the core's
     /// [`crate::train::Executor`]; `steps` is then the cap.
@@ -59,19 +57,13 @@ pub struct FitConfig {
     pub convergence: Option<Convergence>,
 }
 
-fn constant_schedule() -> LrSchedule {
-    LrSchedule::Constant
-}
-
 impl Default for FitConfig {
     fn default() -> Self {
         FitConfig {
             steps: 2000,
             batch_size: 10_000,
-            learning_rate: 0.01,
             seed: 0,
             early_stopping: None,
-            lr_schedule: LrSchedule::Constant,
             convergence: None,
         }
     }
@@ -97,4 +89,32 @@ pub struct FitReport {
     /// step cap or ended otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converged_after: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys that are not fields (here the optimiser's settings, which belong to a
+    /// backend's configuration) are ignored, and missing optional fields take defaults.
+    #[test]
+    fn json_with_optimiser_keys_still_loads() {
+        let old: FitConfig = serde_json::from_str(
+            r#"{"steps":5,"batch_size":3,"learning_rate":0.1,"seed":2,
+                "lr_schedule":{"kind":"exponential","gamma":0.98,"every":1000,"staircase":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            old,
+            FitConfig {
+                steps: 5,
+                batch_size: 3,
+                seed: 2,
+                ..FitConfig::default()
+            }
+        );
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("learning_rate") && !text.contains("lr_schedule"));
+        assert_eq!(serde_json::from_str::<FitConfig>(&text).unwrap(), old);
+    }
 }

@@ -1,17 +1,24 @@
 //! Adam with bias correction and learning-rate schedules.
 
 use crate::error::{Error, Result};
-use crate::fit::FitConfig;
 pub use crate::fit::LrSchedule;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
-/// Hyper-parameters of [`Adam`]. Defaults: lr 0.01, β₁ 0.9, β₂ 0.999, ε 1e-8, constant
-/// rate (the settings of the DSVI, SGHMC and DSPP references).
+/// Hyper-parameters of [`Adam`] (Kingma & Ba 2015, Algorithm 1: step size α, moment decays
+/// β₁ and β₂, offset ε), with a schedule multiplying α by `schedule.factor(t)` at update
+/// `t`. Defaults: α 0.01, β₁ 0.9, β₂ 0.999, ε 1e-8, constant rate (the settings of the
+/// DSVI, SGHMC and DSPP references). Every field has a serde default, so a JSON object
+/// giving only some of them (or none) reads as those over the defaults; unknown keys are
+/// refused.
+///
+/// A backend that trains with Adam holds one in its own configuration (e.g.
+/// `SviConfig::adam`) and hands it to its stepper; a harness sets α and the schedule
+/// through the backend's common settings (`CommonSettings::adam_over`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdamConfig {
-    /// Base learning rate α > 0.
+    /// Base learning rate (step size) α > 0.
     pub lr: f64,
     /// First-moment decay β₁ ∈ [0, 1).
     pub beta1: f64,
@@ -31,18 +38,6 @@ impl Default for AdamConfig {
             beta2: 0.999,
             eps: 1e-8,
             schedule: LrSchedule::Constant,
-        }
-    }
-}
-
-/// The Adam settings a [`FitConfig`] asks for (the optimiser's half of the fit contract).
-impl FitConfig {
-    /// Adam settings of this fit: `learning_rate` with `lr_schedule`, other settings at
-    /// their defaults (with the constant schedule, exactly `AdamConfig::with_lr(lr)`).
-    pub fn adam(&self) -> AdamConfig {
-        AdamConfig {
-            schedule: self.lr_schedule.clone(),
-            ..AdamConfig::with_lr(self.learning_rate)
         }
     }
 }

@@ -47,7 +47,7 @@ pub struct Executor<'a, M: ?Sized, S> {
 
 impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     /// An executor for `cfg.steps` steps of `stepper` on minibatches of `cfg.batch_size`
-    /// rows, seeded by `cfg.seed` (`cfg.learning_rate` belongs to the stepper).
+    /// rows, seeded by `cfg.seed` (the learning rate belongs to the stepper).
     pub fn new(stepper: S, cfg: &FitConfig) -> Self {
         Executor {
             stepper,

@@ -23,7 +23,7 @@
 //!
 //! ```text
 //! // in a backend's Model::fit:
-//! let stepper = AdamStepper::new(cfg.adam());
+//! let stepper = AdamStepper::new(self.config.adam.clone());
 //! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, hooks)
 //! ```
 

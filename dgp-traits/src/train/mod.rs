@@ -31,7 +31,7 @@
 //! A backend's `fit` composes these in a few lines, e.g. Adam with the caller's hooks:
 //!
 //! ```text
-//! Executor::new(AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)), cfg)
+//! Executor::new(AdamStepper::new(self.config.adam.clone()), cfg)
 //!     .observe(&mut CallerHooks::new(hooks))
 //!     .run(self, data)
 //! ```

@@ -74,12 +74,9 @@ impl Model for Toy {
         cfg: &FitConfig,
         o: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
-        Executor::new(
-            AdamStepper::new(AdamConfig::with_lr(cfg.learning_rate)),
-            cfg,
-        )
-        .observe(&mut CallerHooks::new(o))
-        .run(self, data)
+        Executor::new(AdamStepper::new(AdamConfig::with_lr(TOY_LR)), cfg)
+            .observe(&mut CallerHooks::new(o))
+            .run(self, data)
     }
     fn predict(&self, _x: MatRef<'_, f64>, _cfg: &PredictConfig) -> Result<Predictive> {
         Err(Error::config("test", "toy has no predictive"))
@@ -108,11 +105,13 @@ impl NaturalGradientModel for Toy {
     }
 }
 
+/// The toy model's Adam learning rate.
+const TOY_LR: f64 = 0.05;
+
 fn cfg(steps: usize) -> FitConfig {
     FitConfig {
         steps,
         batch_size: 7,
-        learning_rate: 0.05,
         seed: 3,
         ..FitConfig::default()
     }
@@ -130,11 +129,7 @@ fn reference_loop(
     let b = cfg.batch_size.min(n);
     let mut batches = Minibatches::new(n, b, cfg.seed).unwrap();
     let mut noise = stream(cfg.seed, 1);
-    let mut adam = Adam::new(
-        AdamConfig::with_lr(cfg.learning_rate),
-        model.params.num_free(),
-    )
-    .unwrap();
+    let mut adam = Adam::new(AdamConfig::with_lr(TOY_LR), model.params.num_free()).unwrap();
     let (mut xb, mut yb) = (Mat::zeros(b, data.input_dim()), Mat::zeros(b, 1));
     let mut tape = Tape::with_par(Par::Seq);
     let mut flat = model.params.flat();
