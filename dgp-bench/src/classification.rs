@@ -480,19 +480,8 @@ pub fn run_class_split(
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
     // Interruption, periodic checkpoints and resume, as in regression runs.
-    let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
-    let mut hooks = FitHooks::all(&mut control);
-    let mut model = b.build_model(
-        &arch,
-        spec.learning_rate,
-        &spec.lr_schedule,
-        &fit_cfg,
-        &train_std,
-        &hooks,
-    )?;
-    let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
-    let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
-    control.finish(&label)?;
+    let (model, fit) =
+        crate::experiment::train_split(spec, &arch, k, &fit_cfg, &train_std, &mut bar, &label)?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();
     let t1 = Instant::now();

@@ -189,6 +189,39 @@ pub struct SplitOutcome {
     pub fit: FitReport,
 }
 
+/// Builds and trains split `k` of `spec` with the architecture `arch` on `train` (in model
+/// units) under the split's run control ([`crate::checkpointing::SplitControl`]:
+/// interruption, periodic checkpoints, exact resume, the divergence check), forwarding
+/// progress to `bar`; `label` names the split in messages.
+///
+/// # Errors
+/// [`BenchError::Interrupted`] on a stop request; [`BenchError::Run`] when building or
+/// training fails; those of the checkpoint files.
+pub(crate) fn train_split(
+    spec: &ExperimentSpec<'_>,
+    arch: &crate::backends::ArchSpec,
+    k: usize,
+    fit_cfg: &FitConfig,
+    train: &Dataset,
+    bar: &mut BarObserver,
+    label: &str,
+) -> Result<(Box<dyn Model>, FitReport)> {
+    let mut control = crate::checkpointing::SplitControl::new(bar, spec, k)?;
+    let mut hooks = FitHooks::all(&mut control);
+    let mut model = spec.backend.build_model(
+        arch,
+        spec.learning_rate,
+        &spec.lr_schedule,
+        fit_cfg,
+        train,
+        &hooks,
+    )?;
+    let fit = model.fit(train, fit_cfg, &mut hooks);
+    let fit = fit.map_err(|e| control.fit_error(format!("{label}: training"), e))?;
+    control.finish(label)?;
+    Ok((model, fit))
+}
+
 /// Trains and evaluates split `k` of `spec` (see the module docs).
 ///
 /// # Errors
@@ -230,19 +263,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
     // as training time.
     let t0 = Instant::now();
     let mut bar = BarObserver::new(spec.steps, &label, spec.progress);
-    let mut control = crate::checkpointing::SplitControl::new(&mut bar, spec, k)?;
-    let mut hooks = FitHooks::all(&mut control);
-    let mut model = b.build_model(
-        &spec.arch,
-        spec.learning_rate,
-        &spec.lr_schedule,
-        &fit_cfg,
-        &train_std,
-        &hooks,
-    )?;
-    let fit = model.fit(&train_std, &fit_cfg, &mut hooks);
-    let fit = fit.map_err(|e| control.fit_error(ctx("training"), e))?;
-    control.finish(&label)?;
+    let (model, fit) = train_split(spec, &spec.arch, k, &fit_cfg, &train_std, &mut bar, &label)?;
     let train_seconds = t0.elapsed().as_secs_f64();
     bar.finish();
     let t1 = Instant::now();

@@ -9,37 +9,13 @@ use std::path::{Path, PathBuf};
 use dgp_io::uci::*;
 use dgp_traits::data::*;
 use dgp_traits::error::{Error, LabelError};
+use dgp_traits::testing::ScratchDir;
 
 // ---------------------------------------------------------------------------------------
 // helpers
 
-/// A fresh, empty scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("dgp-io-uci-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new("dgp-io-uci", name)
 }
 
 fn write(path: &Path, text: &str) {
@@ -50,7 +26,7 @@ fn write(path: &Path, text: &str) {
 }
 
 /// A small valid UCI folder: 5 rows, columns (f0, f1, y), one split.
-fn tiny_uci(name: &str) -> Scratch {
+fn tiny_uci(name: &str) -> ScratchDir {
     let dir = scratch(name);
     write(
         &dir.join("data.txt"),

@@ -951,3 +951,38 @@ pub fn settings(assignments: &[&str]) -> crate::backend::Settings {
     }
     s
 }
+
+/// A fresh, empty directory `<system temp dir>/<prefix>-<process id>-<name>`, removed with
+/// everything in it when dropped: the scratch space of tests that write files. Panics when
+/// the directory cannot be created (a test assertion, as the rest of this kit).
+#[derive(Debug)]
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// Creates the directory, first removing a leftover of the same name.
+    pub fn new(prefix: &str, name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        ScratchDir(dir)
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for ScratchDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -9,39 +9,15 @@ use std::path::{Path, PathBuf};
 use dgp_traits::Error;
 use dgp_traits::data::*;
 use dgp_traits::rng::{seeded, standard_normal};
+use dgp_traits::testing::ScratchDir;
 use faer::Mat;
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------
 // helpers
 
-/// A fresh, empty scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("dgp-traits-data-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new("dgp-traits-data", name)
 }
 
 fn write(path: &Path, text: &str) {
