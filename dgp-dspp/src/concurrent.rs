@@ -77,8 +77,12 @@ where
     std::thread::scope(|s| {
         let worker = s.spawn(|| {
             pool.install(|| {
+                // One item per job: the jobs are long and of unequal cost (a deep
+                // candidate costs several one-layer ones), so idle threads steal single
+                // jobs instead of waiting on a thread that holds a run of them.
                 items
                     .par_iter()
+                    .with_max_len(1)
                     .enumerate()
                     .map(|(i, item)| {
                         let mut relay = Relay(&flag);
