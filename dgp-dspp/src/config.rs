@@ -7,14 +7,6 @@ use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::mean::LinearInit;
 use serde::{Deserialize, Serialize};
 
-/// Patience of the default held-out early stopping ([`DsppConfig::early_stopping`]): the
-/// fit stops after this many held-out evaluations (every 1 % of the steps) without a new
-/// best and keeps the best parameters. Each evaluation without improvement costs 1 % of
-/// the step budget; on small data the held-out NLL of eq. (21) turns from falling to
-/// rising within a few hundred steps and then rises steadily (the collapse of
-/// [`crate::train`]), so the steps after the best are nearly all waste.
-pub const PATIENCE: usize = 10;
-
 /// Largest number of mixture components a grid rule (QR1/QR2, `S^W`) may have.
 pub const MAX_GRID_COMPONENTS: usize = 4096;
 
@@ -228,9 +220,8 @@ pub struct DsppConfig {
     pub learning_rate: f64,
     /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
     pub lr_drops: LrDrops,
-    /// Early stopping on held-out training rows (default on, with patience [`PATIENCE`] and
-    /// the core's other defaults; `None` trains on every row for all steps). See
-    /// [`crate::train`] for why a DSPP needs it on small data.
+    /// Early stopping on held-out training rows (default on; `None` trains on every row for
+    /// all steps). See [`crate::train`] for why a DSPP needs it on small data.
     pub early_stopping: Option<dgp_traits::train::EarlyStopping>,
     /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
     /// steps (keeping its best held-out parameters when early stopping is on), and the one
@@ -279,10 +270,7 @@ impl Default for DsppConfig {
             kmeans_iters: 25,
             learning_rate: 0.01,
             lr_drops: LrDrops::default(),
-            early_stopping: Some(dgp_traits::train::EarlyStopping {
-                patience: PATIENCE,
-                ..Default::default()
-            }),
+            early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
             restarts: 1,
             restart_fraction: 0.1,
             select_one_layer: true,

@@ -1,15 +1,14 @@
 //! The selection's candidates trained side by side ([`dgp_dspp::select_model`]): the same
 //! scores bit for bit on one thread (one after another) and on two (side by side), and
-//! the caller's stop request reaching every running candidate; and the default held-out
-//! patience ([`dgp_dspp::PATIENCE`]).
+//! the caller's stop request reaching every running candidate.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use dgp_dspp::{DsppConfig, DsppModel, PATIENCE, select_model};
+use dgp_dspp::{DsppConfig, select_model};
 use dgp_traits::Error;
 use dgp_traits::fit::RunControl;
-use dgp_traits::model::{FitConfig, FitHooks, Model};
+use dgp_traits::model::{FitConfig, FitHooks};
 use dgp_traits::testing::{StopAfter, assert_same_on_one_and_two_threads, toy_regression};
 
 fn base() -> DsppConfig {
@@ -122,32 +121,4 @@ fn a_stop_during_the_search_ends_every_running_candidate() {
         "{:?}",
         started.elapsed()
     );
-}
-
-#[test]
-fn the_default_fit_stops_patience_evaluations_after_its_best() {
-    assert_eq!(
-        DsppConfig::default().early_stopping.map(|e| e.patience),
-        Some(PATIENCE)
-    );
-    // Many inducing points on few noisy rows: the held-out optimum comes early.
-    let data = toy_regression(80, 2, 1.0, 11);
-    let cfg = DsppConfig {
-        num_inducing: 40,
-        train_inducing_min_ratio: 0.0,
-        learning_rate: 0.05,
-        ..base()
-    };
-    let mut model = DsppModel::new(cfg, &data).unwrap();
-    let fit = FitConfig {
-        steps: 3000,
-        ..Default::default()
-    };
-    model.fit(&data, &fit, &mut FitHooks::none()).unwrap();
-    let s = model.fit_summary().unwrap();
-    assert!(s.steps < fit.steps, "ran all {} steps", s.steps);
-    let best = s.best_step.unwrap();
-    let at = s.scores.iter().position(|&(k, _)| k == best).unwrap();
-    assert_eq!(s.scores.len() - 1 - at, PATIENCE, "{:?}", s.scores);
-    assert_eq!(s.steps, best + PATIENCE * 30);
 }
