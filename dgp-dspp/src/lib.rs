@@ -77,6 +77,7 @@
 
 mod backend;
 mod blocks;
+mod concurrent;
 mod config;
 pub mod estimator;
 pub mod lmc;

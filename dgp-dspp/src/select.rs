@@ -117,9 +117,13 @@ impl Selection {
 /// caller then retrains the winner on the whole training split. The test rows are never
 /// seen: the validation rows are part of `train`.
 ///
-/// The candidates train with `stop`'s stop request only ([`FitHooks::stop_only`]): when
-/// it turns true (e.g. on SIGTERM in `dgp-bench`), the running candidate ends after its
-/// current step and the search returns [`Error::Interrupted`] instead of training the
+/// The candidates are independent (each builds from its own configuration and seeds) and
+/// train side by side on as many threads as the caller's rayon pool has (one after
+/// another on one thread or in a distributed launch); the scores are the same bit for
+/// bit whatever the thread count. They see `stop`'s stop request only
+/// ([`FitHooks::stop_only`], relayed from the calling thread when they run side by side):
+/// when it turns true (e.g. on SIGTERM in `dgp-bench`), every running candidate ends after
+/// its current step and the search returns [`Error::Interrupted`] instead of training the
 /// rest. Pass [`FitHooks::none`] to never stop.
 ///
 /// # Errors
@@ -169,19 +173,25 @@ pub fn select_model(
         }
     }
     let total = candidates.len();
+    let what = |i: usize, cfg: &DsppConfig| {
+        format!(
+            "dspp β/width selection, during candidate {} of {total} (L {}, β {}, width {})",
+            i + 1,
+            cfg.layers,
+            cfg.beta,
+            cfg.hidden_width
+        )
+    };
+    let outcomes = crate::concurrent::run_all(
+        &candidates,
+        stop,
+        |r: &Result<_>| r.is_err(),
+        |i, cfg, hooks| score_candidate(cfg, &fit_data, &val_data, fit, hooks, || what(i, cfg)),
+    );
     let mut scores = Vec::with_capacity(total);
     let mut last_err = None;
-    for cfg in &candidates {
-        let what = || {
-            format!(
-                "dspp β/width selection, during candidate {} of {total} (L {}, β {}, width {})",
-                scores.len() + 1,
-                cfg.layers,
-                cfg.beta,
-                cfg.hidden_width
-            )
-        };
-        let (score, err) = score_candidate(cfg, &fit_data, &val_data, fit, stop, what)?;
+    for outcome in outcomes {
+        let (score, err) = outcome?;
         last_err = err.or(last_err);
         scores.push(score);
     }

@@ -1044,15 +1044,24 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
         steps: 100_000,
         ..Default::default()
     };
-    let mut stop = dgp_traits::testing::StopAfter::new(0);
-    let hooks = FitHooks::all(&mut stop);
-    let e =
-        dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &hooks).unwrap_err();
+    // On one thread the candidates run one after another with the caller's hooks
+    // (`select_concurrent.rs` has the side-by-side case).
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let (e, polls) = one_thread.install(|| {
+        let mut stop = dgp_traits::testing::StopAfter::new(0);
+        let hooks = FitHooks::all(&mut stop);
+        let e = dgp_dspp::select_beta(&data, &base, &[0.01, 1.0], &[2, 3], &fit, 0, &hooks)
+            .unwrap_err();
+        (e, stop.polls.get())
+    });
     assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
     assert!(e.to_string().contains("candidate 1 of 4"), "{e}");
     // One step of the first candidate (its executor polls once), then the search's own
     // check: not 100 000 steps, not four candidates.
-    assert_eq!(stop.polls.get(), 2);
+    assert_eq!(polls, 2);
 }
 
 #[test]
