@@ -21,7 +21,9 @@ use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, LabelError, Result, check_finite};
-pub use crate::likelihoods::labels::{check_all_classes_present, class_labels, infer_num_classes};
+pub use crate::likelihoods::labels::{
+    check_all_classes_present, class_label, class_labels, infer_num_classes,
+};
 use crate::predictive::{Predictive, SIMPLEX_TOL};
 
 /// Number of equal-width confidence bins of [`expected_calibration_error`] in
