@@ -981,6 +981,77 @@ mod tests {
         (pred, ld, y)
     }
 
+    /// Two Gaussian blobs in 2-D: `n` rows, labels alternating 0, 1.
+    fn blobs(n: usize, seed: u64) -> dgp_traits::data::Dataset {
+        let raw = dgp_traits::rng::standard_normal(&mut dgp_traits::rng::seeded(seed), n, 2);
+        let x = Mat::from_fn(n, 2, |i, j| 0.8 * raw[(i, j)] + if i % 2 == 1 { 1.5 } else { 0.0 });
+        let y = Mat::from_fn(n, 1, |i, _| (i % 2) as f64);
+        dgp_traits::data::Dataset::new(x, y).unwrap()
+    }
+
+    /// The metrics `predict_file` accumulates chunk by chunk equal, bit for bit, the
+    /// metrics of `run`'s in-memory evaluation of the same predictions (one SGP: its
+    /// class probabilities do not depend on the prediction seed, so any chunking gives
+    /// the same predictions; DGP2 predicted in one chunk with the same seed).
+    #[test]
+    fn streamed_metrics_equal_the_in_memory_metrics_of_the_same_predictions() {
+        use crate::classification::{ClassExperimentSpec, build_model, evaluate};
+        use dgp_traits::backend::{CommonSettings, Settings};
+        let (train, test) = (blobs(120, 1), blobs(53, 2));
+        let st = Standardizer::fit_with(&train, StandardizeOptions::default().keep_targets())
+            .unwrap();
+        let train_std = st.transform(&train).unwrap();
+        let labels: Vec<usize> = (0..test.n()).map(|i| i % 2).collect();
+        for (layers, chunk) in [(1, 7), (1, 53), (2, 53), (2, 100)] {
+            let spec = ClassExperimentSpec {
+                dir: PathBuf::new(),
+                num_classes: Some(2),
+                backend: find_backend("svi").unwrap().backend,
+                likelihood: "probit".into(),
+                common: CommonSettings {
+                    layers,
+                    num_inducing: 8,
+                    hidden_width: None,
+                    train_samples: 1,
+                    predict_samples: 4,
+                    seed: 0,
+                    tune: false,
+                    learning_rate: Some(0.02),
+                    lr_schedule: None,
+                },
+                settings: Settings::new(),
+                fit: FitConfig {
+                    steps: 30,
+                    batch_size: 64,
+                    ..Default::default()
+                },
+                predict: PredictConfig {
+                    samples: 4,
+                    seed: 5,
+                },
+                splits: vec![],
+            };
+            let lik = crate::classification::likelihood_by_name("probit", 2).unwrap();
+            let mut model = build_model(&spec, &lik, &train_std).unwrap();
+            model
+                .fit(&train_std, &spec.fit, &mut dgp_traits::model::FitHooks::none())
+                .unwrap();
+            let xs = st.transform_x(test.x()).unwrap();
+            let pred = model.predict(xs.as_ref(), &spec.predict).unwrap();
+            let (want, want_bins) = evaluate(&pred, &labels).unwrap();
+            let got = predict_file(model.as_ref(), &st, &test, chunk, &spec.predict, Some(2), None)
+                .unwrap();
+            let (m, bins) = got.class.unwrap();
+            let bits = |m: &ClassMetrics| {
+                [m.error_rate, m.log_loss, m.brier, m.ece, m.auc.unwrap()].map(f64::to_bits)
+            };
+            assert_eq!(bits(&m), bits(&want), "L = {layers}, chunk {chunk}");
+            assert_eq!(bins, want_bins, "L = {layers}, chunk {chunk}");
+            assert_eq!(got.nll.to_bits(), want.log_loss.to_bits());
+            assert_eq!((got.rmse, got.rows), (None, 53));
+        }
+    }
+
     #[test]
     fn the_final_name_appears_only_when_the_writer_finishes() {
         let dir = std::env::temp_dir().join(format!("dgp-bench-preds-{}", std::process::id()));
