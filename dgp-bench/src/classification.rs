@@ -352,11 +352,9 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
         let context = format!("{} on {name}, split {s}", backend.name());
         let run = |e| BenchError::run(context.clone(), e);
         let split = data.split(s).map_err(BenchError::data)?;
-        let stats = Standardizer::fit_with(
-            &split.train,
-            StandardizeOptions::default().keep_targets(),
-        )
-        .map_err(run)?;
+        let stats =
+            Standardizer::fit_with(&split.train, StandardizeOptions::default().keep_targets())
+                .map_err(run)?;
         let train = stats.transform(&split.train).map_err(run)?;
         let test_x = stats.transform_x(split.test.x()).map_err(run)?;
         let t0 = Instant::now();

@@ -386,9 +386,7 @@ fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("regression target")
-            && err.contains("row 0")
-            && err.contains("train.rows"),
+        err.contains("regression target") && err.contains("row 0") && err.contains("train.rows"),
         "{err}"
     );
 }
@@ -464,20 +462,42 @@ fn a_classification_stream_equals_the_in_memory_run() {
         let file = format!("file-{layers}.jsonl");
         let mem = format!("mem-{layers}.jsonl");
         let out = bench(&args(&file).iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut m = args(&mem);
         m.push("--in-memory".into());
         let out = bench(&m.iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let (f, m) = (record(&s.path(&file)), record(&s.path(&mem)));
-        for key in ["nll", "steps", "model", "classification", "n_train", "n_test"] {
-            assert_eq!(f[key], m[key], "L{layers}: {key} differs between file and memory");
+        for key in [
+            "nll",
+            "steps",
+            "model",
+            "classification",
+            "n_train",
+            "n_test",
+        ] {
+            assert_eq!(
+                f[key], m[key],
+                "L{layers}: {key} differs between file and memory"
+            );
         }
         let c = &f["classification"];
         assert_eq!(c["num_classes"], 2);
         assert_eq!(
             c["likelihood"]["kind"],
-            if lik == "probit" { "bernoulli_probit" } else { "bernoulli_logit" }
+            if lik == "probit" {
+                "bernoulli_probit"
+            } else {
+                "bernoulli_logit"
+            }
         );
         let counts: Vec<u64> = c["train_class_counts"]
             .as_array()
@@ -497,7 +517,9 @@ fn a_classification_stream_equals_the_in_memory_run() {
         let bins = c["reliability"].as_array().unwrap();
         assert_eq!(bins.len(), 15);
         assert_eq!(
-            bins.iter().map(|b| b["count"].as_u64().unwrap()).sum::<u64>(),
+            bins.iter()
+                .map(|b| b["count"].as_u64().unwrap())
+                .sum::<u64>(),
             300
         );
     }
@@ -506,8 +528,8 @@ fn a_classification_stream_equals_the_in_memory_run() {
 /// Every label error of a classification stream is a data error (exit 2) before any
 /// training, naming the file and the row: a non-integer (a regression target), a
 /// negative label, a label ≥ K in the test file, a class missing from the training file,
-/// K = 1 found or given; and a likelihood that does not suit K, or per-row predictions,
-/// are usage errors.
+/// K = 1 found or given; and a likelihood that does not suit K, a Gaussian-only backend,
+/// or per-row predictions, are usage errors.
 #[test]
 fn bad_labels_of_a_classification_stream_are_refused_before_training() {
     let s = Scratch::new("class-bad");
@@ -522,19 +544,63 @@ fn bad_labels_of_a_classification_stream_are_refused_before_training() {
     let mut big = ok.clone();
     big[23] = 3.0;
     write_labels(&s, "big.rows", &big);
-    let missing: Vec<f64> = (0..40).map(|i| if i % 2 == 0 { 0.0 } else { 2.0 }).collect();
+    let missing: Vec<f64> = (0..40)
+        .map(|i| if i % 2 == 0 { 0.0 } else { 2.0 })
+        .collect();
     write_labels(&s, "missing.rows", &missing);
     write_labels(&s, "one.rows", &[0.0; 40]);
-    let cases: [(&str, &str, &[&str], &[&str]); 9] = [
-        ("frac.rows", "ok.rows", &[], &["frac.rows", "row 17", "not an integer", "regression target"]),
+    let cases: [(&str, &str, &[&str], &[&str]); 10] = [
+        (
+            "frac.rows",
+            "ok.rows",
+            &[],
+            &["frac.rows", "row 17", "not an integer", "regression target"],
+        ),
         ("neg.rows", "ok.rows", &[], &["neg.rows", "row 5"]),
-        ("ok.rows", "big.rows", &[], &["test file", "big.rows", "row 23", "0..3"]),
+        (
+            "ok.rows",
+            "big.rows",
+            &[],
+            &["test file", "big.rows", "row 23", "0..3"],
+        ),
         ("ok.rows", "frac.rows", &[], &["test file", "row 17"]),
-        ("missing.rows", "ok.rows", &[], &["missing.rows", "class 1 of 0..3"]),
-        ("ok.rows", "ok.rows", &["--classes", "4"], &["class 3 of 0..4"]),
-        ("one.rows", "ok.rows", &[], &["one.rows", "at least 2 classes, got 1"]),
-        ("ok.rows", "ok.rows", &["--classes", "1"], &["at least 2 classes, got 1"]),
-        ("ok.rows", "ok.rows", &["--likelihood", "probit"], &["binary", "3 classes"]),
+        (
+            "missing.rows",
+            "ok.rows",
+            &[],
+            &["missing.rows", "class 1 of 0..3"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--classes", "4"],
+            &["class 3 of 0..4"],
+        ),
+        (
+            "one.rows",
+            "ok.rows",
+            &[],
+            &["one.rows", "at least 2 classes, got 1"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--classes", "1"],
+            &["at least 2 classes, got 1"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--likelihood", "probit"],
+            &["binary", "3 classes"],
+        ),
+        // A backend whose algebra is Gaussian-only.
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--backend", "nested"],
+            &["nested", "does not train"],
+        ),
     ];
     for (train, test, extra, want) in cases {
         let mut args = vec![
@@ -555,9 +621,16 @@ fn bad_labels_of_a_classification_stream_are_refused_before_training() {
         args.extend(extra.iter().map(|a| a.to_string()));
         let out = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{train} {test} {extra:?}: {err}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{train} {test} {extra:?}: {err}"
+        );
         for w in want {
-            assert!(err.contains(w), "{train} {test} {extra:?}: want {w:?} in {err}");
+            assert!(
+                err.contains(w),
+                "{train} {test} {extra:?}: want {w:?} in {err}"
+            );
         }
         assert!(!err.contains("panicked"), "{err}");
     }
@@ -566,10 +639,16 @@ fn bad_labels_of_a_classification_stream_are_refused_before_training() {
         &["--task", "classification", "--predictions", &s.arg("p.csv")][..],
         &["--classes", "3"][..],
     ] {
-        let mut args = vec!["stream", "--train", &s.arg("ok.rows"), "--test", &s.arg("ok.rows")]
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>();
+        let mut args = vec![
+            "stream",
+            "--train",
+            &s.arg("ok.rows"),
+            "--test",
+            &s.arg("ok.rows"),
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
         args.extend(extra.iter().map(|a| a.to_string()));
         let out = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
@@ -671,7 +750,12 @@ fn resumable_args(s: &Scratch, json: &str, preds: &str, extra: &[&str]) -> Vec<S
     ]
     .iter()
     .map(|a| a.to_string())
-    .chain((!class).then(|| ["--predictions".to_string(), s.arg(preds)]).into_iter().flatten())
+    .chain(
+        (!class)
+            .then(|| ["--predictions".to_string(), s.arg(preds)])
+            .into_iter()
+            .flatten(),
+    )
     .chain(extra.iter().map(|a| a.to_string()))
     .collect()
 }

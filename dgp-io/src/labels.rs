@@ -179,7 +179,10 @@ mod tests {
     fn counts_and_a_test_file_without_every_class() {
         let c = class_counts(&data(&[2.0, 0.0, 2.0, 2.0]), Some(3), false, 3).unwrap();
         assert_eq!(c.num_classes, 3);
-        assert_eq!(c.counts.into_iter().collect::<Vec<_>>(), vec![(0, 1), (2, 3)]);
+        assert_eq!(
+            c.counts.into_iter().collect::<Vec<_>>(),
+            vec![(0, 1), (2, 3)]
+        );
         assert!(matches!(
             class_counts(&data(&[2.0, 0.0]), Some(3), true, 3),
             Err(Error::Label(LabelError::MissingClass { class: 1, .. }))

@@ -112,8 +112,7 @@ pub(super) fn requested_from(
             )),
         };
     }
-    if likelihood == Some("gaussian") && task == Some(CLASSIFICATION_TASK)
-    {
+    if likelihood == Some("gaussian") && task == Some(CLASSIFICATION_TASK) {
         return Err(BenchError::Usage(
             "--likelihood gaussian is the regression likelihood; a classification run takes \
              probit, logit, robust-max or softmax"
@@ -157,7 +156,11 @@ impl Requested {
     ///
     /// # Errors
     /// [`BenchError::Usage`] if the likelihood cannot be serialised.
-    pub(super) fn completed(&self, model: &ModelFlags, likelihood: &Likelihood) -> Result<ModelFlags> {
+    pub(super) fn completed(
+        &self,
+        model: &ModelFlags,
+        likelihood: &Likelihood,
+    ) -> Result<ModelFlags> {
         let mut m = model.clone();
         if let Requested::Setting(_) = self {
             m.set.retain(|s| {

@@ -15,6 +15,13 @@
 //!    accumulated on the way and per-row predictions optionally written as CSV or Parquet
 //!    (with the predictive mixture's components; [`PredictionWriter`]).
 //!
+//! Classification (`--task classification`, `--likelihood NAME` or a `likelihood`
+//! setting; K and the likelihood decided as `run` decides them): before step 1 the labels
+//! of both files are checked in one streamed pass each ([`dgp_io::labels::class_counts`]:
+//! integers in `0..K`, K ≥ 2, every class in the training file), step 1 standardises the
+//! inputs alone ([`dgp_traits::data::TargetScaling::Keep`]), and step 4 scores the class
+//! probabilities with [`ClassMetricsAccumulator`] (see [`predict_file`]).
+//!
 //! The record says how long training took, the step rate, and the largest anonymous
 //! resident memory (`RssAnon` of `/proc/self/status`, sampled every 50 steps and after
 //! prediction; memory-mapped file pages are page cache, not counted there).
@@ -29,15 +36,15 @@ use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use parquet::arrow::ArrowWriter;
 
 use clap::Args;
-use dgp_io::rowstore::RowStore;
 use dgp_io::labels::class_counts;
+use dgp_io::rowstore::RowStore;
 use dgp_io::standardize::{StandardizedRows, fit_standardizer};
 use dgp_traits::classification::{
     ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, ReliabilityBin, class_label,
 };
 use dgp_traits::data::{RowSource, StandardizeOptions, Standardizer};
-use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
+use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::train::{FitSummary, HeldOutRule};
 use faer::Mat;
@@ -45,11 +52,11 @@ use serde::Serialize;
 
 use super::{ArchArgs, ModelFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
-use crate::classification::{label_error, with_likelihood};
 use crate::checkpointing::{
     CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
     start_session_for, stop_requested,
 };
+use crate::classification::{label_error, with_likelihood};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 
@@ -393,7 +400,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         StandardizeOptions::default()
     };
     let st = fit_standardizer(&train_file, opts, dgp_io::chunks::DEFAULT_CHUNK_ROWS)
-    .map_err(|e| BenchError::run("standardising the training rows", e))?;
+        .map_err(|e| BenchError::run("standardising the training rows", e))?;
     let n = train_file.n();
     let target = CheckpointTarget {
         file: format!("stream-{}-L{}.json", b.name(), a.layers),
@@ -498,7 +505,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             samples: a.samples,
             seed: a.seed,
         },
-        class.as_ref().map(|(_, lik, _)| lik.num_classes().unwrap_or(2)),
+        class
+            .as_ref()
+            .map(|(_, lik, _)| lik.num_classes().unwrap_or(2)),
         writer.as_mut(),
     )?;
     if let Some(w) = writer {
@@ -984,7 +993,9 @@ mod tests {
     /// Two Gaussian blobs in 2-D: `n` rows, labels alternating 0, 1.
     fn blobs(n: usize, seed: u64) -> dgp_traits::data::Dataset {
         let raw = dgp_traits::rng::standard_normal(&mut dgp_traits::rng::seeded(seed), n, 2);
-        let x = Mat::from_fn(n, 2, |i, j| 0.8 * raw[(i, j)] + if i % 2 == 1 { 1.5 } else { 0.0 });
+        let x = Mat::from_fn(n, 2, |i, j| {
+            0.8 * raw[(i, j)] + if i % 2 == 1 { 1.5 } else { 0.0 }
+        });
         let y = Mat::from_fn(n, 1, |i, _| (i % 2) as f64);
         dgp_traits::data::Dataset::new(x, y).unwrap()
     }
@@ -998,8 +1009,8 @@ mod tests {
         use crate::classification::{ClassExperimentSpec, build_model, evaluate};
         use dgp_traits::backend::{CommonSettings, Settings};
         let (train, test) = (blobs(120, 1), blobs(53, 2));
-        let st = Standardizer::fit_with(&train, StandardizeOptions::default().keep_targets())
-            .unwrap();
+        let st =
+            Standardizer::fit_with(&train, StandardizeOptions::default().keep_targets()).unwrap();
         let train_std = st.transform(&train).unwrap();
         let labels: Vec<usize> = (0..test.n()).map(|i| i % 2).collect();
         for (layers, chunk) in [(1, 7), (1, 53), (2, 53), (2, 100)] {
@@ -1034,13 +1045,25 @@ mod tests {
             let lik = crate::classification::likelihood_by_name("probit", 2).unwrap();
             let mut model = build_model(&spec, &lik, &train_std).unwrap();
             model
-                .fit(&train_std, &spec.fit, &mut dgp_traits::model::FitHooks::none())
+                .fit(
+                    &train_std,
+                    &spec.fit,
+                    &mut dgp_traits::model::FitHooks::none(),
+                )
                 .unwrap();
             let xs = st.transform_x(test.x()).unwrap();
             let pred = model.predict(xs.as_ref(), &spec.predict).unwrap();
             let (want, want_bins) = evaluate(&pred, &labels).unwrap();
-            let got = predict_file(model.as_ref(), &st, &test, chunk, &spec.predict, Some(2), None)
-                .unwrap();
+            let got = predict_file(
+                model.as_ref(),
+                &st,
+                &test,
+                chunk,
+                &spec.predict,
+                Some(2),
+                None,
+            )
+            .unwrap();
             let (m, bins) = got.class.unwrap();
             let bits = |m: &ClassMetrics| {
                 [m.error_rate, m.log_loss, m.brier, m.ece, m.auc.unwrap()].map(f64::to_bits)

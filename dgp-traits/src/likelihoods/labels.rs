@@ -37,7 +37,9 @@ fn integer_labels(y: MatRef<'_, f64>) -> Result<Vec<usize>> {
     if y.nrows() == 0 {
         return Err(Error::Empty("no class labels".into()));
     }
-    (0..y.nrows()).map(|row| class_label(row, y[(row, 0)])).collect()
+    (0..y.nrows())
+        .map(|row| class_label(row, y[(row, 0)]))
+        .collect()
 }
 
 /// The class index a label value stands for: a finite, non-negative integer (at most
