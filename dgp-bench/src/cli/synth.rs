@@ -26,7 +26,7 @@ pub struct SynthArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
-    /// `regression` (target y) or `classification` (target `label` = 1[y > 0], the same
+    /// `regression` (target y) or `classification` (target `label` = `1[y > 0]`, the same
     /// rows otherwise).
     #[arg(long, default_value = "regression")]
     pub task: String,
