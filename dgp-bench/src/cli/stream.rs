@@ -333,6 +333,33 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     }
     let init_rows = nonzero("--init-rows", a.init_rows)?;
     let chunk = nonzero("--predict-chunk", a.predict_chunk)?;
+    a.model.refuse_unused_lr(&[b])?;
+    let build_arch = |flags: &ModelFlags| {
+        let settings = flags.settings_input((None, None))?;
+        arch_from(
+            b,
+            &ArchArgs {
+                layers: a.layers,
+                train_samples: a.train_samples,
+                predict_samples: a.samples,
+                samples: Some(a.samples),
+                flags,
+                settings: &settings,
+                tune: false,
+                seed: a.seed,
+            },
+        )
+    };
+    // The flags' own checks come before any file is read; a partial likelihood setting
+    // is completed with K from the training labels first.
+    let early_arch = match &requested {
+        Some(super::classify::Requested::Setting(_)) => None,
+        _ => {
+            let arch = build_arch(&a.model)?;
+            super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
+            Some(arch)
+        }
+    };
     let train_file = open(&a.train, "the training rows")?;
     let test_file = open(&a.test, "the test rows")?;
     if (test_file.input_dim(), test_file.output_dim())
@@ -366,25 +393,11 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             Some((req, likelihood, counts))
         }
     };
-    let model_flags = match &class {
-        Some((req, lik, _)) => req.completed(&a.model, lik)?,
-        None => a.model.clone(),
+    let mut arch = match (early_arch, &class) {
+        (Some(arch), _) => arch,
+        (None, Some((req, lik, _))) => build_arch(&req.completed(&a.model, lik)?)?,
+        (None, None) => build_arch(&a.model)?,
     };
-    let settings = model_flags.settings_input((None, None))?;
-    model_flags.refuse_unused_lr(&[b])?;
-    let mut arch = arch_from(
-        b,
-        &ArchArgs {
-            layers: a.layers,
-            train_samples: a.train_samples,
-            predict_samples: a.samples,
-            samples: Some(a.samples),
-            flags: &model_flags,
-            settings: &settings,
-            tune: false,
-            seed: a.seed,
-        },
-    )?;
     if let Some((req, lik, _)) = &class {
         req.check_settings(&arch.settings)?;
         arch.settings = with_likelihood(&arch.settings, lik)
