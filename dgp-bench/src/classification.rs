@@ -3,7 +3,7 @@
 //! magic` and `optdigits`) and evaluate its class probabilities on each test split.
 //!
 //! Protocol per split: inputs standardised with the training rows' mean and standard
-//! deviation (labels untouched), the model built with the likelihood (see
+//! deviation (labels untouched: [`dgp_traits::data::TargetScaling::Keep`]), the model built with the likelihood (see
 //! [`build_model`]), trained with the given
 //! [`FitConfig`], its predictive evaluated at the test inputs, and the metrics of
 //! [`dgp_traits::classification::ClassMetrics`] computed from the predictive's class
@@ -31,7 +31,7 @@ use dgp_traits::classification::{
     ClassMetrics, ClassProbs, ECE_BINS, ReliabilityBin, check_all_classes_present, class_labels,
     infer_num_classes, reliability_bins,
 };
-use dgp_traits::data::{Dataset, Standardizer};
+use dgp_traits::data::{Dataset, StandardizeOptions, Standardizer};
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
@@ -252,19 +252,7 @@ pub fn class_labels_of(
     y: MatRef<'_, f64>,
     num_classes: Option<usize>,
 ) -> Result<(usize, Vec<usize>)> {
-    let hint = |e: Error| {
-        let extra = match &e {
-            Error::Label(LabelError::NotAnInteger { .. }) => {
-                " (a regression target? classification needs integer class labels 0..K-1; \
-                 drop --task classification / --likelihood for regression)"
-            }
-            _ => "",
-        };
-        BenchError::Data(Error::config(
-            "labels",
-            format!("classification on {name}: {e}{extra}"),
-        ))
-    };
+    let hint = |e: Error| label_error(name, e);
     let k = match num_classes {
         Some(k) => k,
         None => infer_num_classes(y).map_err(hint)?,
@@ -272,6 +260,23 @@ pub fn class_labels_of(
     let labels = class_labels(y, k).map_err(hint)?;
     check_all_classes_present(&labels, k).map_err(hint)?;
     Ok((k, labels))
+}
+
+/// A label error of data `name` as the benchmark reports it: [`BenchError::Data`] with
+/// the data's name and the row, and for a non-integer label the hint that the target may
+/// be a regression target.
+pub fn label_error(name: &str, e: Error) -> BenchError {
+    let extra = match &e {
+        Error::Label(LabelError::NotAnInteger { .. }) => {
+            " (a regression target? classification needs integer class labels 0..K-1; \
+             drop --task classification / --likelihood for regression)"
+        }
+        _ => "",
+    };
+    BenchError::Data(Error::config(
+        "labels",
+        format!("classification on {name}: {e}{extra}"),
+    ))
 }
 
 /// Checks that every class occurs among the training rows `train_idx` of split `split`.
@@ -347,12 +352,10 @@ pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRe
         let context = format!("{} on {name}, split {s}", backend.name());
         let run = |e| BenchError::run(context.clone(), e);
         let split = data.split(s).map_err(BenchError::data)?;
-        let stats = Standardizer::fit(&split.train);
-        let train = Dataset::new(
-            stats.transform_x(split.train.x()).map_err(run)?,
-            split.train.y().to_owned(),
-        )
-        .map_err(run)?;
+        let stats =
+            Standardizer::fit_with(&split.train, StandardizeOptions::default().keep_targets())
+                .map_err(run)?;
+        let train = stats.transform(&split.train).map_err(run)?;
         let test_x = stats.transform_x(split.test.x()).map_err(run)?;
         let t0 = Instant::now();
         let mut model = build_model(spec, &likelihood, &train).map_err(run)?;
@@ -453,14 +456,12 @@ pub fn run_class_split(
     let ctx = |what: &str| format!("{label}: {what}");
     let (train_idx, test_idx) = spec.data.split(k)?;
     let (train, test) = spec.data.split_data(k)?;
-    let st = Standardizer::fit_with(&train, spec.data.standardize_options())
+    // Inputs only: the labels are class indices ([`TargetScaling::Keep`]).
+    let st = Standardizer::fit_with(&train, spec.data.standardize_options().keep_targets())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;
-    let train_std = Dataset::new(
-        st.transform_x(train.x())
-            .map_err(|e| BenchError::run(ctx("standardising"), e))?,
-        train.y().to_owned(),
-    )
-    .map_err(|e| BenchError::run(ctx("standardising"), e))?;
+    let train_std = st
+        .transform(&train)
+        .map_err(|e| BenchError::run(ctx("standardising"), e))?;
     let test_x = st
         .transform_x(test.x())
         .map_err(|e| BenchError::run(ctx("standardising"), e))?;

@@ -192,6 +192,71 @@ fn two_ranks_equal_one_process_star_fc_sghmc() {
     ranks_equal_one_process("sghmc", 2, &["--steps", "12", "--inducing", "8"]);
 }
 
+/// A classification `stream` (probit, labels of `synth --task classification`) with
+/// held-out early stopping on 2 ranks gives one process's record bit for bit: the label
+/// checks and the metrics run on every rank alike, the gradient chunks travel as in
+/// regression.
+#[test]
+fn two_ranks_classification_stream_equal_one_process() {
+    use dgp_io::synth::{SynthTask, write_synth_task};
+    let s = Scratch::new("mpi-stream-class");
+    let (train, test) = (s.path("train.rows"), s.path("test.rows"));
+    write_synth_task(&train, 3000, 1, SynthTask::Classification, |_| {}).unwrap();
+    write_synth_task(&test, 300, 2, SynthTask::Classification, |_| {}).unwrap();
+    let args = |tag: &str| -> Vec<String> {
+        [
+            "stream",
+            "--train",
+            &train.display().to_string(),
+            "--test",
+            &test.display().to_string(),
+            "--task",
+            "classification",
+            "--inducing",
+            "16",
+            "--batch",
+            "1024",
+            "--steps",
+            "40",
+            "--init-rows",
+            "500",
+            "--samples",
+            "3",
+            "--early-stopping",
+            r#"{"patience": {"every": 5, "patience": 3}}"#,
+            "--quiet",
+            "--json",
+            &s.path(&format!("{tag}.jsonl")).display().to_string(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let o = Command::new(BIN)
+        .args(args("one"))
+        .env("RAYON_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut c = mpirun();
+    c.args(["-np", "2", BIN]).args(args("many"));
+    let o = wait(spawn(c));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let read = |tag: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(s.path(&format!("{tag}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (one, many) = (read("one"), read("many"));
+    assert_eq!(many.len(), 1, "rank 0 alone writes the record");
+    for key in ["nll", "steps", "model", "held_out", "classification"] {
+        assert_eq!(one[0][key], many[0][key], "{key} differs on 2 ranks");
+    }
+    assert!(one[0]["classification"]["metrics"]["auc"].as_f64().unwrap() > 0.5);
+}
+
 /// `stream` from a row store with held-out early stopping on 2 ranks (svi, batch 1024 =
 /// two chunks) gives one process's record and prediction file bit for bit; rank 0 alone
 /// writes them.

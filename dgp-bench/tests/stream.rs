@@ -371,7 +371,8 @@ fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_
             "{err}"
         );
     }
-    // A classification likelihood would train on standardised labels: refused.
+    // A classification likelihood on a regression target: refused before training, the
+    // first non-integer row of the training file named.
     let out = bench(&[
         "stream",
         "--train",
@@ -385,9 +386,274 @@ fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("regression") && err.contains("robust_max"),
+        err.contains("regression target") && err.contains("row 0") && err.contains("train.rows"),
         "{err}"
     );
+}
+
+/// Synthetic classification train (1500 rows) and test (300 rows, another seed) row
+/// stores: `dgp-bench synth --task classification`'s labels 1[y > 0].
+fn write_class_files(s: &Scratch) {
+    for (name, rows, seed) in [("ctrain.rows", 1500, 1), ("ctest.rows", 300, 2)] {
+        dgp_io::synth::write_synth_task(
+            &s.path(name),
+            rows,
+            seed,
+            dgp_io::synth::SynthTask::Classification,
+            |_| {},
+        )
+        .unwrap();
+    }
+}
+
+/// A row store of 2 inputs and the given labels.
+fn write_labels(s: &Scratch, name: &str, labels: &[f64]) {
+    let n = labels.len();
+    let data = dgp_traits::data::Dataset::new(
+        faer::Mat::from_fn(n, 2, |i, j| ((i * 7 + j * 3) % 11) as f64),
+        faer::Mat::from_fn(n, 1, |i, _| labels[i]),
+    )
+    .unwrap();
+    write_dataset(&s.path(name), &data, &[]).unwrap();
+}
+
+/// A classification stream from the row store equals the `--in-memory` run: the same
+/// model, steps and metrics, bit for bit; the record carries K, the likelihood, the
+/// class counts, the metrics of `run` and the Bayes-optimal error and log loss.
+#[test]
+fn a_classification_stream_equals_the_in_memory_run() {
+    let s = Scratch::new("class-equal");
+    write_class_files(&s);
+    for (layers, lik) in [("2", "probit"), ("1", "logit")] {
+        let args = |json: &str| -> Vec<String> {
+            [
+                "stream",
+                "--train",
+                &s.arg("ctrain.rows"),
+                "--test",
+                &s.arg("ctest.rows"),
+                "--backend",
+                "svi",
+                "--layers",
+                layers,
+                "--likelihood",
+                lik,
+                "--inducing",
+                "8",
+                "--batch",
+                "700",
+                "--steps",
+                "40",
+                "--samples",
+                "3",
+                "--init-rows",
+                "400",
+                "--predict-chunk",
+                "128",
+                "--synth",
+                "--quiet",
+                "--json",
+                &s.arg(json),
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+        };
+        let file = format!("file-{layers}.jsonl");
+        let mem = format!("mem-{layers}.jsonl");
+        let out = bench(&args(&file).iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut m = args(&mem);
+        m.push("--in-memory".into());
+        let out = bench(&m.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (f, m) = (record(&s.path(&file)), record(&s.path(&mem)));
+        for key in [
+            "nll",
+            "steps",
+            "model",
+            "classification",
+            "n_train",
+            "n_test",
+        ] {
+            assert_eq!(
+                f[key], m[key],
+                "L{layers}: {key} differs between file and memory"
+            );
+        }
+        let c = &f["classification"];
+        assert_eq!(c["num_classes"], 2);
+        assert_eq!(
+            c["likelihood"]["kind"],
+            if lik == "probit" {
+                "bernoulli_probit"
+            } else {
+                "bernoulli_logit"
+            }
+        );
+        let counts: Vec<u64> = c["train_class_counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 1500);
+        let metrics = &c["metrics"];
+        assert_eq!(f["nll"], metrics["log_loss"]);
+        assert!(f.get("rmse").is_none(), "no RMSE for classification");
+        let err = metrics["error_rate"].as_f64().unwrap();
+        let auc = metrics["auc"].as_f64().unwrap();
+        let bayes = c["bayes_error"].as_f64().unwrap();
+        assert!(err < 0.4 && auc > 0.6 && bayes < err, "{c}");
+        assert!(c["bayes_log_loss"].as_f64().unwrap() < f["nll"].as_f64().unwrap());
+        let bins = c["reliability"].as_array().unwrap();
+        assert_eq!(bins.len(), 15);
+        assert_eq!(
+            bins.iter()
+                .map(|b| b["count"].as_u64().unwrap())
+                .sum::<u64>(),
+            300
+        );
+    }
+}
+
+/// Every label error of a classification stream is a data error (exit 2) before any
+/// training, naming the file and the row: a non-integer (a regression target), a
+/// negative label, a label ≥ K in the test file, a class missing from the training file,
+/// K = 1 found or given; and a likelihood that does not suit K, a Gaussian-only backend,
+/// or per-row predictions, are usage errors.
+#[test]
+fn bad_labels_of_a_classification_stream_are_refused_before_training() {
+    let s = Scratch::new("class-bad");
+    let ok: Vec<f64> = (0..40).map(|i| (i % 3) as f64).collect();
+    write_labels(&s, "ok.rows", &ok);
+    let mut frac = ok.clone();
+    frac[17] = 1.5;
+    write_labels(&s, "frac.rows", &frac);
+    let mut neg = ok.clone();
+    neg[5] = -1.0;
+    write_labels(&s, "neg.rows", &neg);
+    let mut big = ok.clone();
+    big[23] = 3.0;
+    write_labels(&s, "big.rows", &big);
+    let missing: Vec<f64> = (0..40)
+        .map(|i| if i % 2 == 0 { 0.0 } else { 2.0 })
+        .collect();
+    write_labels(&s, "missing.rows", &missing);
+    write_labels(&s, "one.rows", &[0.0; 40]);
+    let cases: [(&str, &str, &[&str], &[&str]); 10] = [
+        (
+            "frac.rows",
+            "ok.rows",
+            &[],
+            &["frac.rows", "row 17", "not an integer", "regression target"],
+        ),
+        ("neg.rows", "ok.rows", &[], &["neg.rows", "row 5"]),
+        (
+            "ok.rows",
+            "big.rows",
+            &[],
+            &["test file", "big.rows", "row 23", "0..3"],
+        ),
+        ("ok.rows", "frac.rows", &[], &["test file", "row 17"]),
+        (
+            "missing.rows",
+            "ok.rows",
+            &[],
+            &["missing.rows", "class 1 of 0..3"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--classes", "4"],
+            &["class 3 of 0..4"],
+        ),
+        (
+            "one.rows",
+            "ok.rows",
+            &[],
+            &["one.rows", "at least 2 classes, got 1"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--classes", "1"],
+            &["at least 2 classes, got 1"],
+        ),
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--likelihood", "probit"],
+            &["binary", "3 classes"],
+        ),
+        // A backend whose algebra is Gaussian-only.
+        (
+            "ok.rows",
+            "ok.rows",
+            &["--backend", "nested"],
+            &["nested", "does not train"],
+        ),
+    ];
+    for (train, test, extra, want) in cases {
+        let mut args = vec![
+            "stream",
+            "--train",
+            &s.arg(train),
+            "--test",
+            &s.arg(test),
+            "--task",
+            "classification",
+            "--steps",
+            "5",
+            "--quiet",
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let out = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{train} {test} {extra:?}: {err}"
+        );
+        for w in want {
+            assert!(
+                err.contains(w),
+                "{train} {test} {extra:?}: want {w:?} in {err}"
+            );
+        }
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Per-row predictions, and --classes without a classification task.
+    for extra in [
+        &["--task", "classification", "--predictions", &s.arg("p.csv")][..],
+        &["--classes", "3"][..],
+    ] {
+        let mut args = vec![
+            "stream",
+            "--train",
+            &s.arg("ok.rows"),
+            "--test",
+            &s.arg("ok.rows"),
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let out = bench(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(!s.path("p.csv").exists());
+    }
 }
 
 #[test]
@@ -448,14 +714,22 @@ fn backends_that_need_rows_in_memory_are_refused_before_training() {
 }
 
 /// The arguments of a checkpointed `stream` run of svi (3 000 steps of about a
-/// millisecond) writing `json` and `preds`, with `extra`.
+/// millisecond) writing `json` and `preds`, with `extra` (a classification stream, with
+/// `--task classification` in `extra`, reads the class files of [`write_class_files`] and
+/// writes no predictions).
 fn resumable_args(s: &Scratch, json: &str, preds: &str, extra: &[&str]) -> Vec<String> {
+    let class = extra.contains(&"classification");
+    let (train, test) = if class {
+        ("ctrain.rows", "ctest.rows")
+    } else {
+        ("train.rows", "test.rows")
+    };
     [
         "stream",
         "--train",
-        &s.arg("train.rows"),
+        &s.arg(train),
         "--test",
-        &s.arg("test.rows"),
+        &s.arg(test),
         "--backend",
         "svi",
         "--inducing",
@@ -473,12 +747,16 @@ fn resumable_args(s: &Scratch, json: &str, preds: &str, extra: &[&str]) -> Vec<S
         "--quiet",
         "--json",
         &s.arg(json),
-        "--predictions",
-        &s.arg(preds),
     ]
     .iter()
-    .chain(extra)
     .map(|a| a.to_string())
+    .chain(
+        (!class)
+            .then(|| ["--predictions".to_string(), s.arg(preds)])
+            .into_iter()
+            .flatten(),
+    )
+    .chain(extra.iter().map(|a| a.to_string()))
     .collect()
 }
 
@@ -503,10 +781,21 @@ fn wait_for_state(file: &std::path::Path, min_steps: u64, child: &mut std::proce
 /// periodic state survives), then resumed with `--resume`, ends with the record and the
 /// prediction file of the run that was never interrupted, bit for bit.
 fn stream_interrupted_then_resumed(signal: &str) {
-    let s = Scratch::new(&format!("resume{signal}"));
+    stream_interrupted_then_resumed_with(signal, &[]);
+}
+
+/// [`stream_interrupted_then_resumed`] with `task` arguments (`--task classification`:
+/// the classification counterpart, compared by its record).
+fn stream_interrupted_then_resumed_with(signal: &str, task: &[&str]) {
+    let class = !task.is_empty();
+    let s = Scratch::new(&format!("resume{signal}{}", task.len()));
     write_files(&s);
+    write_class_files(&s);
+    let with = |extra: &[&str]| -> Vec<String> {
+        task.iter().chain(extra).map(|a| a.to_string()).collect()
+    };
     let out = bench(
-        &resumable_args(&s, "ref.jsonl", "ref.csv", &[])
+        &resumable_args(&s, "ref.jsonl", "ref.csv", &[task].concat())
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
@@ -521,7 +810,10 @@ fn stream_interrupted_then_resumed(signal: &str) {
         &s,
         "run.jsonl",
         "run.csv",
-        &["--checkpoint", &ck, "--checkpoint-every", "100"],
+        &with(&["--checkpoint", &ck, "--checkpoint-every", "100"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
     );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
         .args(&argv)
@@ -561,7 +853,10 @@ fn stream_interrupted_then_resumed(signal: &str) {
         &s,
         "run.jsonl",
         "run.csv",
-        &["--resume", &ck, "--checkpoint-every", "100"],
+        &with(&["--resume", &ck, "--checkpoint-every", "100"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
     );
     let out = bench(&resumed.iter().map(String::as_str).collect::<Vec<_>>());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -571,8 +866,12 @@ fn stream_interrupted_then_resumed(signal: &str) {
         "{signal}: {err}"
     );
     let (r, f) = (record(&s.path("ref.jsonl")), record(&s.path("run.jsonl")));
-    for key in ["nll", "rmse", "steps", "model", "n_train"] {
+    for key in ["nll", "rmse", "steps", "model", "n_train", "classification"] {
         assert_eq!(r[key], f[key], "{signal}: {key} differs after the resume");
+    }
+    assert_eq!(class, r["classification"].is_object());
+    if class {
+        return;
     }
     assert_eq!(
         std::fs::read_to_string(s.path("ref.csv")).unwrap(),
@@ -589,6 +888,16 @@ fn streamed_run_interrupted_by_sigint_and_resumed_equals_the_uninterrupted_one()
 #[test]
 fn streamed_run_killed_and_resumed_equals_the_uninterrupted_one() {
     stream_interrupted_then_resumed("-KILL");
+}
+
+#[test]
+fn classification_stream_interrupted_by_sigint_and_resumed_equals_the_uninterrupted_one() {
+    stream_interrupted_then_resumed_with("-INT", &["--task", "classification"]);
+}
+
+#[test]
+fn classification_stream_killed_and_resumed_equals_the_uninterrupted_one() {
+    stream_interrupted_then_resumed_with("-KILL", &["--task", "classification"]);
 }
 
 /// `--checkpoint` refuses what cannot resume exactly (a backend that does not declare it,

@@ -9,6 +9,8 @@
 //! * [`standardize`] — standardisation statistics from a row source in bounded memory,
 //!   bit-identical to [`dgp_traits::data::Standardizer::fit`], and
 //!   [`standardize::StandardizedRows`], a source in model units.
+//! * [`labels`] — the class-label checks of a classification training or test file, in
+//!   one streamed pass.
 //! * [`sample`] — a seeded reservoir sample of rows (for k-means++ inducing inputs).
 //! * [`synth`] — a seeded synthetic regression problem of any size with a known
 //!   Bayes-optimal negative log likelihood.
@@ -18,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod chunks;
+pub mod labels;
 pub mod parquet_reader;
 pub mod rowstore;
 pub mod sample;

@@ -35,6 +35,15 @@
 //! `½ ln(2π (mean σ² + e²)) + ½`. The expected RMSE of the exact mean is
 //! `√(mean σ²)` ([`NoiseFloor::rmse`]).
 //!
+//! # The classification variant
+//!
+//! [`SynthTask::Classification`] writes the same rows with the target replaced by the
+//! label `1[f(x) + σ(x) ε > 0]` (the regression file's `y > 0`): a probit classification
+//! problem of the same latent function, `P(y = 1 | x) = Φ(f(x)/σ(x))`. The Bayes-optimal
+//! classifier predicts `p*(x) = Φ(f(x)/σ(x))`; over rows `x₁ … x_n` its expected error is
+//! `mean_i Φ(−|f(x_i)|/σ(x_i))` and its expected log loss the mean binary entropy
+//! `mean_i H(p*(x_i))` ([`class_floor`]).
+//!
 //! # Seeding and chunks
 //!
 //! Rows are generated in chunks of [`SYNTH_CHUNK_ROWS`]: chunk `c` holds rows
@@ -151,9 +160,70 @@ pub fn noise_floor<S: RowSource + ?Sized>(src: &S) -> Result<NoiseFloor> {
     })
 }
 
+/// What a synthetic file's target is (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SynthTask {
+    /// `y = f(x) + σ(x) ε`.
+    #[default]
+    Regression,
+    /// The label `1[f(x) + σ(x) ε > 0]`.
+    Classification,
+}
+
+/// The Bayes-optimal scores of the classification variant on a set of rows (module
+/// docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClassFloor {
+    /// `mean_i Φ(−|f(x_i)|/σ(x_i))`: the expected error rate of the Bayes classifier.
+    pub error_rate: f64,
+    /// `mean_i H(Φ(f(x_i)/σ(x_i)))` (nats): its expected log loss.
+    pub log_loss: f64,
+}
+
+/// The [`ClassFloor`] of the rows of `src` (its inputs must be the 9 synthetic inputs in
+/// original units), in one pass, summed in row order.
+///
+/// # Errors
+/// [`Error::Shape`] if `src` does not have 9 inputs; errors of [`RowSource::gather`].
+pub fn class_floor<S: RowSource + ?Sized>(src: &S) -> Result<ClassFloor> {
+    if src.input_dim() != SYNTH_INPUTS {
+        return Err(Error::shape(
+            "class_floor (inputs)",
+            SYNTH_INPUTS,
+            src.input_dim(),
+        ));
+    }
+    let (mut err, mut ll) = (0.0, 0.0);
+    for_each_chunk(src, DEFAULT_CHUNK_ROWS, |_, x, _| {
+        let mut row = [0.0; SYNTH_INPUTS];
+        for i in 0..x.nrows() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = x[(i, j)];
+            }
+            let (f, s) = synth_mean_and_std(&row);
+            // Φ(z) and Φ(−z) without cancellation; log Φ from the same pair.
+            let (p1, p0) = dgp_traits::special::norm_cdf_both(f / s);
+            err += p0.min(p1);
+            let h = |p: f64| if p > 0.0 { -p * p.ln() } else { 0.0 };
+            ll += h(p0) + h(p1);
+        }
+        Ok(())
+    })?;
+    let n = src.n() as f64;
+    Ok(ClassFloor {
+        error_rate: err / n,
+        log_loss: ll / n,
+    })
+}
+
 /// Draws `rows` rows from `rng` into `out` (cleared first), row-major, 9 inputs then the
 /// target per row; returns the sum of [`bayes_nll`] over the rows (in row order).
 fn fill_chunk(rng: &mut Rng, rows: usize, out: &mut Vec<f64>) -> f64 {
+    fill_chunk_for(rng, rows, SynthTask::Regression, out)
+}
+
+/// [`fill_chunk`] with the target of `task`.
+fn fill_chunk_for(rng: &mut Rng, rows: usize, task: SynthTask, out: &mut Vec<f64>) -> f64 {
     out.clear();
     let mut nll = 0.0;
     let mut x = [0.0; SYNTH_INPUTS];
@@ -165,7 +235,11 @@ fn fill_chunk(rng: &mut Rng, rows: usize, out: &mut Vec<f64>) -> f64 {
         let eps: f64 = StandardNormal.sample(rng);
         let (f, s) = synth_mean_and_std(&x);
         out.extend_from_slice(&x);
-        out.push(f + s * eps);
+        let y = f + s * eps;
+        out.push(match task {
+            SynthTask::Regression => y,
+            SynthTask::Classification => f64::from(u8::from(y > 0.0)),
+        });
         nll += 0.5 * (2.0 * std::f64::consts::PI * s * s).ln() + 0.5;
     }
     nll
@@ -182,7 +256,8 @@ fn chunk_rows(n: u64, c: u64) -> usize {
 pub struct SynthSummary {
     /// Rows written.
     pub rows: u64,
-    /// Mean of [`bayes_nll`] over the rows (sums per chunk in row order, chunks in order).
+    /// Mean of [`bayes_nll`] over the rows (sums per chunk in row order, chunks in order;
+    /// the regression target's optimum whatever the task: see [`class_floor`]).
     pub mean_bayes_nll: f64,
 }
 
@@ -205,6 +280,21 @@ pub fn write_synth(
     path: &Path,
     n: u64,
     seed: u64,
+    progress: impl FnMut(u64),
+) -> Result<SynthSummary> {
+    write_synth_task(path, n, seed, SynthTask::Regression, progress)
+}
+
+/// [`write_synth`] with the target of `task` (the classification variant's label column
+/// is named `label`; its rows' inputs are the regression file's).
+///
+/// # Errors
+/// As [`write_synth`].
+pub fn write_synth_task(
+    path: &Path,
+    n: u64,
+    seed: u64,
+    task: SynthTask,
     mut progress: impl FnMut(u64),
 ) -> Result<SynthSummary> {
     if n == 0 || n > SYNTH_MAX_ROWS {
@@ -213,7 +303,11 @@ pub fn write_synth(
             format!("synthetic data of {n} rows; between 1 and {SYNTH_MAX_ROWS} are allowed"),
         ));
     }
-    let mut w = RowStoreWriter::create(path, synth_schema(), &[])?;
+    let mut schema = synth_schema();
+    if task == SynthTask::Classification {
+        schema.targets = vec!["label".into()];
+    }
+    let mut w = RowStoreWriter::create(path, schema, &[])?;
     let chunks = n.div_ceil(SYNTH_CHUNK_ROWS as u64);
     let group = (2 * rayon::current_num_threads()).max(1) as u64;
     let mut next_gen = stream(seed, 0);
@@ -233,7 +327,7 @@ pub fn write_synth(
             .par_iter_mut()
             .zip(gens.par_iter_mut())
             .enumerate()
-            .map(|(k, (buf, rng))| fill_chunk(rng, chunk_rows(n, c0 + k as u64), buf))
+            .map(|(k, (buf, rng))| fill_chunk_for(rng, chunk_rows(n, c0 + k as u64), task, buf))
             .collect();
         for (buf, s) in bufs.iter().zip(&sums) {
             w.push_row_major(buf)?;
@@ -404,6 +498,59 @@ mod tests {
             Err(Error::Config(_))
         ));
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The classification file holds the regression file's inputs and `1[y > 0]`; the
+    /// Bayes classifier `Φ(f/σ)` scored on its labels has, within 4 standard errors, the
+    /// error and log loss [`class_floor`] states (50 000 rows, seed 5).
+    #[test]
+    fn the_classification_variant_is_thresholded_y_and_attains_its_stated_floor() {
+        let dir = tmp("class");
+        let (reg, cls) = (dir.join("r.rows"), dir.join("c.rows"));
+        let n = 50_000;
+        write_synth(&reg, n, 5, |_| {}).unwrap();
+        write_synth_task(&cls, n, 5, SynthTask::Classification, |_| {}).unwrap();
+        let (r, c) = (RowStore::open(&reg).unwrap(), RowStore::open(&cls).unwrap());
+        let (r, c) = (r.to_dataset().unwrap(), c.to_dataset().unwrap());
+        assert_eq!(c.target_names(), Some(&["label".to_string()][..]));
+        let (mut wrong, mut ll, mut ll2) = (0.0, 0.0, 0.0);
+        let mut row = [0.0; SYNTH_INPUTS];
+        for i in 0..n as usize {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = r.x()[(i, j)];
+                assert_eq!(v.to_bits(), c.x()[(i, j)].to_bits());
+            }
+            let label = c.y()[(i, 0)];
+            assert_eq!(label, f64::from(u8::from(r.y()[(i, 0)] > 0.0)));
+            let (f, s) = synth_mean_and_std(&row);
+            let (p1, p0) = dgp_traits::special::norm_cdf_both(f / s);
+            let p = if label == 1.0 { p1 } else { p0 };
+            wrong += f64::from(u8::from((p1 > 0.5) != (label == 1.0)));
+            let l = -p.max(f64::MIN_POSITIVE).ln();
+            ll += l;
+            ll2 += l * l;
+        }
+        let nf = n as f64;
+        let floor = class_floor(&RowStore::open(&cls).unwrap()).unwrap();
+        let err = wrong / nf;
+        let se_err = (floor.error_rate * (1.0 - floor.error_rate) / nf).sqrt();
+        assert!(
+            (err - floor.error_rate).abs() < 4.0 * se_err,
+            "error {err} against the stated {}",
+            floor.error_rate
+        );
+        let mean = ll / nf;
+        let se_ll = ((ll2 / nf - mean * mean) / nf).sqrt();
+        assert!(
+            (mean - floor.log_loss).abs() < 4.0 * se_ll,
+            "log loss {mean} against the stated {} (s.e. {se_ll})",
+            floor.log_loss
+        );
+        assert!(
+            floor.error_rate > 0.005 && floor.error_rate < 0.1,
+            "{floor:?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -21,7 +21,9 @@ use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, LabelError, Result, check_finite};
-pub use crate::likelihoods::labels::{check_all_classes_present, class_labels, infer_num_classes};
+pub use crate::likelihoods::labels::{
+    check_all_classes_present, class_label, class_labels, infer_num_classes,
+};
 use crate::predictive::{Predictive, SIMPLEX_TOL};
 
 /// Number of equal-width confidence bins of [`expected_calibration_error`] in
@@ -155,17 +157,18 @@ impl ClassProbs {
 
     /// The most probable class of every point (ties to the lowest index).
     pub fn predicted(&self) -> Vec<usize> {
-        (0..self.n_points())
-            .map(|i| {
-                let mut best = 0;
-                for c in 1..self.n_classes() {
-                    if self.probs[(i, c)] > self.probs[(i, best)] {
-                        best = c;
-                    }
-                }
-                best
-            })
-            .collect()
+        (0..self.n_points()).map(|i| self.top_class(i)).collect()
+    }
+
+    /// The most probable class of point `i` (ties to the lowest index).
+    fn top_class(&self, i: usize) -> usize {
+        let mut best = 0;
+        for c in 1..self.n_classes() {
+            if self.probs[(i, c)] > self.probs[(i, best)] {
+                best = c;
+            }
+        }
+        best
     }
 
     fn check_labels(&self, labels: &[usize], what: &str) -> Result<()> {
@@ -197,14 +200,7 @@ impl ClassProbs {
 /// # Errors
 /// [`Error::Shape`] for `labels.len() ≠ N`; [`Error::Label`] for a label ≥ K.
 pub fn error_rate(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
-    p.check_labels(labels, "error_rate")?;
-    let wrong = p
-        .predicted()
-        .iter()
-        .zip(labels)
-        .filter(|(a, b)| a != b)
-        .count();
-    Ok(wrong as f64 / labels.len() as f64)
+    Ok(ClassMetricsAccumulator::of(p, labels, 1, "error_rate")?.error_rate())
 }
 
 /// Mean negative log probability of the label, `−(1/N) Σ_n log p_{n,y_n}` (a zero
@@ -213,13 +209,7 @@ pub fn error_rate(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
 /// # Errors
 /// As [`error_rate`].
 pub fn log_loss(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
-    p.check_labels(labels, "log_loss")?;
-    let total: f64 = labels
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| -p.probs[(i, c)].max(f64::MIN_POSITIVE).ln())
-        .sum();
-    Ok(total / labels.len() as f64)
+    Ok(ClassMetricsAccumulator::of(p, labels, 1, "log_loss")?.log_loss())
 }
 
 /// Multiclass Brier score `(1/N) Σ_n Σ_c (p_nc − 1[y_n = c])²` ∈ [0, 2].
@@ -227,15 +217,7 @@ pub fn log_loss(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
 /// # Errors
 /// As [`error_rate`].
 pub fn brier(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
-    p.check_labels(labels, "brier")?;
-    let mut total = 0.0;
-    for (i, &y) in labels.iter().enumerate() {
-        for c in 0..p.n_classes() {
-            let t = if c == y { 1.0 } else { 0.0 };
-            total += (p.probs[(i, c)] - t).powi(2);
-        }
-    }
-    Ok(total / labels.len() as f64)
+    Ok(ClassMetricsAccumulator::of(p, labels, 1, "brier")?.brier())
 }
 
 /// Expected calibration error with `bins` equal-width bins of the top-class confidence
@@ -248,13 +230,7 @@ pub fn brier(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
 /// # Errors
 /// As [`error_rate`]; [`Error::Config`] for `bins == 0`.
 pub fn expected_calibration_error(p: &ClassProbs, labels: &[usize], bins: usize) -> Result<f64> {
-    let bins = reliability_bins(p, labels, bins)?;
-    let n: usize = bins.iter().map(|b| b.count).sum();
-    Ok(bins
-        .iter()
-        .filter_map(|b| Some((b.count, b.accuracy()?, b.confidence()?)))
-        .map(|(m, acc, conf)| (m as f64 / n as f64) * (acc - conf).abs())
-        .sum())
+    Ok(ClassMetricsAccumulator::of(p, labels, bins, "expected_calibration_error")?.ece())
 }
 
 /// One bin of a reliability diagram (see [`reliability_bins`]): the points whose
@@ -319,31 +295,7 @@ pub fn reliability_bins(
     labels: &[usize],
     bins: usize,
 ) -> Result<Vec<ReliabilityBin>> {
-    p.check_labels(labels, "reliability_bins")?;
-    if bins == 0 {
-        return Err(Error::config(
-            "bins",
-            "a reliability diagram needs at least one bin",
-        ));
-    }
-    let mut out: Vec<ReliabilityBin> = (0..bins)
-        .map(|b| ReliabilityBin {
-            lower: b as f64 / bins as f64,
-            upper: (b + 1) as f64 / bins as f64,
-            ..ReliabilityBin::default()
-        })
-        .collect();
-    let pred = p.predicted();
-    for (i, &y) in labels.iter().enumerate() {
-        let conf = p.probs[(i, pred[i])];
-        let b = ((conf * bins as f64).ceil() as usize).clamp(1, bins) - 1;
-        out[b].count += 1;
-        out[b].confidence_sum += conf;
-        if pred[i] == y {
-            out[b].correct += 1;
-        }
-    }
-    Ok(out)
+    Ok(ClassMetricsAccumulator::of(p, labels, bins, "reliability_bins")?.bins)
 }
 
 /// Area under the ROC curve of the positive-class probability `p_n1` of a binary problem:
@@ -355,43 +307,209 @@ pub fn reliability_bins(
 /// As [`error_rate`]; [`Error::Config`] for K ≠ 2; [`Error::Label`]
 /// ([`LabelError::MissingClass`]) when the labels hold only one class.
 pub fn auc(p: &ClassProbs, labels: &[usize]) -> Result<f64> {
-    p.check_labels(labels, "auc")?;
     if p.n_classes() != 2 {
+        p.check_labels(labels, "auc")?;
         return Err(Error::Unsupported(format!(
             "AUC is defined here for binary problems, got K = {}",
             p.n_classes()
         )));
     }
-    let n_pos = labels.iter().filter(|&&c| c == 1).count();
-    let n_neg = labels.len() - n_pos;
-    if n_pos == 0 || n_neg == 0 {
-        return Err(LabelError::MissingClass {
-            class: usize::from(n_pos == 0),
+    let mut acc = ClassMetricsAccumulator::of(p, labels, 1, "auc")?;
+    acc.auc().ok_or_else(|| {
+        LabelError::MissingClass {
+            class: usize::from(acc.positives.is_empty()),
             num_classes: 2,
         }
-        .into());
+        .into()
+    })
+}
+
+/// `U / (n₊ n₋)` with `U = Σ_{positives} (#negatives below + ½ #negatives equal)`, the
+/// Mann–Whitney form of [`auc`] (equal to the rank form with tied scores sharing their
+/// average rank); sorts both slices. `None` when either is empty.
+fn mann_whitney_auc(pos: &mut [f64], neg: &mut [f64]) -> Option<f64> {
+    if pos.is_empty() || neg.is_empty() {
+        return None;
     }
-    let mut order: Vec<usize> = (0..labels.len()).collect();
-    order.sort_by(|&a, &b| p.probs[(a, 1)].total_cmp(&p.probs[(b, 1)]));
-    let mut rank_sum_pos = 0.0;
-    let mut start = 0;
-    while start < order.len() {
-        let score = p.probs[(order[start], 1)];
-        let mut end = start + 1;
-        while end < order.len() && p.probs[(order[end], 1)] == score {
-            end += 1;
+    pos.sort_unstable_by(f64::total_cmp);
+    neg.sort_unstable_by(f64::total_cmp);
+    // Twice U, an integer: exact whatever the order of the additions.
+    let (mut below, mut upto, mut twice_u) = (0usize, 0usize, 0u128);
+    for &s in pos.iter() {
+        while below < neg.len() && neg[below] < s {
+            below += 1;
         }
-        // Ranks start+1 ..= end share their average.
-        let avg = (start + 1 + end) as f64 / 2.0;
-        let pos = order[start..end]
-            .iter()
-            .filter(|&&i| labels[i] == 1)
-            .count();
-        rank_sum_pos += avg * pos as f64;
-        start = end;
+        upto = upto.max(below);
+        while upto < neg.len() && neg[upto] <= s {
+            upto += 1;
+        }
+        twice_u += (below + upto) as u128;
     }
-    let (np, nn) = (n_pos as f64, n_neg as f64);
-    Ok((rank_sum_pos - np * (np + 1.0) / 2.0) / (np * nn))
+    Some(twice_u as f64 / (2.0 * pos.len() as f64 * neg.len() as f64))
+}
+
+/// Running sums of every classification metric over test points given chunk by chunk:
+/// the one place the metrics are computed, whether the predictions are held in memory
+/// ([`ClassMetrics::compute`], [`error_rate`], … push them as one chunk) or streamed from
+/// a file ([`ClassMetricsAccumulator::push`] per chunk). Every sum is accumulated in row
+/// order, so the same predictions give the same bits however they are chunked.
+///
+/// Memory: `O(bins)`, plus, for K = 2, the positive-class probability of every point
+/// pushed (8 bytes per point, the scores [`auc`] ranks).
+#[derive(Clone, Debug)]
+pub struct ClassMetricsAccumulator {
+    num_classes: usize,
+    n: usize,
+    wrong: usize,
+    log_loss_sum: f64,
+    brier_sum: f64,
+    bins: Vec<ReliabilityBin>,
+    positives: Vec<f64>,
+    negatives: Vec<f64>,
+}
+
+impl ClassMetricsAccumulator {
+    /// An empty accumulator of a K-class problem with `bins` equal-width confidence bins
+    /// (see [`reliability_bins`]).
+    ///
+    /// # Errors
+    /// [`LabelError::TooFewClasses`] for K < 2; [`Error::Config`] for `bins == 0`.
+    pub fn new(num_classes: usize, bins: usize) -> Result<Self> {
+        if num_classes < 2 {
+            return Err(LabelError::TooFewClasses { num_classes }.into());
+        }
+        if bins == 0 {
+            return Err(Error::config(
+                "bins",
+                "a reliability diagram needs at least one bin",
+            ));
+        }
+        Ok(Self {
+            num_classes,
+            n: 0,
+            wrong: 0,
+            log_loss_sum: -0.0,
+            brier_sum: 0.0,
+            bins: (0..bins)
+                .map(|b| ReliabilityBin {
+                    lower: b as f64 / bins as f64,
+                    upper: (b + 1) as f64 / bins as f64,
+                    ..ReliabilityBin::default()
+                })
+                .collect(),
+            positives: Vec::new(),
+            negatives: Vec::new(),
+        })
+    }
+
+    /// An accumulator of `bins` bins holding `p` at `labels` (`what` names the caller in
+    /// errors).
+    fn of(p: &ClassProbs, labels: &[usize], bins: usize, what: &str) -> Result<Self> {
+        p.check_labels(labels, what)?;
+        let mut acc = Self::new(p.n_classes(), bins)?;
+        acc.add(p, labels);
+        Ok(acc)
+    }
+
+    /// Adds the next chunk of points: probabilities `p` at `labels`.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] for `labels.len() ≠ N` or a K other than the accumulator's;
+    /// [`Error::Label`] for a label ≥ K. Nothing is added on error.
+    pub fn push(&mut self, p: &ClassProbs, labels: &[usize]) -> Result<()> {
+        if p.n_classes() != self.num_classes {
+            return Err(Error::shape(
+                "ClassMetricsAccumulator::push (classes)",
+                self.num_classes,
+                p.n_classes(),
+            ));
+        }
+        p.check_labels(labels, "ClassMetricsAccumulator::push")?;
+        self.add(p, labels);
+        Ok(())
+    }
+
+    /// [`ClassMetricsAccumulator::push`] after the checks.
+    fn add(&mut self, p: &ClassProbs, labels: &[usize]) {
+        let nb = self.bins.len();
+        for (i, &y) in labels.iter().enumerate() {
+            let top = p.top_class(i);
+            let conf = p.probs[(i, top)];
+            self.wrong += usize::from(top != y);
+            self.log_loss_sum += -p.probs[(i, y)].max(f64::MIN_POSITIVE).ln();
+            for c in 0..self.num_classes {
+                let t = if c == y { 1.0 } else { 0.0 };
+                self.brier_sum += (p.probs[(i, c)] - t).powi(2);
+            }
+            let b = ((conf * nb as f64).ceil() as usize).clamp(1, nb) - 1;
+            let bin = &mut self.bins[b];
+            bin.count += 1;
+            bin.confidence_sum += conf;
+            bin.correct += usize::from(top == y);
+            if self.num_classes == 2 {
+                let score = p.probs[(i, 1)];
+                if y == 1 {
+                    self.positives.push(score);
+                } else {
+                    self.negatives.push(score);
+                }
+            }
+        }
+        self.n += labels.len();
+    }
+
+    /// Points pushed so far.
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    fn mean(&self, sum: f64) -> f64 {
+        sum / self.n as f64
+    }
+
+    fn error_rate(&self) -> f64 {
+        self.wrong as f64 / self.n as f64
+    }
+
+    fn log_loss(&self) -> f64 {
+        self.mean(self.log_loss_sum)
+    }
+
+    fn brier(&self) -> f64 {
+        self.mean(self.brier_sum)
+    }
+
+    fn ece(&self) -> f64 {
+        self.bins
+            .iter()
+            .filter_map(|b| Some((b.count, b.accuracy()?, b.confidence()?)))
+            .map(|(m, acc, conf)| (m as f64 / self.n as f64) * (acc - conf).abs())
+            .sum()
+    }
+
+    /// AUC of the points so far (K = 2 with both classes present), else `None`; sorts the
+    /// held scores in place.
+    fn auc(&mut self) -> Option<f64> {
+        mann_whitney_auc(&mut self.positives, &mut self.negatives)
+    }
+
+    /// The metrics of every point pushed, and the reliability bins.
+    ///
+    /// # Errors
+    /// [`Error::Empty`] when no point was pushed.
+    pub fn finish(mut self) -> Result<(ClassMetrics, Vec<ReliabilityBin>)> {
+        if self.n == 0 {
+            return Err(Error::Empty("classification metrics of no points".into()));
+        }
+        let metrics = ClassMetrics {
+            error_rate: self.error_rate(),
+            log_loss: self.log_loss(),
+            brier: self.brier(),
+            ece: self.ece(),
+            auc: self.auc(),
+        };
+        Ok((metrics, self.bins))
+    }
 }
 
 /// The classification metrics of one test set.
@@ -415,17 +533,10 @@ impl ClassMetrics {
     /// # Errors
     /// As [`error_rate`].
     pub fn compute(p: &ClassProbs, labels: &[usize]) -> Result<ClassMetrics> {
-        let both = labels.contains(&0) && labels.contains(&1);
-        Ok(ClassMetrics {
-            error_rate: error_rate(p, labels)?,
-            log_loss: log_loss(p, labels)?,
-            brier: brier(p, labels)?,
-            ece: expected_calibration_error(p, labels, ECE_BINS)?,
-            auc: if p.n_classes() == 2 && both {
-                Some(auc(p, labels)?)
-            } else {
-                None
-            },
-        })
+        Ok(
+            ClassMetricsAccumulator::of(p, labels, ECE_BINS, "ClassMetrics::compute")?
+                .finish()?
+                .0,
+        )
     }
 }

@@ -1,8 +1,9 @@
 //! Classification labels, class probabilities and metrics against hand-computed values.
 
 use dgp_traits::classification::{
-    ClassMetrics, ClassProbs, ECE_BINS, auc, brier, check_all_classes_present, class_labels,
-    error_rate, expected_calibration_error, infer_num_classes, log_loss,
+    ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, auc, brier,
+    check_all_classes_present, class_labels, error_rate, expected_calibration_error,
+    infer_num_classes, log_loss, reliability_bins,
 };
 use dgp_traits::error::{Error, LabelError};
 use dgp_traits::rng::seeded;
@@ -196,4 +197,79 @@ fn reliability_bins_are_the_ece_bins_and_pool_by_addition() {
     assert_eq!(pooled[9].confidence(), bins[9].confidence());
     assert!(ReliabilityBin::pool(&[bins, vec![ReliabilityBin::default()]]).is_err());
     assert!(reliability_bins(&p, &y, 0).is_err());
+}
+
+/// Random K-class probabilities (with ties and exact zeros) and labels.
+fn random_problem(n: usize, k: usize, seed: u64) -> (Mat<f64>, Vec<usize>) {
+    let mut rng = seeded(seed);
+    let raw = Mat::from_fn(n, k, |_, _| (rng.random_range(0..5) as f64) / 4.0);
+    let probs = Mat::from_fn(n, k, |i, c| {
+        let s: f64 = (0..k).map(|j| raw[(i, j)]).sum();
+        if s == 0.0 {
+            1.0 / k as f64
+        } else {
+            raw[(i, c)] / s
+        }
+    });
+    let y = (0..n).map(|_| rng.random_range(0..k)).collect();
+    (probs, y)
+}
+
+/// Rows `from..to` as class probabilities (each row normalised as on its own).
+fn rows(p: &Mat<f64>, from: usize, to: usize) -> ClassProbs {
+    ClassProbs::new(p.subrows(from, to - from).to_owned()).unwrap()
+}
+
+proptest::proptest! {
+    /// The metrics of points pushed in chunks of any sizes equal, bit for bit, the
+    /// metrics of the same points at once (every sum in row order): a streamed test file
+    /// and the same predictions in memory cannot disagree.
+    #[test]
+    fn chunked_accumulation_equals_one_pass_bit_for_bit(
+        n in 1usize..200,
+        k in 2usize..5,
+        chunk in 1usize..64,
+        seed in 0u64..1000,
+    ) {
+        let (raw, y) = random_problem(n, k, seed);
+        let p = ClassProbs::new(raw.clone()).unwrap();
+        let whole = ClassMetrics::compute(&p, &y).unwrap();
+        let bins = reliability_bins(&p, &y, ECE_BINS).unwrap();
+        let mut acc = ClassMetricsAccumulator::new(k, ECE_BINS).unwrap();
+        let mut start = 0;
+        while start < n {
+            let end = (start + chunk).min(n);
+            acc.push(&rows(&raw, start, end), &y[start..end]).unwrap();
+            start = end;
+        }
+        proptest::prop_assert_eq!(acc.rows(), n);
+        let (m, b) = acc.finish().unwrap();
+        let bits = |m: &ClassMetrics| {
+            [m.error_rate, m.log_loss, m.brier, m.ece, m.auc.unwrap_or(-1.0)].map(f64::to_bits)
+        };
+        proptest::prop_assert_eq!(bits(&m), bits(&whole));
+        proptest::prop_assert_eq!(b, bins);
+    }
+}
+
+#[test]
+fn the_accumulator_checks_its_inputs() {
+    assert!(matches!(
+        ClassMetricsAccumulator::new(1, ECE_BINS),
+        Err(Error::Label(LabelError::TooFewClasses { num_classes: 1 }))
+    ));
+    assert!(matches!(
+        ClassMetricsAccumulator::new(2, 0),
+        Err(Error::Config(_))
+    ));
+    let mut acc = ClassMetricsAccumulator::new(3, ECE_BINS).unwrap();
+    let (p, y) = example();
+    // Two classes pushed into a three-class accumulator.
+    assert!(matches!(acc.push(&p, &y), Err(Error::Shape { .. })));
+    let (p3, _) = random_problem(2, 3, 1);
+    let p3 = ClassProbs::new(p3).unwrap();
+    assert!(matches!(acc.push(&p3, &[0]), Err(Error::Shape { .. })));
+    assert!(matches!(acc.push(&p3, &[0, 3]), Err(Error::Label(_))));
+    assert_eq!(acc.rows(), 0, "nothing is added on error");
+    assert!(matches!(acc.finish(), Err(Error::Empty(_))));
 }

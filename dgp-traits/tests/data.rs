@@ -263,6 +263,7 @@ fn standardizer_drop_option_keeps_names_and_rejects_all_constant() {
     ));
     let bad = StandardizeOptions {
         drop_features_below: Some(f64::NAN),
+        ..StandardizeOptions::default()
     };
     assert!(matches!(
         Standardizer::fit_with(&flat, bad),

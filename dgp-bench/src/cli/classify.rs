@@ -77,20 +77,33 @@ pub(super) fn setting_likelihood(model: &ModelFlags) -> Result<Option<Value>> {
 /// [`BenchError::Usage`] for an unknown task, a classification likelihood with
 /// `--task regression`, or `--likelihood` next to a classification `likelihood` setting.
 pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
-    let setting = setting_likelihood(&a.model)?.filter(|v| {
+    requested_from(a.task.as_deref(), a.likelihood.as_deref(), &a.model)
+}
+
+/// [`requested`] from the flags `--task`, `--likelihood` and the model flags' settings
+/// (of `run` or `stream`).
+///
+/// # Errors
+/// As [`requested`].
+pub(super) fn requested_from(
+    task: Option<&str>,
+    likelihood: Option<&str>,
+    model: &ModelFlags,
+) -> Result<Option<Requested>> {
+    let setting = setting_likelihood(model)?.filter(|v| {
         v.get("kind")
             .and_then(Value::as_str)
             .is_some_and(|k| k != "gaussian")
     });
     if let Some(v) = setting {
-        if a.likelihood.is_some() {
+        if likelihood.is_some() {
             return Err(BenchError::Usage(
                 "--likelihood and a likelihood setting (--set / --config) both name the \
                  likelihood; keep one"
                     .into(),
             ));
         }
-        return match a.task.as_deref() {
+        return match task {
             None | Some(CLASSIFICATION_TASK) => Ok(Some(Requested::Setting(v))),
             Some(_) => Err(BenchError::Usage(
                 "the likelihood setting is a classification likelihood but --task is not \
@@ -99,16 +112,15 @@ pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
             )),
         };
     }
-    if a.likelihood.as_deref() == Some("gaussian") && a.task.as_deref() == Some(CLASSIFICATION_TASK)
-    {
+    if likelihood == Some("gaussian") && task == Some(CLASSIFICATION_TASK) {
         return Err(BenchError::Usage(
             "--likelihood gaussian is the regression likelihood; a classification run takes \
              probit, logit, robust-max or softmax"
                 .into(),
         ));
     }
-    let lik = a.likelihood.as_deref().filter(|l| *l != "gaussian");
-    match a.task.as_deref() {
+    let lik = likelihood.filter(|l| *l != "gaussian");
+    match task {
         None | Some("regression") if lik.is_none() => Ok(None),
         None | Some(CLASSIFICATION_TASK) => Ok(Some(Requested::Named(lik.map(str::to_string)))),
         Some("regression") => Err(BenchError::Usage(format!(
@@ -119,6 +131,89 @@ pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
             "--task: unknown task '{other}' (regression, classification)"
         ))),
     }
+}
+
+impl Requested {
+    /// The likelihood asked for, on data with K = `num_classes` classes: the named one (or
+    /// the default for K, [`default_likelihood_name`]), or the setting completed with K
+    /// ([`likelihood_from_setting`]).
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] for an unknown name or one that does not suit K.
+    pub(super) fn resolve(&self, num_classes: usize) -> Result<Likelihood> {
+        match self {
+            Requested::Named(n) => likelihood_by_name(
+                n.as_deref().unwrap_or(default_likelihood_name(num_classes)),
+                num_classes,
+            ),
+            Requested::Setting(v) => likelihood_from_setting(v, num_classes),
+        }
+    }
+
+    /// `model` with a likelihood setting replaced by `likelihood` in full (a partial
+    /// setting takes K from the data; the backends see the completed one, set after every
+    /// other source); `model` unchanged for a named likelihood.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] if the likelihood cannot be serialised.
+    pub(super) fn completed(
+        &self,
+        model: &ModelFlags,
+        likelihood: &Likelihood,
+    ) -> Result<ModelFlags> {
+        let mut m = model.clone();
+        if let Requested::Setting(_) = self {
+            m.set.retain(|s| {
+                s.split_once('=')
+                    .is_none_or(|(k, _)| k.trim().split('.').next() != Some("likelihood"))
+            });
+            let full = serde_json::to_string(likelihood)
+                .map_err(|e| BenchError::Usage(format!("likelihood: {e}")))?;
+            m.set.push(format!("likelihood={full}"));
+        }
+        Ok(m)
+    }
+
+    /// Refuses settings that name a likelihood next to `--likelihood` (`settings` of one
+    /// backend, before the run's likelihood is put in).
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] as said.
+    pub(super) fn check_settings(&self, settings: &Settings) -> Result<()> {
+        if matches!(self, Requested::Named(_)) && settings.contains_key("likelihood") {
+            return Err(BenchError::Usage(
+                "a classification run sets the likelihood from --likelihood; remove \
+                 'likelihood' from --set / --config"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a backend that does not declare `likelihood`'s family in its capabilities.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the backend, the family, K and the likelihood.
+pub(super) fn check_backend_supports(
+    b: &crate::backends::BackendEntry,
+    likelihood: &Likelihood,
+    num_classes: usize,
+) -> Result<()> {
+    if b.capabilities().supports(likelihood.family()) {
+        return Ok(());
+    }
+    Err(BenchError::Usage(format!(
+        "--backend {}: it does not train {} likelihoods ({} classes, likelihood {}); \
+         `dgp-bench backends` lists what each backend supports",
+        b.name(),
+        serde_json::to_value(likelihood.family())
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        num_classes,
+        likelihood_name(likelihood)
+    )))
 }
 
 /// Runs the classification experiments of `a` (see the module docs).
@@ -133,31 +228,13 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let (k, labels) = class_labels_of(&data.name, data.data().y(), a.classes)?;
-    let likelihood = match requested {
-        Requested::Named(n) => {
-            likelihood_by_name(n.as_deref().unwrap_or(default_likelihood_name(k)), k)?
-        }
-        Requested::Setting(v) => likelihood_from_setting(v, k)?,
-    };
+    let likelihood = requested.resolve(k)?;
     let name = likelihood_name(&likelihood);
-    // A likelihood setting may be partial (K taken from the data): the backends see the
-    // completed one, set after every other source.
-    let completed;
-    let a = match requested {
-        Requested::Named(_) => a,
-        Requested::Setting(_) => {
-            let mut b = a.clone();
-            b.model.set.retain(|s| {
-                s.split_once('=')
-                    .is_none_or(|(k, _)| k.trim().split('.').next() != Some("likelihood"))
-            });
-            let full = serde_json::to_string(&likelihood)
-                .map_err(|e| BenchError::Usage(format!("likelihood: {e}")))?;
-            b.model.set.push(format!("likelihood={full}"));
-            completed = b;
-            &completed
-        }
+    let completed = RunArgs {
+        model: requested.completed(&a.model, &likelihood)?,
+        ..a.clone()
     };
+    let a = &completed;
     for &s in &splits {
         let (train_idx, _) = data.split(s)?;
         check_training_classes(&data.name, s, &labels, &train_idx, k)?;
@@ -165,27 +242,8 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
     let mut specs = build_specs(a, &data, &splits)?;
     check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     for spec in &specs {
-        let b = spec.backend;
-        if !b.capabilities().supports(likelihood.family()) {
-            return Err(BenchError::Usage(format!(
-                "--backend {}: it does not train {} likelihoods ({} classes, likelihood {name}); \
-                 `dgp-bench backends` lists what each backend supports",
-                b.name(),
-                serde_json::to_value(likelihood.family())
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                k
-            )));
-        }
-        if matches!(requested, Requested::Named(_)) && spec.arch.settings.contains_key("likelihood")
-        {
-            return Err(BenchError::Usage(
-                "a classification run sets the likelihood from --likelihood; remove \
-                 'likelihood' from --set / --config"
-                    .into(),
-            ));
-        }
+        check_backend_supports(spec.backend, &likelihood, k)?;
+        requested.check_settings(&spec.arch.settings)?;
     }
     // Every spec carries the likelihood in its settings: the backend checks them before
     // any training, and a checkpoint's fingerprint (which hashes the settings) tells one

@@ -15,6 +15,13 @@
 //!    accumulated on the way and per-row predictions optionally written as CSV or Parquet
 //!    (with the predictive mixture's components; [`PredictionWriter`]).
 //!
+//! Classification (`--task classification`, `--likelihood NAME` or a `likelihood`
+//! setting; K and the likelihood decided as `run` decides them): before step 1 the labels
+//! of both files are checked in one streamed pass each ([`dgp_io::labels::class_counts`]:
+//! integers in `0..K`, K ≥ 2, every class in the training file), step 1 standardises the
+//! inputs alone ([`dgp_traits::data::TargetScaling::Keep`]), and step 4 scores the class
+//! probabilities with [`ClassMetricsAccumulator`] (see [`predict_file`]).
+//!
 //! The record says how long training took, the step rate, and the largest anonymous
 //! resident memory (`RssAnon` of `/proc/self/status`, sampled every 50 steps and after
 //! prediction; memory-mapped file pages are page cache, not counted there).
@@ -29,10 +36,15 @@ use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use parquet::arrow::ArrowWriter;
 
 use clap::Args;
+use dgp_io::labels::class_counts;
 use dgp_io::rowstore::RowStore;
 use dgp_io::standardize::{StandardizedRows, fit_standardizer};
-use dgp_traits::data::{RowSource, Standardizer};
+use dgp_traits::classification::{
+    ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, ReliabilityBin, class_label,
+};
+use dgp_traits::data::{RowSource, StandardizeOptions, Standardizer};
 use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
+use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::train::{FitSummary, HeldOutRule};
 use faer::Mat;
@@ -44,6 +56,7 @@ use crate::checkpointing::{
     CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
     start_session_for, stop_requested,
 };
+use crate::classification::{label_error, with_likelihood};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 
@@ -104,6 +117,20 @@ pub struct StreamArgs {
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Task: regression (default) or classification (the target column holds class
+    /// labels 0..K-1, checked in both files before training; inputs alone are
+    /// standardised; metrics error, log loss, Brier, ECE, AUC for K = 2).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Likelihood of a classification stream: probit or logit (K = 2), robust-max or
+    /// softmax (any K) [default: probit for K = 2, robust-max otherwise]; implies --task
+    /// classification.
+    #[arg(long, value_name = "NAME")]
+    pub likelihood: Option<String>,
+    /// Number of classes K of a classification stream [default: the largest training
+    /// label + 1].
+    #[arg(long, value_name = "K")]
+    pub classes: Option<usize>,
     /// Model and optimiser flags.
     #[command(flatten)]
     pub model: ModelFlags,
@@ -140,10 +167,16 @@ pub struct StreamRecord {
     pub train_seconds: f64,
     /// Milliseconds per training step.
     pub ms_per_step: f64,
-    /// Mean test negative log predictive density, original units.
+    /// Mean test negative log predictive density, original units (classification: the
+    /// log loss, the mean negative log probability of the test label).
     pub nll: f64,
-    /// Test root mean squared error of the predictive mean, original units.
-    pub rmse: f64,
+    /// Test root mean squared error of the predictive mean, original units (regression
+    /// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmse: Option<f64>,
+    /// Classification: K, the likelihood, the test metrics and reliability bins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<StreamClassResult>,
     /// Bayes-optimal mean test NLL (synthetic data only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bayes_nll: Option<f64>,
@@ -165,6 +198,29 @@ pub struct StreamRecord {
     /// What the held-out early stopping did (rows held out, step kept, scores), if it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out: Option<FitSummary>,
+}
+
+/// The classification part of a [`StreamRecord`]: what a classification record of `run`
+/// ([`crate::classification::ClassSplitRecord`]) says of its test set.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamClassResult {
+    /// K.
+    pub num_classes: usize,
+    /// The likelihood configuration used.
+    pub likelihood: Likelihood,
+    /// Training rows per class (index k: class k).
+    pub train_class_counts: Vec<u64>,
+    /// Test metrics ([`ClassMetricsAccumulator`], the code of `run`'s metrics).
+    pub metrics: ClassMetrics,
+    /// The test rows' [`ECE_BINS`] reliability bins.
+    pub reliability: Vec<ReliabilityBin>,
+    /// Synthetic classification data only ([`dgp_io::synth::class_floor`]): the
+    /// Bayes-optimal test error rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bayes_error: Option<f64>,
+    /// Synthetic classification data only: the Bayes-optimal test log loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bayes_log_loss: Option<f64>,
 }
 
 /// The rule `--early-stopping` names: `patience`, `lindinger` or a [`HeldOutRule`] as JSON.
@@ -259,36 +315,51 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             b.name()
         )));
     }
-    // The training file's targets are standardised as real numbers: a classification
-    // likelihood would train on shifted, scaled labels, so it is refused, not run.
-    if let Some(kind) = super::classify::setting_likelihood(&a.model)?
-        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
-        .filter(|k| k != "gaussian")
-    {
-        return Err(BenchError::Usage(format!(
-            "setting likelihood: stream trains regression (Gaussian) models only, not the \
-             {kind} likelihood; train classification with `dgp-bench run --task \
-             classification`"
-        )));
+    let requested =
+        super::classify::requested_from(a.task.as_deref(), a.likelihood.as_deref(), &a.model)?;
+    if requested.is_some() && a.predictions.is_some() {
+        return Err(BenchError::Usage(
+            "--predictions: per-row predictions are written for regression streams only; \
+             drop --predictions (the record holds the classification metrics)"
+                .into(),
+        ));
+    }
+    if requested.is_none() && a.classes.is_some() {
+        return Err(BenchError::Usage(
+            "--classes applies to classification streams (--task classification or \
+             --likelihood NAME)"
+                .into(),
+        ));
     }
     let init_rows = nonzero("--init-rows", a.init_rows)?;
     let chunk = nonzero("--predict-chunk", a.predict_chunk)?;
-    let settings = a.model.settings_input((None, None))?;
     a.model.refuse_unused_lr(&[b])?;
-    let arch = arch_from(
-        b,
-        &ArchArgs {
-            layers: a.layers,
-            train_samples: a.train_samples,
-            predict_samples: a.samples,
-            samples: Some(a.samples),
-            flags: &a.model,
-            settings: &settings,
-            tune: false,
-            seed: a.seed,
-        },
-    )?;
-    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
+    let build_arch = |flags: &ModelFlags| {
+        let settings = flags.settings_input((None, None))?;
+        arch_from(
+            b,
+            &ArchArgs {
+                layers: a.layers,
+                train_samples: a.train_samples,
+                predict_samples: a.samples,
+                samples: Some(a.samples),
+                flags,
+                settings: &settings,
+                tune: false,
+                seed: a.seed,
+            },
+        )
+    };
+    // The flags' own checks come before any file is read; a partial likelihood setting
+    // is completed with K from the training labels first.
+    let early_arch = match &requested {
+        Some(super::classify::Requested::Setting(_)) => None,
+        _ => {
+            let arch = build_arch(&a.model)?;
+            super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
+            Some(arch)
+        }
+    };
     let train_file = open(&a.train, "the training rows")?;
     let test_file = open(&a.test, "the test rows")?;
     if (test_file.input_dim(), test_file.output_dim())
@@ -302,13 +373,47 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             train_file.output_dim()
         )));
     }
+    // Classification: the labels of both files are checked before anything is trained
+    // (every class of 0..K in the training file), K decided as `run` decides it.
+    let class = match &requested {
+        None => None,
+        Some(req) => {
+            let rows = dgp_io::chunks::DEFAULT_CHUNK_ROWS;
+            let named = |what: &str, path: &Path| format!("{what} {}", path.display());
+            let train_counts = class_counts(&train_file, a.classes, true, rows)
+                .map_err(|e| label_error(&named("the training file", &a.train), e))?;
+            let k = train_counts.num_classes;
+            class_counts(&test_file, Some(k), false, rows)
+                .map_err(|e| label_error(&named("the test file", &a.test), e))?;
+            let likelihood = req.resolve(k)?;
+            super::classify::check_backend_supports(b, &likelihood, k)?;
+            let counts = (0..k)
+                .map(|c| train_counts.counts.get(&c).copied().unwrap_or(0))
+                .collect::<Vec<_>>();
+            Some((req, likelihood, counts))
+        }
+    };
+    let mut arch = match (early_arch, &class) {
+        (Some(arch), _) => arch,
+        (None, Some((req, lik, _))) => build_arch(&req.completed(&a.model, lik)?)?,
+        (None, None) => build_arch(&a.model)?,
+    };
+    if let Some((req, lik, _)) = &class {
+        req.check_settings(&arch.settings)?;
+        arch.settings = with_likelihood(&arch.settings, lik)
+            .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
+        b.check(&arch)?;
+    }
+    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
     install_interrupt_handler();
-    let st = fit_standardizer(
-        &train_file,
-        Default::default(),
-        dgp_io::chunks::DEFAULT_CHUNK_ROWS,
-    )
-    .map_err(|e| BenchError::run("standardising the training rows", e))?;
+    // Classification standardises the inputs alone: labels are class indices.
+    let opts = if class.is_some() {
+        StandardizeOptions::default().keep_targets()
+    } else {
+        StandardizeOptions::default()
+    };
+    let st = fit_standardizer(&train_file, opts, dgp_io::chunks::DEFAULT_CHUNK_ROWS)
+        .map_err(|e| BenchError::run("standardising the training rows", e))?;
     let n = train_file.n();
     let target = CheckpointTarget {
         file: format!("stream-{}-L{}.json", b.name(), a.layers),
@@ -413,6 +518,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             samples: a.samples,
             seed: a.seed,
         },
+        class
+            .as_ref()
+            .map(|(_, lik, _)| lik.num_classes().unwrap_or(2)),
         writer.as_mut(),
     )?;
     if let Some(w) = writer {
@@ -420,13 +528,34 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     }
     let predict_seconds = t0.elapsed().as_secs_f64();
     obs.peak_anon_kib = obs.peak_anon_kib.max(rss_anon_kib());
-    let floor = if a.synth {
+    let floor = if a.synth && class.is_none() {
         Some(
             dgp_io::synth::noise_floor(&test_file)
                 .map_err(|e| BenchError::run("the Bayes-optimal NLL of the test rows", e))?,
         )
     } else {
         None
+    };
+    let classification = match (class, eval.class) {
+        (Some((_, likelihood, train_class_counts)), Some((metrics, reliability))) => {
+            let bayes = if a.synth {
+                Some(dgp_io::synth::class_floor(&test_file).map_err(|e| {
+                    BenchError::run("the Bayes-optimal error and log loss of the test rows", e)
+                })?)
+            } else {
+                None
+            };
+            Some(StreamClassResult {
+                num_classes: train_class_counts.len(),
+                likelihood,
+                train_class_counts,
+                metrics,
+                reliability,
+                bayes_error: bayes.map(|b| b.error_rate),
+                bayes_log_loss: bayes.map(|b| b.log_loss),
+            })
+        }
+        _ => None,
     };
     let record = StreamRecord {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -442,6 +571,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         ms_per_step: 1e3 * train_seconds / report.steps.max(1) as f64,
         nll: eval.nll,
         rmse: eval.rmse,
+        classification,
         bayes_nll: floor.map(|f| f.bayes_nll),
         homoscedastic_nll: floor.map(|f| f.homoscedastic_nll),
         noise_rmse: floor.map(|f| f.rmse),
@@ -464,33 +594,49 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
 }
 
 /// Accumulated test metrics.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FileMetrics {
-    /// Mean negative log predictive density.
+    /// Mean negative log predictive density (classification: the log loss).
     pub nll: f64,
-    /// Root mean squared error of the predictive mean.
-    pub rmse: f64,
+    /// Root mean squared error of the predictive mean (regression only).
+    pub rmse: Option<f64>,
+    /// Classification: the metrics and reliability bins of
+    /// [`ClassMetricsAccumulator`].
+    pub class: Option<(ClassMetrics, Vec<ReliabilityBin>)>,
     /// Rows predicted.
     pub rows: usize,
 }
 
 /// Predicts the rows of `test` (original units) in chunks of `chunk` rows — chunk k with
-/// prediction seed `cfg.seed + k` — accumulating NLL and squared error in row order and
-/// handing each chunk's predictive to `writer`.
+/// prediction seed `cfg.seed + k` — accumulating the metrics in row order and handing
+/// each chunk's predictive to `writer`.
+///
+/// Regression (`classes` = `None`): NLL and squared error of the predictive mapped back
+/// to original units. Classification (`classes` = `Some(K)`, targets class labels,
+/// inputs-only standardiser): the predictive's class probabilities go chunk by chunk into
+/// a [`ClassMetricsAccumulator`] with [`ECE_BINS`] bins, the code the in-memory metrics
+/// run through, so the same predictions give the same metrics bit for bit; memory is the
+/// chunk plus, for K = 2, 8 bytes per test row (the scores AUC ranks).
 ///
 /// # Errors
-/// Read errors of `test`, prediction errors, write errors.
+/// Read errors of `test`, prediction errors, label errors, write errors.
 pub fn predict_file(
     model: &dyn Model,
     st: &Standardizer,
     test: &dyn RowSource,
     chunk: usize,
     cfg: &PredictConfig,
+    classes: Option<usize>,
     mut writer: Option<&mut PredictionWriter>,
 ) -> Result<FileMetrics> {
     let n = test.n();
     let (d, p) = (test.input_dim(), test.output_dim());
     let (mut nll, mut se) = (0.0, 0.0);
+    let mut acc = classes
+        .map(|k| ClassMetricsAccumulator::new(k, ECE_BINS))
+        .transpose()
+        .map_err(|e| BenchError::run("scoring the test rows", e))?;
+    let mut labels = Vec::new();
     let mut idx = Vec::with_capacity(chunk);
     let mut start = 0;
     let mut k = 0u64;
@@ -508,28 +654,47 @@ pub fn predict_file(
             samples: cfg.samples,
             seed: cfg.seed.wrapping_add(k),
         };
-        let pred = model
-            .predict(xs.as_ref(), &pc)
-            .and_then(|p| p.unstandardize(&st.y_mean, &st.y_std))
-            .map_err(run)?;
-        let ld = pred.log_density(y.as_ref()).map_err(run)?;
-        let mean = pred.mean();
-        for (i, l) in ld.iter().enumerate() {
-            nll -= l;
-            for j in 0..p {
-                let e = mean[(i, j)] - y[(i, j)];
-                se += e * e;
+        let pred = model.predict(xs.as_ref(), &pc).map_err(run)?;
+        if let Some(acc) = acc.as_mut() {
+            labels.clear();
+            for i in 0..len {
+                labels.push(class_label(start + i, y[(i, 0)]).map_err(run)?);
             }
-        }
-        if let Some(w) = writer.as_deref_mut() {
-            w.write_chunk(&pred, &ld, y.as_ref())?;
+            let probs = ClassProbs::from_predictive(&pred).map_err(run)?;
+            acc.push(&probs, &labels).map_err(run)?;
+        } else {
+            let pred = pred.unstandardize(&st.y_mean, &st.y_std).map_err(run)?;
+            let ld = pred.log_density(y.as_ref()).map_err(run)?;
+            let mean = pred.mean();
+            for (i, l) in ld.iter().enumerate() {
+                nll -= l;
+                for j in 0..p {
+                    let e = mean[(i, j)] - y[(i, j)];
+                    se += e * e;
+                }
+            }
+            if let Some(w) = writer.as_deref_mut() {
+                w.write_chunk(&pred, &ld, y.as_ref())?;
+            }
         }
         start += len;
         k += 1;
     }
+    if let Some(acc) = acc {
+        let (metrics, bins) = acc
+            .finish()
+            .map_err(|e| BenchError::run("scoring the test rows", e))?;
+        return Ok(FileMetrics {
+            nll: metrics.log_loss,
+            rmse: None,
+            class: Some((metrics, bins)),
+            rows: n,
+        });
+    }
     Ok(FileMetrics {
         nll: nll / n as f64,
-        rmse: (se / (n * p) as f64).sqrt(),
+        rmse: Some((se / (n * p) as f64).sqrt()),
+        class: None,
         rows: n,
     })
 }
@@ -757,23 +922,45 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 fn print_record(r: &StreamRecord) {
+    let scores = match &r.classification {
+        Some(c) => {
+            let m = &c.metrics;
+            format!(
+                "K = {} ({}): test error {:.4}, log loss {:.4}, Brier {:.4}, ECE {:.4}{}{}",
+                c.num_classes,
+                crate::classification::likelihood_name(&c.likelihood),
+                m.error_rate,
+                m.log_loss,
+                m.brier,
+                m.ece,
+                m.auc.map(|v| format!(", AUC {v:.4}")).unwrap_or_default(),
+                c.bayes_error
+                    .zip(c.bayes_log_loss)
+                    .map(|(e, l)| format!(" (Bayes-optimal error {e:.4}, log loss {l:.4})"))
+                    .unwrap_or_default()
+            )
+        }
+        None => format!(
+            "test NLL {:.4}, RMSE {:.4}{}{}",
+            r.nll,
+            r.rmse.unwrap_or(f64::NAN),
+            r.bayes_nll
+                .map(|b| format!(" (Bayes-optimal {b:.4}, gap {:.4})", r.nll - b))
+                .unwrap_or_default(),
+            r.homoscedastic_nll
+                .zip(r.noise_rmse)
+                .map(|(h, e)| format!(" (one noise variance: best NLL {h:.4}, RMSE floor {e:.4})"))
+                .unwrap_or_default(),
+        ),
+    };
     println!(
-        "{} L={} ({} rows from {}; batch {}, {} steps): test NLL {:.4}, RMSE {:.4}{}{}; train {:.1} s ({:.2} ms/step); predict {:.1} s; peak RssAnon {:.0} MiB",
+        "{} L={} ({} rows from {}; batch {}, {} steps): {scores}; train {:.1} s ({:.2} ms/step); predict {:.1} s; peak RssAnon {:.0} MiB",
         r.backend,
         r.layers,
         r.n_train,
         r.rows_from,
         r.batch,
         r.steps,
-        r.nll,
-        r.rmse,
-        r.bayes_nll
-            .map(|b| format!(" (Bayes-optimal {b:.4}, gap {:.4})", r.nll - b))
-            .unwrap_or_default(),
-        r.homoscedastic_nll
-            .zip(r.noise_rmse)
-            .map(|(h, e)| format!(" (one noise variance: best NLL {h:.4}, RMSE floor {e:.4})"))
-            .unwrap_or_default(),
         r.train_seconds,
         r.ms_per_step,
         r.predict_seconds,
@@ -814,6 +1001,91 @@ mod tests {
         let y = Mat::zeros(2, 1);
         let ld = pred.log_density(y.as_ref()).unwrap();
         (pred, ld, y)
+    }
+
+    /// Two Gaussian blobs in 2-D: `n` rows, labels alternating 0, 1.
+    fn blobs(n: usize, seed: u64) -> dgp_traits::data::Dataset {
+        let raw = dgp_traits::rng::standard_normal(&mut dgp_traits::rng::seeded(seed), n, 2);
+        let x = Mat::from_fn(n, 2, |i, j| {
+            0.8 * raw[(i, j)] + if i % 2 == 1 { 1.5 } else { 0.0 }
+        });
+        let y = Mat::from_fn(n, 1, |i, _| (i % 2) as f64);
+        dgp_traits::data::Dataset::new(x, y).unwrap()
+    }
+
+    /// The metrics `predict_file` accumulates chunk by chunk equal, bit for bit, the
+    /// metrics of `run`'s in-memory evaluation of the same predictions (one SGP: its
+    /// class probabilities do not depend on the prediction seed, so any chunking gives
+    /// the same predictions; DGP2 predicted in one chunk with the same seed).
+    #[test]
+    fn streamed_metrics_equal_the_in_memory_metrics_of_the_same_predictions() {
+        use crate::classification::{ClassExperimentSpec, build_model, evaluate};
+        use dgp_traits::backend::{CommonSettings, Settings};
+        let (train, test) = (blobs(120, 1), blobs(53, 2));
+        let st =
+            Standardizer::fit_with(&train, StandardizeOptions::default().keep_targets()).unwrap();
+        let train_std = st.transform(&train).unwrap();
+        let labels: Vec<usize> = (0..test.n()).map(|i| i % 2).collect();
+        for (layers, chunk) in [(1, 7), (1, 53), (2, 53), (2, 100)] {
+            let spec = ClassExperimentSpec {
+                dir: PathBuf::new(),
+                num_classes: Some(2),
+                backend: find_backend("svi").unwrap().backend,
+                likelihood: "probit".into(),
+                common: CommonSettings {
+                    layers,
+                    num_inducing: 8,
+                    hidden_width: None,
+                    train_samples: 1,
+                    predict_samples: 4,
+                    seed: 0,
+                    tune: false,
+                    learning_rate: Some(0.02),
+                    lr_schedule: None,
+                },
+                settings: Settings::new(),
+                fit: FitConfig {
+                    steps: 30,
+                    batch_size: 64,
+                    ..Default::default()
+                },
+                predict: PredictConfig {
+                    samples: 4,
+                    seed: 5,
+                },
+                splits: vec![],
+            };
+            let lik = crate::classification::likelihood_by_name("probit", 2).unwrap();
+            let mut model = build_model(&spec, &lik, &train_std).unwrap();
+            model
+                .fit(
+                    &train_std,
+                    &spec.fit,
+                    &mut dgp_traits::model::FitHooks::none(),
+                )
+                .unwrap();
+            let xs = st.transform_x(test.x()).unwrap();
+            let pred = model.predict(xs.as_ref(), &spec.predict).unwrap();
+            let (want, want_bins) = evaluate(&pred, &labels).unwrap();
+            let got = predict_file(
+                model.as_ref(),
+                &st,
+                &test,
+                chunk,
+                &spec.predict,
+                Some(2),
+                None,
+            )
+            .unwrap();
+            let (m, bins) = got.class.unwrap();
+            let bits = |m: &ClassMetrics| {
+                [m.error_rate, m.log_loss, m.brier, m.ece, m.auc.unwrap()].map(f64::to_bits)
+            };
+            assert_eq!(bits(&m), bits(&want), "L = {layers}, chunk {chunk}");
+            assert_eq!(bins, want_bins, "L = {layers}, chunk {chunk}");
+            assert_eq!(got.nll.to_bits(), want.log_loss.to_bits());
+            assert_eq!((got.rmse, got.rows), (None, 53));
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `dgp-bench synth`: writes the synthetic regression problem of [`dgp_io::synth`] (9
-//! inputs, input-dependent noise, known Bayes-optimal NLL) as a row store.
+//! inputs, input-dependent noise, known Bayes-optimal NLL) as a row store, or with
+//! `--task classification` its probit classification variant (label `1[y > 0]`, known
+//! Bayes-optimal error and log loss).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use dgp_io::synth::{SYNTH_MAX_ROWS, write_synth};
+use dgp_io::synth::{SYNTH_MAX_ROWS, SynthTask, class_floor, write_synth_task};
 
 use crate::error::{BenchError, Result};
 
@@ -24,6 +26,10 @@ pub struct SynthArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// `regression` (target y) or `classification` (target `label` = `1[y > 0]`, the same
+    /// rows otherwise).
+    #[arg(long, default_value = "regression")]
+    pub task: String,
 }
 
 /// Parses a row count written as an integer (`_` separators allowed) or as `<m>e<k>`.
@@ -52,10 +58,19 @@ fn parse_rows(s: &str) -> Result<u64> {
 
 pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
     let n = parse_rows(&args.rows)?;
+    let task = match args.task.as_str() {
+        "regression" => SynthTask::Regression,
+        "classification" => SynthTask::Classification,
+        other => {
+            return Err(BenchError::Usage(format!(
+                "--task {other}: regression or classification"
+            )));
+        }
+    };
     let show = !args.quiet && n >= 10_000_000;
     let t0 = Instant::now();
     let mut last = t0;
-    let summary = write_synth(&args.out, n, args.seed, |done| {
+    let summary = write_synth_task(&args.out, n, args.seed, task, |done| {
         if show && last.elapsed() >= Duration::from_secs(5) {
             last = Instant::now();
             let s = t0.elapsed().as_secs_f64();
@@ -77,17 +92,29 @@ pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
     println!(
-        "wrote {} rows (9 inputs x1..x9, target y; {bytes} bytes) to {} in {secs:.2} s \
+        "wrote {} rows (9 inputs x1..x9, one target; {bytes} bytes) to {} in {secs:.2} s \
          ({:.3e} rows/s); seed {}",
         summary.rows,
         args.out.display(),
         summary.rows as f64 / secs,
         args.seed
     );
-    println!(
-        "Bayes-optimal mean test NLL of these rows: {:.6} (mean of ½ln(2πσ²(x)) + ½)",
-        summary.mean_bayes_nll
-    );
+    if task == SynthTask::Classification {
+        let store = dgp_io::rowstore::RowStore::open(&args.out)
+            .map_err(|e| BenchError::run("reading the written rows", e))?;
+        let floor =
+            class_floor(&store).map_err(|e| BenchError::run("reading the written rows", e))?;
+        println!(
+            "target: label = 1[y > 0], P(label = 1 | x) = Φ(f(x)/σ(x)); Bayes-optimal error of \
+             these rows {:.6}, log loss {:.6}",
+            floor.error_rate, floor.log_loss
+        );
+    } else {
+        println!(
+            "Bayes-optimal mean test NLL of these rows: {:.6} (mean of ½ln(2πσ²(x)) + ½)",
+            summary.mean_bayes_nll
+        );
+    }
     Ok(())
 }
 

@@ -42,5 +42,5 @@ pub use splits::{
 };
 pub use standardize::{
     CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
-    StandardizeOptions, Standardizer, TARGET_SCALE_RANGE,
+    StandardizeOptions, Standardizer, TARGET_SCALE_RANGE, TargetScaling,
 };

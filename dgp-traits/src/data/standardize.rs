@@ -40,6 +40,22 @@ pub struct StandardizeOptions {
     /// [`Standardizer::transform`] (the Structured reference uses `t` = 1e-3,
     /// [`DROP_FEATURE_STD`]). `None` (the default) keeps every feature.
     pub drop_features_below: Option<f64>,
+    /// What happens to the target columns: standardised (the default, regression) or kept
+    /// as they are (classification: class labels are never shifted or scaled).
+    #[serde(default)]
+    pub targets: TargetScaling,
+}
+
+/// How a [`Standardizer`] treats the target columns ([`StandardizeOptions::targets`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetScaling {
+    /// `(y − mean)/std` with the training rows' statistics (regression).
+    #[default]
+    Standardize,
+    /// Targets untouched: mean 0 and scale 1 for every target column, so
+    /// [`Standardizer::transform_y_value`] returns `(v − 0)/1 = v` exactly (class labels).
+    Keep,
 }
 
 impl StandardizeOptions {
@@ -47,6 +63,16 @@ impl StandardizeOptions {
     pub fn drop_near_constant() -> Self {
         Self {
             drop_features_below: Some(DROP_FEATURE_STD),
+            ..Self::default()
+        }
+    }
+
+    /// These options with the targets kept as they are ([`TargetScaling::Keep`]): the
+    /// inputs-only standardisation of classification, where labels are class indices.
+    pub fn keep_targets(self) -> Self {
+        Self {
+            targets: TargetScaling::Keep,
+            ..self
         }
     }
 }
@@ -243,10 +269,13 @@ impl Standardizer {
                 "every input feature is near-constant on the training split".into(),
             ));
         }
-        let (y_mean, y_std) = y_stats
-            .iter()
-            .map(|&(m, s, amax)| (m, guard(s, amax)))
-            .unzip();
+        let (y_mean, y_std) = match opts.targets {
+            TargetScaling::Standardize => y_stats
+                .iter()
+                .map(|&(m, s, amax)| (m, guard(s, amax)))
+                .unzip(),
+            TargetScaling::Keep => (vec![0.0; y_stats.len()], vec![1.0; y_stats.len()]),
+        };
         Ok(Self {
             input_dim: x_stats.len(),
             kept_features,

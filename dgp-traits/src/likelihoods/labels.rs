@@ -38,24 +38,32 @@ fn integer_labels(y: MatRef<'_, f64>) -> Result<Vec<usize>> {
         return Err(Error::Empty("no class labels".into()));
     }
     (0..y.nrows())
-        .map(|row| {
-            let value = y[(row, 0)];
-            if !value.is_finite() {
-                Err(LabelError::NonFinite { row, value }.into())
-            } else if value.fract() != 0.0 {
-                Err(LabelError::NotAnInteger { row, value }.into())
-            } else if value < 0.0 || value > u32::MAX as f64 {
-                Err(LabelError::OutOfRange {
-                    row,
-                    value,
-                    num_classes: 0,
-                }
-                .into())
-            } else {
-                Ok(value as usize)
-            }
-        })
+        .map(|row| class_label(row, y[(row, 0)]))
         .collect()
+}
+
+/// The class index a label value stands for: a finite, non-negative integer (at most
+/// `u32::MAX`); `row` names it in the error. The per-value check of [`class_labels`],
+/// for labels read row by row (a file streamed in chunks).
+///
+/// # Errors
+/// [`LabelError::NonFinite`] (NaN, ±∞), [`LabelError::NotAnInteger`],
+/// [`LabelError::OutOfRange`] (negative or above `u32::MAX`; `num_classes` 0: no K yet).
+pub fn class_label(row: usize, value: f64) -> Result<usize> {
+    if !value.is_finite() {
+        Err(LabelError::NonFinite { row, value }.into())
+    } else if value.fract() != 0.0 {
+        Err(LabelError::NotAnInteger { row, value }.into())
+    } else if value < 0.0 || value > u32::MAX as f64 {
+        Err(LabelError::OutOfRange {
+            row,
+            value,
+            num_classes: 0,
+        }
+        .into())
+    } else {
+        Ok(value as usize)
+    }
 }
 
 /// K inferred from labels: the largest label plus one.
