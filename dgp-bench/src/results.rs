@@ -210,15 +210,20 @@ fn stem(path: &Path) -> String {
 /// The command of a record as it can be run from the repository root: a data folder
 /// whose path contains `data/uci/` becomes `<uci>/NAME`, one whose path contains
 /// `data/classification/` becomes `../shared/data/classification/NAME` (the shared
-/// data next to the repository), and the argument of `--json`
-/// becomes `results/{record_file}` (where the records are now). Words are re-joined with
-/// single spaces; nothing else changes.
+/// data next to the repository), the argument of `--json`
+/// becomes `results/{record_file}` (where the records are now), and an absolute `--out`
+/// directory (a scratch place on the machine that ran it) becomes `out/NAME`, NAME its last
+/// component, relative to the repository root. Words are re-joined with single spaces;
+/// nothing else changes.
 pub fn runnable_command(command: &str, record_file: &str) -> String {
     let mut out: Vec<String> = Vec::new();
-    let mut after_json = false;
+    let (mut after_json, mut after_out) = (false, false);
     for w in command.split_whitespace() {
         let word = if after_json {
             format!("results/{record_file}")
+        } else if after_out && w.starts_with('/') {
+            let name = w.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+            format!("out/{}", if name.is_empty() { "run" } else { name })
         } else if w.starts_with("--json=") {
             format!("--json=results/{record_file}")
         } else if let Some(i) = w.find("data/uci/") {
@@ -229,6 +234,7 @@ pub fn runnable_command(command: &str, record_file: &str) -> String {
             w.to_string()
         };
         after_json = w == "--json";
+        after_out = w == "--out";
         out.push(word);
     }
     out.join(" ")
@@ -858,6 +864,14 @@ mod tests {
                 "c/records/m.jsonl"
             ),
             "dgp-bench run --data ../shared/data/classification/magic --json results/c/records/m.jsonl"
+        );
+        assert_eq!(
+            runnable_command("dgp-bench run --out /scratch/c2/opt0/ --seed 1", "x.jsonl"),
+            "dgp-bench run --out out/opt0 --seed 1"
+        );
+        assert_eq!(
+            runnable_command("dgp-bench run --out bench-out", "x.jsonl"),
+            "dgp-bench run --out bench-out"
         );
     }
 }
