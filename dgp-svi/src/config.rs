@@ -47,6 +47,12 @@ pub struct SviConfig {
     /// Scale of the inner layers' initial q(u) Cholesky factor relative to the prior
     /// (reference: 1e-5, i.e. S = 1e-10·Kuu).
     pub inner_q_scale: f64,
+    /// Initial kernel variance σ²_l of every *inner* layer (the last layer starts at 1).
+    /// Away from the inducing inputs an inner layer's marginal variance is σ²_l, so before
+    /// training each hidden unit adds noise of this variance to its mean function's
+    /// output. Default 1 (the reference's GPflow default), also when absent from JSON.
+    #[serde(default = "unit_variance")]
+    pub inner_kernel_variance: f64,
     /// Mean function of the last layer.
     pub last_mean: LastMean,
     /// Likelihood (Gaussian with initial variance 0.05 by default).
@@ -87,6 +93,7 @@ impl Default for SviConfig {
             train_samples: 1,
             inner_white_noise: 2e-6,
             inner_q_scale: 1e-5,
+            inner_kernel_variance: 1.0,
             last_mean: LastMean::Zero,
             likelihood: Likelihood::gaussian(0.05),
             kmeans_iters: 25,
@@ -121,6 +128,12 @@ impl SviConfig {
         if !(self.inner_white_noise >= 0.0 && self.inner_white_noise.is_finite()) {
             return Err(Error::config("inner_white_noise", "must be finite and ≥ 0"));
         }
+        if !(self.inner_kernel_variance.is_finite() && self.inner_kernel_variance > 0.0) {
+            return Err(Error::config(
+                "inner_kernel_variance",
+                "must be finite and > 0",
+            ));
+        }
         if !(self.inner_q_scale > 0.0 && self.inner_q_scale <= 1.0) {
             return Err(Error::config("inner_q_scale", "must be in (0, 1]"));
         }
@@ -140,4 +153,9 @@ impl SviConfig {
         w.push(output_dim);
         w
     }
+}
+
+/// Serde default of [`SviConfig::inner_kernel_variance`].
+fn unit_variance() -> f64 {
+    1.0
 }

@@ -122,7 +122,11 @@ impl SviModel {
                 SparseLayerInit {
                     z: run.z.clone(),
                     lengthscale: 1.0,
-                    variance: 1.0,
+                    variance: if inner {
+                        config.inner_kernel_variance
+                    } else {
+                        1.0
+                    },
                     train_variance: true,
                     train_z: true,
                     mean: mean_init,

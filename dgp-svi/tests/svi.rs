@@ -668,3 +668,38 @@ fn inducing_points_are_capped_at_the_training_rows() {
     };
     assert_eq!(SviModel::new(at, &data).unwrap().config().num_inducing, 12);
 }
+
+/// `inner_kernel_variance` sets the initial kernel variance of the inner layers only (the
+/// last layer starts at 1), is 1 when absent from JSON, and a value that is not finite and
+/// positive is refused naming the field.
+#[test]
+fn inner_kernel_variance_initialises_inner_layers_only() {
+    let data = toy_data(40, 2, 3);
+    let cfg = SviConfig {
+        layers: 3,
+        num_inducing: 8,
+        inner_kernel_variance: 0.01,
+        ..SviConfig::default()
+    };
+    let model = SviModel::new(cfg.clone(), &data).unwrap();
+    for (name, want) in [("layer1", 0.01), ("layer2", 0.01), ("layer3", 1.0)] {
+        let v = pos(&model, &format!("{name}.kernel.variance"))[(0, 0)];
+        assert!((v - want).abs() < 1e-12, "{name}: {v} != {want}");
+    }
+    let mut json = serde_json::to_value(&cfg).unwrap();
+    json.as_object_mut()
+        .unwrap()
+        .remove("inner_kernel_variance");
+    let back: SviConfig = serde_json::from_value(json).unwrap();
+    assert_eq!(back.inner_kernel_variance, 1.0);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let e = SviConfig {
+            inner_kernel_variance: bad,
+            ..SviConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("inner_kernel_variance"), "{bad}: {e}");
+    }
+}
