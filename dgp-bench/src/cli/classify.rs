@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use clap::Args;
 use dgp_traits::backend::{Settings, insert_dotted};
 use dgp_traits::likelihoods::Likelihood;
 use serde_json::Value;
@@ -71,25 +72,40 @@ pub(super) fn setting_likelihood(model: &ModelFlags) -> Result<Option<Value>> {
     Ok(s.remove("likelihood"))
 }
 
+/// The flags that make `run` or `stream` train a classifier.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TaskFlags {
+    /// Task: regression (default) or classification (the target column holds class
+    /// labels 0..K-1, checked before training in every file read; inputs alone are
+    /// standardised; metrics error, log loss, Brier, ECE, AUC for K = 2).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Likelihood of a classification: probit or logit (K = 2), robust-max or softmax (any
+    /// K; K latent GPs) [default: probit for K = 2, robust-max otherwise]; implies --task
+    /// classification.
+    #[arg(long, value_name = "NAME")]
+    pub likelihood: Option<String>,
+    /// Number of classes K of a classification [default: the largest label + 1; for
+    /// `stream`, of the training file].
+    #[arg(long, value_name = "K")]
+    pub classes: Option<usize>,
+}
+
 /// The classification likelihood the command line asks for: `None` for a regression run.
 ///
 /// # Errors
 /// [`BenchError::Usage`] for an unknown task, a classification likelihood with
 /// `--task regression`, or `--likelihood` next to a classification `likelihood` setting.
 pub(super) fn requested(a: &RunArgs) -> Result<Option<Requested>> {
-    requested_from(a.task.as_deref(), a.likelihood.as_deref(), &a.model)
+    requested_from(&a.task, &a.model)
 }
 
-/// [`requested`] from the flags `--task`, `--likelihood` and the model flags' settings
-/// (of `run` or `stream`).
+/// [`requested`] from the task flags and the model flags' settings (of `run` or `stream`).
 ///
 /// # Errors
 /// As [`requested`].
-pub(super) fn requested_from(
-    task: Option<&str>,
-    likelihood: Option<&str>,
-    model: &ModelFlags,
-) -> Result<Option<Requested>> {
+pub(super) fn requested_from(flags: &TaskFlags, model: &ModelFlags) -> Result<Option<Requested>> {
+    let (task, likelihood) = (flags.task.as_deref(), flags.likelihood.as_deref());
     let setting = setting_likelihood(model)?.filter(|v| {
         v.get("kind")
             .and_then(Value::as_str)
@@ -227,7 +243,7 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
     let (protocol, kind) = protocol_of(a)?;
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
-    let (k, labels) = class_labels_of(&data.name, data.data().y(), a.classes)?;
+    let (k, labels) = class_labels_of(&data.name, data.data().y(), a.task.classes)?;
     let likelihood = requested.resolve(k)?;
     let name = likelihood_name(&likelihood);
     let completed = RunArgs {

@@ -54,6 +54,7 @@ mod table;
 mod time;
 mod vs_paper;
 
+pub use classify::TaskFlags;
 pub use compare::CompareArgs;
 pub use convert::ConvertArgs;
 pub use results::ResultsArgs;

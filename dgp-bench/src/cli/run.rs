@@ -6,7 +6,9 @@ use clap::Args;
 use dgp_traits::model::PredictConfig;
 use serde::Serialize;
 
-use super::{ArchArgs, DataFlags, ModelFlags, SettingsInput, arch_from, nonzero, progress_enabled};
+use super::{
+    ArchArgs, DataFlags, ModelFlags, SettingsInput, TaskFlags, arch_from, nonzero, progress_enabled,
+};
 use crate::backends::{ArchSpec, BackendEntry, find_backend};
 use crate::datasets::{BenchData, SplitKind, parse_splits};
 use crate::error::{BenchError, Result};
@@ -108,18 +110,9 @@ pub struct RunArgs {
     /// available memory, MemAvailable of /proc/meminfo].
     #[arg(long, value_name = "SIZE")]
     pub memory_budget: Option<String>,
-    /// Task: regression (default) or classification (the target column holds class
-    /// labels 0..K-1; metrics error, log loss, Brier, ECE, AUC for K = 2).
-    #[arg(long, value_name = "TASK")]
-    pub task: Option<String>,
-    /// Likelihood of a classification run: probit or logit (K = 2), robust-max or softmax
-    /// (any K; K latent GPs) [default: probit for K = 2, robust-max otherwise]; implies
-    /// --task classification.
-    #[arg(long, value_name = "NAME")]
-    pub likelihood: Option<String>,
-    /// Number of classes K of a classification run [default: the largest label + 1].
-    #[arg(long, value_name = "K")]
-    pub classes: Option<usize>,
+    /// `--task`, `--likelihood`, `--classes`.
+    #[command(flatten)]
+    pub task: TaskFlags,
     /// `--checkpoint DIR`, `--resume DIR`, `--checkpoint-every N`.
     #[command(flatten)]
     pub ckpt: crate::checkpointing::CheckpointFlags,

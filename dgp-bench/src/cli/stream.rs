@@ -50,7 +50,7 @@ use dgp_traits::train::{FitSummary, HeldOutRule};
 use faer::Mat;
 use serde::Serialize;
 
-use super::{ArchArgs, ModelFlags, arch_from, nonzero, progress_enabled};
+use super::{ArchArgs, ModelFlags, TaskFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
 use crate::checkpointing::{
     CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
@@ -117,20 +117,9 @@ pub struct StreamArgs {
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
-    /// Task: regression (default) or classification (the target column holds class
-    /// labels 0..K-1, checked in both files before training; inputs alone are
-    /// standardised; metrics error, log loss, Brier, ECE, AUC for K = 2).
-    #[arg(long, value_name = "TASK")]
-    pub task: Option<String>,
-    /// Likelihood of a classification stream: probit or logit (K = 2), robust-max or
-    /// softmax (any K) [default: probit for K = 2, robust-max otherwise]; implies --task
-    /// classification.
-    #[arg(long, value_name = "NAME")]
-    pub likelihood: Option<String>,
-    /// Number of classes K of a classification stream [default: the largest training
-    /// label + 1].
-    #[arg(long, value_name = "K")]
-    pub classes: Option<usize>,
+    /// `--task`, `--likelihood`, `--classes`.
+    #[command(flatten)]
+    pub task: TaskFlags,
     /// Model and optimiser flags.
     #[command(flatten)]
     pub model: ModelFlags,
@@ -315,8 +304,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             b.name()
         )));
     }
-    let requested =
-        super::classify::requested_from(a.task.as_deref(), a.likelihood.as_deref(), &a.model)?;
+    let requested = super::classify::requested_from(&a.task, &a.model)?;
     if requested.is_some() && a.predictions.is_some() {
         return Err(BenchError::Usage(
             "--predictions: per-row predictions are written for regression streams only; \
@@ -324,7 +312,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
                 .into(),
         ));
     }
-    if requested.is_none() && a.classes.is_some() {
+    if requested.is_none() && a.task.classes.is_some() {
         return Err(BenchError::Usage(
             "--classes applies to classification streams (--task classification or \
              --likelihood NAME)"
@@ -380,7 +368,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         Some(req) => {
             let rows = dgp_io::chunks::DEFAULT_CHUNK_ROWS;
             let named = |what: &str, path: &Path| format!("{what} {}", path.display());
-            let train_counts = class_counts(&train_file, a.classes, true, rows)
+            let train_counts = class_counts(&train_file, a.task.classes, true, rows)
                 .map_err(|e| label_error(&named("the training file", &a.train), e))?;
             let k = train_counts.num_classes;
             class_counts(&test_file, Some(k), false, rows)
