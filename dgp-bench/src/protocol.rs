@@ -8,7 +8,9 @@
 //!   training rows ([`HeldOutRule::Lindinger`]), and the reference's settings
 //!   ([`LINDINGER`]): at most 20 000 iterations, batch 512, 5 training samples, Adam 0.005
 //!   with staircase decay ×0.98 every 1000 steps, 100 test samples, M = 128, hidden width
-//!   τ = 5. Flags given on the command line override these defaults.
+//!   τ = 5; the backends' own convergence stops are off
+//!   ([`Protocol::setting_defaults`]). Flags given on the command line override these
+//!   defaults.
 //!
 //! * [`Protocol::Dspp`]: Jankowiak et al. (2020) App. A.2/A.4 — random 15:3:2
 //!   train/test/validation splits (75/15/10 %), [`DSPP_SPLITS`] of them seeded 0..9, or
@@ -155,6 +157,19 @@ impl Protocol {
     /// original ones: the DSPP paper reports standardised units.
     pub fn standardised_units(self) -> bool {
         self == Protocol::Dspp
+    }
+
+    /// Backend settings the protocol gives every backend whose configuration has the key,
+    /// unless the command line sets it: Lindinger et al.'s protocol ends a run by its
+    /// held-out rule or its step cap only, so a backend's own convergence stop on the
+    /// training objective (svi, star, mf, fc) is off.
+    pub fn setting_defaults(self) -> &'static [(&'static str, serde_json::Value)] {
+        const NO_CONVERGENCE_STOP: &[(&str, serde_json::Value)] =
+            &[("convergence", serde_json::Value::Null)];
+        match self {
+            Protocol::Lindinger => NO_CONVERGENCE_STOP,
+            Protocol::Published | Protocol::Dspp => &[],
+        }
     }
 
     /// The settings the protocol imposes (`None`: the backends' defaults).

@@ -54,12 +54,7 @@ const FC_SCHEMA: ConfigSchema<'static> = ConfigSchema {
 /// the run ends when the mean ELBO over windows of 100 steps has gained less than 1e-3
 /// nats per training row (1e-5 per row and step) three windows in a row, i.e. after 400
 /// steps at the earliest; no minimum of its own, so it fits any step cap.
-pub const BACKEND_CONVERGENCE: Convergence = Convergence {
-    window: 100,
-    tolerance: 1e-3,
-    patience: 3,
-    min_steps: 0,
-};
+pub const BACKEND_CONVERGENCE: Convergence = Convergence::NO_MINIMUM;
 
 /// Initial noise variance σ² of the registered backends' Gaussian likelihood
 /// (standardised targets): 0.1, against the reference's 0.01

@@ -290,17 +290,7 @@ impl Model for StructuredModel {
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
-        let merged;
-        let cfg = match (&cfg.convergence, &self.config.convergence) {
-            (None, Some(c)) => {
-                merged = FitConfig {
-                    convergence: Some(*c),
-                    ..cfg.clone()
-                };
-                &merged
-            }
-            _ => cfg,
-        };
+        let cfg = &*cfg.with_convergence_fallback(self.config.convergence.as_ref());
         let adam = self.config.adam.clone();
         match self.config.natgrad {
             Some(nat) if self.config.family == Family::FullyCoupled => {

@@ -11,7 +11,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitHooks, Model};
+use dgp_traits::model::{Convergence, FitConfig, FitHooks, Model};
 use dgp_traits::optim::{AdamConfig, NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
@@ -42,6 +42,13 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     reserved: RESERVED,
     sections: &[("natgrad", natgrad_default)],
 };
+
+/// The convergence stop of the registered backend ([`SviConfig::convergence`]): the
+/// training objective averaged over windows of 100 steps, stopped after three consecutive
+/// windows that each gain less than 10⁻³ nats per training row, with no minimum step
+/// count so that it fits any step cap ([`Convergence::NO_MINIMUM`]; the first windows of a
+/// fit gain far more than the tolerance).
+pub const BACKEND_CONVERGENCE: Convergence = Convergence::NO_MINIMUM;
 
 /// The svi backend ([`SviModel`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -87,7 +94,9 @@ impl ConfigBackend for SviBackend {
     }
 
     /// The common settings' fields (the learning rate and schedule into
-    /// [`SviConfig::adam`]); everything else [`SviConfig::default`] (Adam on everything: no
+    /// [`SviConfig::adam`]), the convergence stop [`BACKEND_CONVERGENCE`] (the fit's
+    /// `steps` is then a cap; `convergence=null` trains for every step, the paper's
+    /// schedule); everything else [`SviConfig::default`] (Adam on everything: no
     /// natural-gradient steps).
     fn base_config(&self, common: &CommonSettings) -> SviConfig {
         SviConfig {
@@ -98,6 +107,7 @@ impl ConfigBackend for SviBackend {
             init_seed: common.seed,
             natgrad: None,
             adam: common.adam_over(AdamConfig::default()),
+            convergence: Some(BACKEND_CONVERGENCE),
             ..SviConfig::default()
         }
     }

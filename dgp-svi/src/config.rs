@@ -4,6 +4,7 @@
 use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
+use dgp_traits::model::Convergence;
 use dgp_traits::optim::{AdamConfig, NatGradConfig};
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +80,14 @@ pub struct SviConfig {
     /// [`Model::fit`]: dgp_traits::model::Model::fit
     #[serde(default)]
     pub adam: AdamConfig,
+    /// Stop on convergence of the training objective ([`Convergence`]: the ELBO averaged
+    /// over windows of steps gains less than a tolerance per training row), used when the
+    /// fit's own [`FitConfig::convergence`] is `None`; `None` (the default here, and the
+    /// paper's schedule): train for the fit's `steps`. The `dgp-bench` backend sets it.
+    ///
+    /// [`FitConfig::convergence`]: dgp_traits::model::FitConfig::convergence
+    #[serde(default)]
+    pub convergence: Option<Convergence>,
 }
 
 impl Default for SviConfig {
@@ -100,6 +109,7 @@ impl Default for SviConfig {
             init_seed: 0,
             natgrad: None,
             adam: AdamConfig::default(),
+            convergence: None,
         }
     }
 }
@@ -139,6 +149,10 @@ impl SviConfig {
         }
         if let Some(n) = &self.natgrad {
             n.validate()?;
+        }
+        if let Some(c) = &self.convergence {
+            // `min_steps` against the step cap is checked when a fit starts.
+            c.validate(usize::MAX)?;
         }
         self.adam.validate()?;
         self.likelihood.validate()

@@ -109,7 +109,7 @@ mod estimator;
 mod model;
 mod variational;
 
-pub use backend::{SVI_BACKEND, SviBackend};
+pub use backend::{BACKEND_CONVERGENCE, SVI_BACKEND, SviBackend};
 pub use config::{LastMean, SviConfig};
 pub use dgp_traits;
 pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel};

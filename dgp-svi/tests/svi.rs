@@ -703,3 +703,87 @@ fn inner_kernel_variance_initialises_inner_layers_only() {
         assert!(e.contains("inner_kernel_variance"), "{bad}: {e}");
     }
 }
+
+/// `SviConfig::convergence` stops a fit whose smoothed objective has stopped gaining (here
+/// a tolerance no run can meet), a `FitConfig::convergence` of the caller wins over it,
+/// and an out-of-range rule is a typed error naming the field.
+#[test]
+fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
+    use dgp_traits::model::{Convergence, FitConfig, Model};
+    let data = toy_data(40, 2, 3);
+    let flat = Convergence {
+        window: 5,
+        tolerance: 1e3,
+        patience: 2,
+        min_steps: 0,
+    };
+    let cfg = SviConfig {
+        layers: 2,
+        num_inducing: 6,
+        convergence: Some(flat),
+        ..Default::default()
+    };
+    let fit = FitConfig {
+        steps: 200,
+        batch_size: 40,
+        ..FitConfig::default()
+    };
+    let mut model = SviModel::new(cfg.clone(), &data).unwrap();
+    let report = model
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
+        .unwrap();
+    // Windows end after steps 5, 10, 15: the second and third gain nothing ≥ 1e3 per row.
+    assert_eq!((report.steps, report.converged_after), (15, Some(15)));
+
+    let callers = FitConfig {
+        steps: 20,
+        convergence: Some(Convergence {
+            window: 100,
+            ..flat
+        }),
+        ..fit.clone()
+    };
+    let mut model = SviModel::new(cfg.clone(), &data).unwrap();
+    let report = model
+        .fit(&data, &callers, &mut dgp_traits::fit::FitHooks::none())
+        .unwrap();
+    assert_eq!((report.steps, report.converged_after), (20, None));
+
+    for (bad, field) in [
+        (
+            Convergence {
+                tolerance: 0.0,
+                ..flat
+            },
+            "convergence.tolerance",
+        ),
+        (
+            Convergence {
+                patience: 0,
+                ..flat
+            },
+            "convergence.patience",
+        ),
+    ] {
+        let c = SviConfig {
+            convergence: Some(bad),
+            ..cfg.clone()
+        };
+        let err = SviModel::new(c, &data).unwrap_err().to_string();
+        assert!(err.contains(field), "{err}");
+    }
+    // Minimum steps above the cap: refused when the fit starts.
+    let c = SviConfig {
+        convergence: Some(Convergence {
+            min_steps: 500,
+            ..flat
+        }),
+        ..cfg
+    };
+    let mut model = SviModel::new(c, &data).unwrap();
+    let err = model
+        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("convergence.min_steps"), "{err}");
+}

@@ -190,7 +190,7 @@ pub struct ModelFlags {
     /// Minibatch size, capped at N_train [default: backend's cap; svi: 10000].
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Adam learning rate [default: backend's; svi: 0.01]; refused for a backend that uses
+    /// Adam learning rate [default: backend's; svi: 0.02]; refused for a backend that uses
     /// none (dgps, sghmc: see `dgp-bench backends`).
     #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,

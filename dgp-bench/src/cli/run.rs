@@ -25,8 +25,9 @@ use crate::summary::{SummaryRow, summarise};
 use dgp_traits::optim::LrSchedule;
 
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
-/// the DSVI reference settings: M = 100, 10 000 Adam steps at lr 0.01, batch min(N, 10 000),
-/// 1 training sample, 100 predictive samples).
+/// the DSVI reference settings M = 100, batch min(N, 10 000), 1 training sample, 100
+/// predictive samples, with Adam at lr 0.02 for at most 10 000 steps, ended earlier by
+/// the backend's convergence stop; `BackendDefaults::SVI`).
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Where the data come from.
@@ -39,8 +40,9 @@ pub struct RunArgs {
     /// backend is run with every layer count, one table.
     #[arg(long, default_value = "2")]
     pub layers: String,
-    /// Optimisation steps [default: backend's; svi: 10000; dspp: 400 epochs, at least 3000];
-    /// at most a backend's cap (dgps: its setting max_iters, L-BFGS iterations per restart).
+    /// Optimisation steps [default: backend's; svi: at most 10000, ended by its convergence
+    /// stop; dspp: 400 epochs, at least 3000]; at most a backend's cap (dgps: its setting
+    /// max_iters, L-BFGS iterations per restart).
     #[arg(long)]
     pub steps: Option<usize>,
     /// Predictive mixture components (svi: Monte Carlo samples of eq. 18; dspp: quadrature
@@ -86,7 +88,8 @@ pub struct RunArgs {
     /// splits, backend defaults) or lindinger (Lindinger et al. 2020 Table 1: 10 random
     /// 90:10 splits seeded 0..9, their held-out early stopping, at most 20000 steps, batch
     /// 512, 5 training samples, Adam 0.005 ×0.98 every 1000 steps, 100 test samples,
-    /// M = 128, hidden 5; flags given override these) or dspp (Jankowiak et al. 2020: 10
+    /// M = 128, hidden 5, no convergence stop of a backend's own; flags given override
+    /// these) or dspp (Jankowiak et al. 2020: 10
     /// random 15:3:2 train/test/validation splits seeded 0..9, 5 when any --layers is ≥ 3;
     /// 15 % test, the other 85 % go to fit, where dspp/ppgpr choose β_reg and the width on
     /// 2/17 of them = the paper's 10 % validation part; backend defaults otherwise; tables
@@ -276,7 +279,13 @@ pub(super) fn build_specs<'d>(
         Some(&k) => data.split_data(k)?.0.n(),
         None => data.data().n(),
     };
-    let settings: SettingsInput = flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
+    let mut settings: SettingsInput =
+        flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
+    settings.defaults = protocol
+        .setting_defaults()
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect();
     settings.check_targets(&backends_wanted.iter().map(|b| b.name()).collect::<Vec<_>>())?;
     // The flag as typed: a protocol's learning rate is a default, not a request.
     a.model.refuse_unused_lr(&backends_wanted)?;
@@ -683,4 +692,68 @@ fn plot_1d_outcome(
         (&col(&o.test, false), &col(&o.test, true)),
     )?;
     Ok((path, caption))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn specs_of(args: &[&str]) -> Vec<(String, Option<serde_json::Value>)> {
+        let cli = super::super::Cli::try_parse_from(
+            [
+                "dgp-bench",
+                "run",
+                "--data",
+                "builtin:step",
+                "--splits",
+                "0",
+            ]
+            .iter()
+            .chain(args),
+        )
+        .unwrap();
+        let Some(super::super::Command::Run(a)) = cli.command else {
+            panic!("not a run command")
+        };
+        let data = BenchData::load("builtin:step", None, 0).unwrap();
+        build_specs(&a, &data, &[0])
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let c = s.arch.settings.get("convergence").cloned();
+                (s.backend.name().to_string(), c)
+            })
+            .collect()
+    }
+
+    /// Lindinger et al.'s protocol turns the backends' own convergence stops off (the
+    /// held-out rule ends its runs), unless the command line sets one; the published
+    /// protocol leaves each backend's default, and backends without the key get nothing.
+    #[test]
+    fn lindinger_protocol_turns_the_backends_convergence_stops_off() {
+        let null = Some(serde_json::Value::Null);
+        assert_eq!(
+            specs_of(&["--backend", "svi,star,nested", "--protocol", "lindinger"]),
+            vec![
+                ("svi".to_string(), null.clone()),
+                ("star".to_string(), null.clone()),
+                ("nested".to_string(), None)
+            ]
+        );
+        assert_eq!(
+            specs_of(&["--backend", "svi,star"]),
+            vec![("svi".to_string(), None), ("star".to_string(), None)]
+        );
+        let given = specs_of(&[
+            "--backend",
+            "svi",
+            "--protocol",
+            "lindinger",
+            "--set",
+            "convergence.tolerance=0.01",
+        ]);
+        assert_eq!(given.len(), 1);
+        assert_ne!(given[0].1, null);
+    }
 }

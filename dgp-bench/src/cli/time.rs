@@ -70,7 +70,7 @@ pub struct TimeArgs {
 
 /// What `time` sets for every backend whose configuration has the key, unless the command
 /// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr) and no
-/// convergence stop of its own (star, mf, fc). `time` measures training steps, and in a
+/// convergence stop of its own (svi, star, mf, fc). `time` measures training steps, and in a
 /// fit of a few dozen steps that rule would evaluate the held-out rows after every step
 /// (its period is a hundredth of the fit's steps) and either rule could stop the fit
 /// early.

@@ -69,6 +69,35 @@ impl Default for FitConfig {
     }
 }
 
+impl FitConfig {
+    /// This configuration, with `fallback` as its convergence stop when it has none of its
+    /// own: how a backend applies the stop its configuration carries (e.g.
+    /// `SviConfig::convergence`) while a caller's explicit
+    /// [`FitConfig::convergence`] still wins.
+    ///
+    /// ```
+    /// use dgp_traits::model::{Convergence, FitConfig};
+    /// let own = Convergence { patience: 5, ..Convergence::default() };
+    /// let fit = FitConfig::default();
+    /// assert_eq!(fit.with_convergence_fallback(Some(&own)).convergence, Some(own));
+    /// let explicit = FitConfig { convergence: Some(Convergence::default()), ..fit };
+    /// let kept = explicit.with_convergence_fallback(Some(&own));
+    /// assert_eq!(kept.convergence, Some(Convergence::default()));
+    /// ```
+    pub fn with_convergence_fallback(
+        &self,
+        fallback: Option<&Convergence>,
+    ) -> std::borrow::Cow<'_, FitConfig> {
+        match (&self.convergence, fallback) {
+            (None, Some(c)) => std::borrow::Cow::Owned(FitConfig {
+                convergence: Some(*c),
+                ..self.clone()
+            }),
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+}
+
 /// Summary of a training run.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FitReport {

@@ -246,6 +246,14 @@ impl Convergence {
         min_steps: 500,
     };
 
+    /// [`Convergence::DEFAULT`] without a minimum step count: it fits any step cap (a
+    /// rule's `min_steps` above the cap is an error), and ends a run after 400 steps at
+    /// the earliest. The registered backends' stop.
+    pub const NO_MINIMUM: Convergence = Convergence {
+        min_steps: 0,
+        ..Convergence::DEFAULT
+    };
+
     /// Checks the ranges for a run of at most `steps` steps: `tolerance` finite and > 0,
     /// `window` and `patience` at least 1, `min_steps` ≤ `steps`.
     ///
