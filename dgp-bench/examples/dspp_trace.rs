@@ -12,6 +12,8 @@
 //! ```
 //! The optional last argument overrides fields of `DsppConfig` (JSON).
 
+// `FitTrace` serves the examples that trace `Model::fit`.
+#[allow(dead_code)]
 #[path = "common/trace.rs"]
 mod trace;
 

@@ -27,70 +27,10 @@ use dgp_bench::backends::find_backend;
 use dgp_bench::datasets::BenchData;
 use dgp_bench::spec::ExperimentSpec;
 use dgp_traits::backend::Settings;
-use dgp_traits::data::Dataset;
-use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
+use dgp_traits::fit::FitHooks;
 use dgp_traits::metrics;
-use dgp_traits::model::{FitConfig, Model, PredictConfig};
-use std::time::Instant;
-use trace::{Res, TraceArgs};
-
-/// The hooks of the traced fit: the minibatch objectives, and at each checkpoint the
-/// run's parameters loaded into a second model of the same build and evaluated.
-struct Trace<'a> {
-    model: Box<dyn Model>,
-    test: &'a Dataset,
-    rows: f64,
-    ystd: f64,
-    every: usize,
-    samples: usize,
-    objectives: Vec<f64>,
-    /// Start of training, moved forward by the time spent evaluating.
-    start: Instant,
-}
-
-impl Trace<'_> {
-    fn line(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        let secs = self.start.elapsed().as_secs_f64();
-        let eval = Instant::now();
-        self.model.params_mut().set_flat(&state.params)?;
-        let pred = self.model.predict(
-            self.test.x(),
-            &PredictConfig {
-                samples: self.samples,
-                seed: 0,
-            },
-        )?;
-        let nll = metrics::nll(&pred, self.test.y())? + self.ystd.ln();
-        let rmse = metrics::rmse(&pred, self.test.y())? * self.ystd;
-        let tail = &self.objectives[self.objectives.len().saturating_sub(self.every)..];
-        let obj = tail.iter().sum::<f64>() / tail.len().max(1) as f64 / self.rows;
-        let noise = self.model.noise_variance().unwrap_or(f64::NAN);
-        println!(
-            "{}\t{secs:.1}\t{obj:.5}\t{nll:.4}\t{rmse:.4}\t{noise:.3e}",
-            state.steps_done
-        );
-        self.start += eval.elapsed();
-        Ok(())
-    }
-}
-
-impl Progress for Trace<'_> {
-    fn on_step(&mut self, _step: usize, _total: usize, objective: f64) {
-        self.objectives.push(objective);
-    }
-}
-
-impl RunControl for Trace<'_> {}
-
-impl Checkpoints for Trace<'_> {
-    fn every(&self) -> usize {
-        self.every
-    }
-
-    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        self.line(state)
-    }
-}
+use dgp_traits::model::{FitConfig, PredictConfig};
+use trace::{FitTrace, Res, TraceArgs};
 
 fn main() -> Res<()> {
     let a: Vec<String> = std::env::args().collect();
@@ -143,16 +83,22 @@ fn main() -> Res<()> {
     println!("# {}", a[1..].join(" "));
     println!("# {}", model.describe());
     println!("step\tseconds\tobjective_per_row\ttest_nll\ttest_rmse\tnoise_variance_std");
-    let mut trace = Trace {
-        model: build()?,
-        test: &test,
-        rows: train.n() as f64,
-        ystd,
-        every,
-        samples: spec.arch.predict_samples,
-        objectives: Vec::new(),
-        start: Instant::now(),
-    };
+    let mut eval = build()?;
+    let samples = spec.arch.predict_samples;
+    let rows = train.n() as f64;
+    let mut trace = FitTrace::new(every, |state, secs, obj| {
+        eval.params_mut().set_flat(&state.params)?;
+        let pred = eval.predict(test.x(), &PredictConfig { samples, seed: 0 })?;
+        let nll = metrics::nll(&pred, test.y())? + ystd.ln();
+        let rmse = metrics::rmse(&pred, test.y())? * ystd;
+        let noise = eval.noise_variance().unwrap_or(f64::NAN);
+        println!(
+            "{}\t{secs:.1}\t{:.5}\t{nll:.4}\t{rmse:.4}\t{noise:.3e}",
+            state.steps_done,
+            obj / rows
+        );
+        Ok(())
+    });
     let report = model.fit(&train, &fit, &mut FitHooks::all(&mut trace))?;
     if let Some(k) = report.converged_after {
         println!("# stopped: training objective converged after {k} steps");

@@ -19,85 +19,20 @@
 //! min(N, 512), as `dgp-bench run` builds it. The run has no held-out early stopping, so
 //! the whole path is visible; a `convergence` rule in the JSON still applies.
 
-// The observer kit of the common module serves `dspp_trace`; this example hooks `Model::fit`.
+// The observer kit of the common module serves `dspp_trace`; this example hooks `Model::fit`
+// through `FitTrace`.
 #[allow(dead_code)]
 #[path = "common/trace.rs"]
 mod trace;
 
 use dgp_structured::{StructuredConfig, StructuredModel};
-use dgp_traits::data::Dataset;
-use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
+use dgp_traits::fit::FitHooks;
 use dgp_traits::metrics;
 use dgp_traits::model::{Batch, FitConfig, Model, PredictConfig};
-use std::time::Instant;
-use trace::{Res, TraceArgs, parse_args};
+use trace::{FitTrace, Res, TraceArgs, parse_args};
 
 /// Rows of the fixed training subset the ELBO is evaluated on.
 const ELBO_ROWS: usize = 2048;
-
-/// The hooks of the traced fit: it keeps the minibatch objectives and, at each
-/// checkpoint, loads the run's parameters into its own copy of the model and evaluates it.
-struct Trace<'a> {
-    model: StructuredModel,
-    train: &'a Dataset,
-    test: &'a Dataset,
-    ystd: f64,
-    every: usize,
-    objectives: Vec<f64>,
-    /// Start of training, moved forward by the time spent evaluating.
-    start: Instant,
-}
-
-impl Trace<'_> {
-    fn line(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        let secs = self.start.elapsed().as_secs_f64();
-        let eval = Instant::now();
-        self.model.params_mut().set_flat(&state.params)?;
-        let rows = self.train.n().min(ELBO_ROWS);
-        let batch = Batch::new(
-            self.train.x().subrows(0, rows),
-            self.train.y().subrows(0, rows),
-            self.train.n(),
-        )?;
-        let (elbo, kl) = self.model.elbo_and_kl(&batch, 7)?;
-        let pred = self.model.predict(
-            self.test.x(),
-            &PredictConfig {
-                samples: 100,
-                seed: 0,
-            },
-        )?;
-        let nll = metrics::nll(&pred, self.test.y())? + self.ystd.ln();
-        let rmse = metrics::rmse(&pred, self.test.y())? * self.ystd;
-        let tail = &self.objectives[self.objectives.len().saturating_sub(self.every)..];
-        let obj = tail.iter().sum::<f64>() / tail.len().max(1) as f64;
-        let noise = self.model.noise_variance().unwrap_or(f64::NAN);
-        println!(
-            "{}\t{secs:.1}\t{obj:.2}\t{elbo:.2}\t{kl:.2}\t{nll:.4}\t{rmse:.4}\t{noise:.3e}",
-            state.steps_done
-        );
-        self.start += eval.elapsed();
-        Ok(())
-    }
-}
-
-impl Progress for Trace<'_> {
-    fn on_step(&mut self, _step: usize, _total: usize, objective: f64) {
-        self.objectives.push(objective);
-    }
-}
-
-impl RunControl for Trace<'_> {}
-
-impl Checkpoints for Trace<'_> {
-    fn every(&self) -> usize {
-        self.every
-    }
-
-    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        self.line(state)
-    }
-}
 
 fn main() -> Res<()> {
     let args = parse_args::<StructuredConfig>("structured_trace")?;
@@ -121,15 +56,32 @@ fn main() -> Res<()> {
     );
     println!("# {}", model.describe());
     println!("step\tseconds\tobjective\telbo\tkl\ttest_nll\ttest_rmse\tnoise_variance_std");
-    let mut trace = Trace {
-        model: model.clone(),
-        train: &train,
-        test: &test,
-        ystd,
-        every: every.max(1),
-        objectives: Vec::new(),
-        start: Instant::now(),
-    };
+    let mut eval = model.clone();
+    let rows = train.n().min(ELBO_ROWS);
+    let mut trace = FitTrace::new(every, |state, secs, obj| {
+        eval.params_mut().set_flat(&state.params)?;
+        let batch = Batch::new(
+            train.x().subrows(0, rows),
+            train.y().subrows(0, rows),
+            train.n(),
+        )?;
+        let (elbo, kl) = eval.elbo_and_kl(&batch, 7)?;
+        let pred = eval.predict(
+            test.x(),
+            &PredictConfig {
+                samples: 100,
+                seed: 0,
+            },
+        )?;
+        let nll = metrics::nll(&pred, test.y())? + ystd.ln();
+        let rmse = metrics::rmse(&pred, test.y())? * ystd;
+        let noise = eval.noise_variance().unwrap_or(f64::NAN);
+        println!(
+            "{}\t{secs:.1}\t{obj:.2}\t{elbo:.2}\t{kl:.2}\t{nll:.4}\t{rmse:.4}\t{noise:.3e}",
+            state.steps_done
+        );
+        Ok(())
+    });
     model.fit(&train, &fit, &mut FitHooks::all(&mut trace))?;
     Ok(())
 }

@@ -84,3 +84,58 @@ impl<M, T: TraceLine<M>> Observer<M> for Every<T> {
         Ok(Control::Continue)
     }
 }
+
+/// The hooks of a fit traced through `Model::fit` (`structured_trace`, `fit_trace`): they
+/// keep the per-step objectives and, every `every` steps, hand the run's state and the mean
+/// objective of the last `every` steps to `line`; `start` moves forward by the time `line`
+/// takes, so `seconds()` counts training only.
+pub struct FitTrace<F> {
+    /// Steps between lines.
+    pub every: usize,
+    /// Prints one line: the run's state and the mean objective of the last `every` steps.
+    pub line: F,
+    objectives: Vec<f64>,
+    start: std::time::Instant,
+}
+
+impl<F> FitTrace<F>
+where
+    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_traits::Result<()>,
+{
+    /// Hooks printing through `line(state, training seconds, mean objective)`.
+    pub fn new(every: usize, line: F) -> Self {
+        FitTrace {
+            every: every.max(1),
+            line,
+            objectives: Vec::new(),
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl<F> dgp_traits::fit::Progress for FitTrace<F> {
+    fn on_step(&mut self, _step: usize, _total: usize, objective: f64) {
+        self.objectives.push(objective);
+    }
+}
+
+impl<F> dgp_traits::fit::RunControl for FitTrace<F> {}
+
+impl<F> dgp_traits::fit::Checkpoints for FitTrace<F>
+where
+    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_traits::Result<()>,
+{
+    fn every(&self) -> usize {
+        self.every
+    }
+
+    fn save(&mut self, state: &dgp_traits::fit::RunState) -> dgp_traits::Result<()> {
+        let secs = self.start.elapsed().as_secs_f64();
+        let eval = std::time::Instant::now();
+        let tail = &self.objectives[self.objectives.len().saturating_sub(self.every)..];
+        let obj = tail.iter().sum::<f64>() / tail.len().max(1) as f64;
+        (self.line)(state, secs, obj)?;
+        self.start += eval.elapsed();
+        Ok(())
+    }
+}
