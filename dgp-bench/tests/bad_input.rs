@@ -338,6 +338,24 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
             &["inner_q_scale", "(0, 1]"],
         ),
         case(
+            "svi convergence tolerance zero",
+            &["run", "--data", &u, "--set", "convergence.tolerance=0"],
+            &["convergence.tolerance", "> 0"],
+        ),
+        case(
+            "star convergence patience zero",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "star",
+                "--set",
+                "convergence.patience=0",
+            ],
+            &["convergence.patience", "at least 1"],
+        ),
+        case(
             "config missing",
             &["run", "--data", &u, "--config", "/no/such.json"],
             &["--config /no/such.json"],
@@ -1106,7 +1124,7 @@ fn second_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
             &resume_div,
             &[
                 "diverged at step 10",
-                "--lr 0.01",
+                "--lr 0.02",
                 "holds the last good state (step 5)",
             ],
         )

@@ -390,9 +390,9 @@ fn time_reports_step_and_prediction_milliseconds() {
     assert!(b["predict_ms_min"].as_f64().unwrap() > 0.0);
 }
 
-/// `time` switches dspp's own held-out early stopping off (it would score the held-out rows
-/// after every step of a short timed fit) unless the command line sets it, and the JSON
-/// says which settings each backend ran with.
+/// `time` switches dspp's own held-out early stopping (it would score the held-out rows
+/// after every step of a short timed fit) and svi's convergence stop off unless the command
+/// line sets them, and the JSON says which settings each backend ran with.
 #[test]
 fn time_turns_dspp_early_stopping_off_unless_asked() {
     let s = Scratch::new("time-dspp");
@@ -436,7 +436,11 @@ fn time_turns_dspp_early_stopping_off_unless_asked() {
         )
     };
     let (svi, dspp, steps) = settings_of(&[]);
-    assert_eq!(svi, serde_json::json!({}), "svi has no such setting");
+    assert_eq!(
+        svi,
+        serde_json::json!({"convergence": null}),
+        "svi's own convergence stop is off; it has no held-out rule of its own"
+    );
     assert_eq!(dspp, serde_json::json!({"early_stopping": null}));
     assert_eq!(steps, 6);
     let (_, dspp, _) = settings_of(&["--set", "dspp:early_stopping.patience=3"]);
