@@ -551,9 +551,14 @@ fn refusal(spec: &ExperimentSpec<'_>) -> Option<String> {
     }
     spec.early_stopping.is_some().then(|| {
         format!(
-            "--checkpoint/--resume: held-out early stopping ({}) cannot be checkpointed yet; \
-             use --protocol published with the published or random split kind",
-            spec.protocol
+            "--checkpoint/--resume: held-out early stopping cannot be checkpointed yet; \
+             add --early-stopping none (with --protocol published and the published or \
+             random split kind){}",
+            if spec.protocol.is_empty() {
+                String::new()
+            } else {
+                format!("; this run's protocol: {}", spec.protocol)
+            }
         )
     })
 }

@@ -66,7 +66,7 @@ impl<'a> ExperimentSpec<'a> {
             seed: 0,
             splits: (0..data.n_splits()).collect(),
             progress: false,
-            early_stopping: None,
+            early_stopping: d.early_stopping.map(HeldOutRule::Patience),
             lr_schedule: LrSchedule::Constant,
             per_point: false,
             protocol: String::new(),

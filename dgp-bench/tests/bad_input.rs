@@ -356,6 +356,24 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
             &["convergence.patience", "at least 1"],
         ),
         case(
+            "run early stopping rule unknown",
+            &["run", "--data", &u, "--early-stopping", "sometimes"],
+            &["--early-stopping sometimes", "patience, lindinger, none"],
+        ),
+        case(
+            "nested checkpoint with its held-out rule",
+            &[
+                "run",
+                "--data",
+                &u,
+                "--backend",
+                "nested",
+                "--checkpoint",
+                &s.s("ck-nested"),
+            ],
+            &["cannot be checkpointed", "--early-stopping none"],
+        ),
+        case(
             "config missing",
             &["run", "--data", &u, "--config", "/no/such.json"],
             &["--config /no/such.json"],

@@ -170,18 +170,16 @@ pub(crate) fn fit(
     if data.n() == 0 {
         return Err(Error::Empty("dspp fit: no training rows".into()));
     }
-    let es = model.config().early_stopping.clone();
+    let es = model.config().early_stopping;
     let streamed = data.in_memory().is_none();
     let split = match &es {
-        Some(e) => {
-            match HeldOutSplit::draw(&HeldOutRule::Patience(e.clone()), data.n(), cfg.seed)? {
-                Some(s) => {
-                    let (kept, val) = s.split(data)?;
-                    Some((TrainRows::Kept(kept), val))
-                }
-                None => None,
+        Some(e) => match HeldOutSplit::draw(&HeldOutRule::Patience(*e), data.n(), cfg.seed)? {
+            Some(s) => {
+                let (kept, val) = s.split(data)?;
+                Some((TrainRows::Kept(kept), val))
             }
-        }
+            None => None,
+        },
         None => None,
     };
     let whole = TrainRows::Whole(data);

@@ -85,7 +85,7 @@ fn calibration_scales_every_variance_by_the_held_out_optimum() {
     let train = |calibrate: bool| {
         let cfg = DsppConfig {
             calibrate_variance: calibrate,
-            early_stopping: Some(es.clone()),
+            early_stopping: Some(es),
             // The calibration turns the refit off; without it here too, both models
             // have the same parameters.
             refit_all_rows: false,

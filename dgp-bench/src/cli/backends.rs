@@ -1,13 +1,16 @@
 //! `dgp-bench backends`: the registry, what `--samples` means for each backend and the
 //! settings it accepts.
 
+use std::io::Write;
+
 use crate::backends::backends;
 
-pub(super) fn cmd_backends() {
+pub(super) fn cmd_backends() -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     for b in backends() {
         let d = b.defaults;
         let caps = b.capabilities();
-        println!("{}: {}", b.name(), b.description());
+        writeln!(out, "{}: {}", b.name(), b.description())?;
         let cap = caps.steps_capped_by.map_or(String::new(), |key| {
             format!(
                 " (at most its setting {key}: {})",
@@ -16,7 +19,8 @@ pub(super) fn cmd_backends() {
                     .map_or("?".to_string(), |v| v.to_string())
             )
         });
-        println!(
+        writeln!(
+            out,
             "    run defaults: M = {}, {}{cap}, {}, batch min(N, {}), {} training sample(s), {} predictive samples",
             d.num_inducing,
             d.epochs.map_or(format!("{} steps", d.steps), |e| format!(
@@ -31,16 +35,28 @@ pub(super) fn cmd_backends() {
             d.batch_cap,
             d.train_samples,
             d.predict_samples
-        );
-        println!(
+        )?;
+        if let Some(e) = d.early_stopping {
+            writeln!(
+                out,
+                "    run  early stopping: {:.3} of the training rows held out, checked every {} steps, stop after {} checks without improvement (--early-stopping none: off)",
+                e.fraction,
+                e.period(d.steps),
+                e.patience
+            )?;
+        }
+        writeln!(
+            out,
             "    run  --samples: {}",
             b.capabilities().samples_in_prediction
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "    time --samples: {}",
             b.capabilities().samples_in_training
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "    data: {}; {}",
             if caps.streams {
                 "trains from streamed rows (`stream`)"
@@ -52,10 +68,12 @@ pub(super) fn cmd_backends() {
             } else {
                 "one process only (refused under mpirun -np P > 1)"
             }
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "    settings (--set KEY=VALUE, --config FILE): {}",
             b.backend.allowed_keys().join(", ")
-        );
+        )?;
     }
+    Ok(())
 }

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use dgp_traits::backend::{Settings, insert_dotted, merge_settings};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
+use dgp_traits::train::HeldOutRule;
 use serde_json::Value;
 
 use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
@@ -64,6 +65,29 @@ pub use synth::SynthArgs;
 pub use table::TableArgs;
 pub use time::{TIME_DEFAULTS, TimeArgs};
 pub use vs_paper::VsPaperArgs;
+
+/// The held-out rule `--early-stopping` names (`run` and `stream`): `patience` (the
+/// core's patience rule), `lindinger` (Lindinger et al. 2020's rule), a
+/// [`HeldOutRule`] as JSON, or `none` (no held-out early stopping: `Ok(None)`).
+///
+/// # Errors
+/// A usage error for anything else or invalid settings.
+pub(crate) fn parse_early_stopping(text: &str) -> Result<Option<HeldOutRule>> {
+    let rule = match text.trim() {
+        "none" => return Ok(None),
+        "patience" => HeldOutRule::Patience(Default::default()),
+        "lindinger" => HeldOutRule::lindinger(),
+        json => serde_json::from_str(json).map_err(|e| {
+            BenchError::Usage(format!(
+                "--early-stopping {json}: expected patience, lindinger, none or a rule as \
+                 JSON ({{\"patience\": {{...}}}} or {{\"lindinger\": {{...}}}}): {e}"
+            ))
+        })?,
+    };
+    rule.validate()
+        .map_err(|e| BenchError::Usage(format!("--early-stopping: {e}")))?;
+    Ok(Some(rule))
+}
 
 /// Compare deep-GP inference backends on shared data, splits and metrics.
 ///
@@ -138,10 +162,20 @@ pub fn execute(cli: Cli) -> Result<()> {
         Some(Command::VsPaper(a)) => vs_paper::cmd_vs_paper(&a),
         Some(Command::Synth(a)) => synth::cmd_synth(&a),
         Some(Command::Convert(a)) => convert::cmd_convert(&a),
-        Some(Command::Backends) => {
-            backends::cmd_backends();
-            Ok(())
-        }
+        Some(Command::Backends) => stdout_written(backends::cmd_backends()),
+    }
+}
+
+/// The end of a command that writes its report to standard output: a reader that closed
+/// the pipe early (`dgp-bench backends | head`) has what it wanted, so a broken pipe ends
+/// the command successfully; any other write failure is an error naming standard output.
+fn stdout_written(written: std::io::Result<()>) -> Result<()> {
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(BenchError::Output {
+            path: PathBuf::from("standard output"),
+            message: e.to_string(),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -23,6 +23,7 @@ use crate::protocol::Protocol;
 use crate::report::{JsonLinesWriter, Report, fmt_mean_se, markdown_table, write_report_files};
 use crate::summary::{SummaryRow, summarise};
 use dgp_traits::optim::LrSchedule;
+use dgp_traits::train::HeldOutRule;
 
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
 /// the DSVI reference settings M = 100, batch min(N, 10 000), 1 training sample, 100
@@ -99,11 +100,20 @@ pub struct RunArgs {
     /// How rows are split: published (the data set's own splits), random (10 random 90:10
     /// splits, split k seeded with --seed + k) or extrapolate (protocol §1: the half with
     /// the smaller projection on a random direction is the test set, seeds --seed + 0..9,
-    /// always with Lindinger's held-out early stopping) [default: the protocol's:
+    /// with Lindinger's held-out early stopping unless --early-stopping is given) [default:
+    /// the protocol's:
     /// published → published, lindinger → random; dspp has its own 15:3:2 splits and
     /// refuses this flag].
     #[arg(long, value_name = "KIND")]
     pub split_kind: Option<String>,
+    /// Held-out early stopping: `patience` (the core's patience rule, 2/17 of the
+    /// training rows held out, the best held-out parameters kept), `lindinger` (Lindinger
+    /// et al. 2020's rule), a rule as JSON (`{"patience": {"every": 50, "patience":
+    /// 10}}`) or `none` [default: the protocol's (lindinger, and the extrapolate split
+    /// kind: lindinger), else the backend's (nested: patience, checked every hundredth of
+    /// the steps, stop after 10 checks without improvement; the others: none)].
+    #[arg(long, value_name = "RULE")]
+    pub early_stopping: Option<String>,
     /// Keep every test point's log predictive density in the JSON records (for
     /// `dgp-bench compare`).
     #[arg(long)]
@@ -272,6 +282,11 @@ pub(super) fn build_specs<'d>(
     let backends_wanted = parse_backends(&a.backend)?;
     let layer_list = parse_layers(&a.layers)?;
     let (protocol, kind) = protocol_of(a)?;
+    let given_rule = a
+        .early_stopping
+        .as_deref()
+        .map(super::parse_early_stopping)
+        .transpose()?;
     let ps = protocol.settings();
     let flags = protocol_flags(&a.model, protocol);
     // The published splits of a data set all have the same size.
@@ -332,7 +347,12 @@ pub(super) fn build_specs<'d>(
                 seed: a.seed,
                 splits: splits.to_vec(),
                 progress: progress_enabled(!a.quiet),
-                early_stopping: protocol.early_stopping(kind),
+                early_stopping: match &given_rule {
+                    Some(rule) => rule.clone(),
+                    None => protocol
+                        .early_stopping(kind)
+                        .or(d.early_stopping.map(HeldOutRule::Patience)),
+                },
                 lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
                 per_point: a.per_point,
                 protocol: protocol.label(kind),
@@ -352,9 +372,10 @@ fn refuse_unsupported_early_stopping(spec: &ExperimentSpec<'_>) -> Result<()> {
     let name = spec.backend.name();
     if spec.early_stopping.is_some() && !spec.backend.capabilities().held_out_early_stopping {
         return Err(BenchError::Usage(format!(
-            "--backend {name}: this protocol / split kind trains with held-out early stopping, \
-             which {name} does not support; use --protocol published --split-kind published \
-             or random"
+            "--backend {name}: this run trains with held-out early stopping (from \
+             --early-stopping, the protocol or the split kind), which {name} does not \
+             support; use --early-stopping none, or --protocol published --split-kind \
+             published or random"
         )));
     }
     Ok(())
@@ -699,7 +720,9 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn specs_of(args: &[&str]) -> Vec<(String, Option<serde_json::Value>)> {
+    /// `f` of every spec `run --data builtin:step --splits 0 ARGS` builds, with its
+    /// backend's name.
+    fn specs_with<T>(args: &[&str], f: impl Fn(&ExperimentSpec<'_>) -> T) -> Vec<(String, T)> {
         let cli = super::super::Cli::try_parse_from(
             [
                 "dgp-bench",
@@ -719,12 +742,59 @@ mod tests {
         let data = BenchData::load("builtin:step", None, 0).unwrap();
         build_specs(&a, &data, &[0])
             .unwrap()
-            .into_iter()
-            .map(|s| {
-                let c = s.arch.settings.get("convergence").cloned();
-                (s.backend.name().to_string(), c)
-            })
+            .iter()
+            .map(|s| (s.backend.name().to_string(), f(s)))
             .collect()
+    }
+
+    fn specs_of(args: &[&str]) -> Vec<(String, Option<serde_json::Value>)> {
+        specs_with(args, |s| s.arch.settings.get("convergence").cloned())
+    }
+
+    /// Which held-out rule each backend's runs train with: `--early-stopping` when given
+    /// (`none` turns any off), else the protocol's, else the backend's `run` default
+    /// (nested's patience rule; none for svi).
+    #[test]
+    fn early_stopping_comes_from_the_flag_then_the_protocol_then_the_backend() {
+        let rules = |args: &[&str]| specs_with(args, |s| s.early_stopping.clone());
+        let nested = Some(HeldOutRule::Patience(
+            crate::backends::NESTED_EARLY_STOPPING,
+        ));
+        assert_eq!(
+            rules(&["--backend", "svi,nested"]),
+            vec![("svi".to_string(), None), ("nested".to_string(), nested)]
+        );
+        assert_eq!(
+            rules(&["--backend", "svi,nested", "--early-stopping", "none"]),
+            vec![("svi".to_string(), None), ("nested".to_string(), None)]
+        );
+        let patience = Some(HeldOutRule::Patience(Default::default()));
+        assert_eq!(
+            rules(&["--backend", "svi,nested", "--early-stopping", "patience"]),
+            vec![
+                ("svi".to_string(), patience.clone()),
+                ("nested".to_string(), patience)
+            ]
+        );
+        let lindinger = Some(HeldOutRule::lindinger());
+        assert_eq!(
+            rules(&["--backend", "svi,nested", "--protocol", "lindinger"]),
+            vec![
+                ("svi".to_string(), lindinger.clone()),
+                ("nested".to_string(), lindinger)
+            ]
+        );
+        assert_eq!(
+            rules(&[
+                "--backend",
+                "nested",
+                "--protocol",
+                "lindinger",
+                "--early-stopping",
+                "none"
+            ]),
+            vec![("nested".to_string(), None)]
+        );
     }
 
     /// Lindinger et al.'s protocol turns the backends' own convergence stops off (the

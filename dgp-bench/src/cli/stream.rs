@@ -95,8 +95,8 @@ pub struct StreamArgs {
     pub in_memory: bool,
     /// Held-out early stopping: `patience` (the core's patience rule, 2/17 of the
     /// training rows held out), `lindinger` (the rule of Lindinger et al. 2020 that
-    /// `run --protocol lindinger` trains with) or a rule as JSON (`{"patience":
-    /// {"every": 50, "patience": 10}}`) [default: none]. The held-out rows (at most
+    /// `run --protocol lindinger` trains with), a rule as JSON (`{"patience":
+    /// {"every": 50, "patience": 10}}`) or `none` [default: none]. The held-out rows (at most
     /// 65 536, drawn from the row count and --seed alone) are read into memory; training
     /// reads the others from the file, and equals the --in-memory run.
     #[arg(long, value_name = "RULE")]
@@ -212,26 +212,6 @@ pub struct StreamClassResult {
     pub bayes_log_loss: Option<f64>,
 }
 
-/// The rule `--early-stopping` names: `patience`, `lindinger` or a [`HeldOutRule`] as JSON.
-///
-/// # Errors
-/// A usage error for anything else or invalid settings.
-pub fn parse_held_out_rule(text: &str) -> Result<HeldOutRule> {
-    let rule = match text.trim() {
-        "patience" => HeldOutRule::Patience(Default::default()),
-        "lindinger" => HeldOutRule::lindinger(),
-        json => serde_json::from_str(json).map_err(|e| {
-            BenchError::Usage(format!(
-                "--early-stopping {json}: expected patience, lindinger or a rule as JSON \
-                 ({{\"patience\": {{...}}}} or {{\"lindinger\": {{...}}}}): {e}"
-            ))
-        })?,
-    };
-    rule.validate()
-        .map_err(|e| BenchError::Usage(format!("--early-stopping: {e}")))?;
-    Ok(rule)
-}
-
 /// Progress bar and memory samples of a streamed fit.
 struct StreamObserver {
     bar: BarObserver,
@@ -296,8 +276,9 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let early_stopping = a
         .early_stopping
         .as_deref()
-        .map(parse_held_out_rule)
-        .transpose()?;
+        .map(super::parse_early_stopping)
+        .transpose()?
+        .flatten();
     if early_stopping.is_some() && !b.capabilities().held_out_early_stopping {
         return Err(BenchError::Usage(format!(
             "--backend {}: it does not support held-out early stopping; drop --early-stopping",

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Early stopping on held-out training rows: the patience rule.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EarlyStopping {
     /// Fraction of the rows passed to `fit` that are held out (drawn with the fit seed);

@@ -60,7 +60,7 @@ impl<F> HeldOutStopping<F> {
     /// `score(model)`.
     pub fn new(es: &EarlyStopping, heldout_rows: usize, score: F) -> Self {
         HeldOutStopping {
-            es: es.clone(),
+            es: *es,
             every: 1,
             score,
             best: None,

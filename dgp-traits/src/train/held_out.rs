@@ -29,7 +29,8 @@
 
 use crate::data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_with_replacement};
 use crate::data::{Dataset, RowSource, RowsExcept, gather_dataset, held_out_count};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fit::Checkpoints;
 use crate::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use crate::predictive::Predictive;
 use crate::train::early_stopping::{
@@ -204,8 +205,10 @@ pub fn predictive_nll(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
 /// [`CallerHooks`].
 ///
 /// # Errors
-/// Invalid early-stopping settings; read errors of the held-out rows; the executor's
-/// errors.
+/// Invalid early-stopping settings; [`Error::Unsupported`] when a rule would run and the
+/// hooks ask for checkpoints ([`Checkpoints::every`] > 0: the rule's state is not saved,
+/// so a resumed run could not equal the uninterrupted one); read errors of the held-out
+/// rows; the executor's errors.
 pub fn fit_with_held_out<M, S>(
     model: &mut M,
     data: &dyn RowSource,
@@ -238,11 +241,20 @@ where
     M: Model,
     S: Stepper<M>,
 {
-    let mut progress = CallerHooks::new(hooks);
     let split = match &cfg.early_stopping {
         Some(rule) => HeldOutSplit::draw(rule, data.n(), cfg.seed)?,
         None => None,
     };
+    if split.is_some() && Checkpoints::every(hooks) > 0 {
+        return Err(Error::Unsupported(
+            "held-out early stopping cannot be checkpointed yet: the rule's best parameters \
+             and its count of evaluations are not part of the saved state, so a resumed run \
+             would not equal an uninterrupted one; train without checkpoints or without the \
+             rule"
+                .into(),
+        ));
+    }
+    let mut progress = CallerHooks::new(hooks);
     let (Some(rule), Some(split)) = (&cfg.early_stopping, split) else {
         let mut ex = Executor::new(stepper, cfg).observe(&mut progress);
         for o in extra.iter_mut() {

@@ -11,8 +11,9 @@ use crate::rng::{Rng, standard_normal, stream};
 use crate::tape::{Tape, Var};
 use crate::testing::{StopAfter, toy_regression};
 use crate::train::{
-    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutStopping, ModelSnapshots,
-    NaturalAdamStepper, NaturalGradientModel, Observer, SampleCollector, StepInfo, best_of,
+    AdamStepper, CallerHooks, Control, EarlyStopping, Executor, HeldOutRule, HeldOutStopping,
+    ModelSnapshots, NaturalAdamStepper, NaturalGradientModel, Observer, SampleCollector, StepInfo,
+    best_of,
 };
 use faer::{Mat, MatRef, Par, mat};
 
@@ -839,4 +840,48 @@ fn a_resumed_run_stops_on_convergence_where_the_uninterrupted_run_does() {
         .unwrap();
     assert_eq!(got.converged_after, want.converged_after);
     assert_eq!(bits(&resumed.params.flat()), bits(&whole.params.flat()));
+}
+
+/// A held-out rule and checkpoints together are refused before any step: the rule's best
+/// parameters are not in the saved state, so a resumed run would differ. With too few
+/// rows for the rule, no rule runs and the checkpointed run goes ahead.
+#[test]
+fn held_out_early_stopping_with_checkpoints_is_refused_before_any_step() {
+    let data = toy_regression(30, 2, 1.0, 1);
+    let with_rule = FitConfig {
+        early_stopping: Some(HeldOutRule::Patience(EarlyStopping::default())),
+        ..cfg(20)
+    };
+    let mut m = toy(Role::Optimised);
+    let before = m.params.flat();
+    let mut saves = Saves {
+        every: 5,
+        ..Saves::default()
+    };
+    let e = crate::train::fit_with_held_out(
+        &mut m,
+        &data,
+        &with_rule,
+        AdamStepper::new(AdamConfig::with_lr(TOY_LR)),
+        &mut FitHooks::all(&mut saves),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("checkpointed"), "{e}");
+    assert_eq!(m.params.flat(), before, "no step taken");
+    assert!(saves.saved.is_empty());
+    // Too few rows for the rule (fewer than MIN_ROWS_FOR_EARLY_STOPPING): no rule runs,
+    // so checkpoints are kept as usual.
+    let small = toy_regression(10, 2, 1.0, 1);
+    let mut m = toy(Role::Optimised);
+    let r = crate::train::fit_with_held_out(
+        &mut m,
+        &small,
+        &with_rule,
+        AdamStepper::new(AdamConfig::with_lr(TOY_LR)),
+        &mut FitHooks::all(&mut saves),
+    )
+    .unwrap();
+    assert!(r.held_out.is_none());
+    assert!(!saves.saved.is_empty());
 }
