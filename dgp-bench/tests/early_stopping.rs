@@ -184,6 +184,7 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
             fraction: 0.2,
             every: 2,
             patience: 3,
+            min_rows: 0,
         })),
         ..fit_cfg(300)
     };

@@ -39,10 +39,12 @@ pub(super) fn cmd_backends() -> std::io::Result<()> {
         if let Some(e) = d.early_stopping {
             writeln!(
                 out,
-                "    run  early stopping: {:.3} of the training rows held out, checked every {} steps, stop after {} checks without improvement (--early-stopping none: off)",
+                "    run  early stopping: {:.3} of the training rows held out, checked every {} steps, stop after {} checks without improvement, on at least {} training rows (--early-stopping none: off)",
                 e.fraction,
                 e.period(d.steps),
-                e.patience
+                e.patience,
+                e.min_rows
+                    .max(dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING)
             )?;
         }
         writeln!(

@@ -255,9 +255,14 @@ pub struct ModelFlags {
 }
 
 impl ModelFlags {
-    /// `--lr`, or the backend's default; a finite positive number.
+    /// `--lr`, or the backend's default rate; a finite positive number.
     fn learning_rate(&self, b: &BackendEntry) -> Result<f64> {
-        let lr = self.lr.unwrap_or(b.defaults.learning_rate);
+        self.learning_rate_or(b.defaults.learning_rate)
+    }
+
+    /// `--lr`, or `default`; a finite positive number.
+    fn learning_rate_or(&self, default: f64) -> Result<f64> {
+        let lr = self.lr.unwrap_or(default);
         if lr > 0.0 && lr.is_finite() {
             Ok(lr)
         } else {

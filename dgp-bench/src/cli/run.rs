@@ -111,7 +111,8 @@ pub struct RunArgs {
     /// et al. 2020's rule), a rule as JSON (`{"patience": {"every": 50, "patience":
     /// 10}}`) or `none` [default: the protocol's (lindinger, and the extrapolate split
     /// kind: lindinger), else the backend's (nested: patience, checked every hundredth of
-    /// the steps, stop after 10 checks without improvement; the others: none)].
+    /// the steps, stop after 10 checks without improvement, on 400 training rows or more;
+    /// the others: none)].
     #[arg(long, value_name = "RULE")]
     pub early_stopping: Option<String>,
     /// Keep every test point's log predictive density in the JSON records (for
@@ -235,12 +236,24 @@ fn describe_spec(spec: &ExperimentSpec<'_>) -> String {
 /// The early stopping and schedule of a spec, for the one-line description.
 fn training_note(spec: &ExperimentSpec<'_>) -> String {
     let mut out = String::new();
-    if let Some(r) = &spec.early_stopping {
-        out.push_str(&format!(
-            "; held-out early stopping: {} rule (Lindinger et al. 2020, §4, and their reference code, Structured_DGP), {} steps at most",
-            r.name(),
+    match &spec.early_stopping {
+        Some(HeldOutRule::Lindinger(_)) => out.push_str(&format!(
+            "; held-out early stopping: lindinger rule (Lindinger et al. 2020, §4, and their reference code, Structured_DGP), {} steps at most",
             spec.steps
-        ));
+        )),
+        Some(HeldOutRule::Patience(e)) => out.push_str(&format!(
+            "; held-out early stopping: patience rule ({:.3} of the training rows held out, stop after {} checks every {} steps without improvement{}), {} steps at most",
+            e.fraction,
+            e.patience,
+            e.period(spec.steps),
+            if e.min_rows > 0 {
+                format!("; only on {} training rows or more", e.min_rows)
+            } else {
+                String::new()
+            },
+            spec.steps
+        )),
+        None => {}
     }
     if let LrSchedule::Exponential {
         gamma,
@@ -307,7 +320,13 @@ pub(super) fn build_specs<'d>(
     let mut specs = Vec::new();
     for &b in &backends_wanted {
         let d = b.defaults;
-        let lr = flags.learning_rate(b)?;
+        let early_stopping = match &given_rule {
+            Some(rule) => rule.clone(),
+            None => protocol
+                .early_stopping(kind)
+                .or(d.early_stopping.map(HeldOutRule::Patience)),
+        };
+        let lr = flags.learning_rate_or(d.learning_rate_for(early_stopping.as_ref(), n_train))?;
         // A protocol's sample counts apply to Monte Carlo backends, not to backends whose
         // --samples is the number of mixture components of the model (dspp's sites).
         let ps_samples = ps.filter(|_| !b.capabilities().samples_are_components);
@@ -347,12 +366,7 @@ pub(super) fn build_specs<'d>(
                 seed: a.seed,
                 splits: splits.to_vec(),
                 progress: progress_enabled(!a.quiet),
-                early_stopping: match &given_rule {
-                    Some(rule) => rule.clone(),
-                    None => protocol
-                        .early_stopping(kind)
-                        .or(d.early_stopping.map(HeldOutRule::Patience)),
-                },
+                early_stopping: early_stopping.clone(),
                 lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
                 per_point: a.per_point,
                 protocol: protocol.label(kind),

@@ -25,6 +25,13 @@ pub struct EarlyStopping {
     /// Stop after this many evaluations without improvement; 0 = run all steps (the best
     /// parameters are restored either way).
     pub patience: usize,
+    /// The rule runs only on at least this many rows (those passed to `fit`); on fewer,
+    /// the fit trains on every row for all its steps, as without the rule. 0 (the
+    /// default) = only the core's minimum
+    /// ([`crate::train::MIN_ROWS_FOR_EARLY_STOPPING`]). A held-out NLL over k rows has
+    /// a standard error ∝ 1/√k, so on small data the score can favour an early step the
+    /// test rows do not.
+    pub min_rows: usize,
 }
 
 impl Default for EarlyStopping {
@@ -33,6 +40,7 @@ impl Default for EarlyStopping {
             fraction: 2.0 / 17.0,
             every: 0,
             patience: 20,
+            min_rows: 0,
         }
     }
 }
@@ -180,6 +188,18 @@ impl HeldOutRule {
             HeldOutRule::Patience(e) => e.validate(),
             HeldOutRule::Lindinger(l) => l.validate(),
         }
+    }
+
+    /// Whether the rule runs on a fit of `n` rows: at least
+    /// [`crate::train::MIN_ROWS_FOR_EARLY_STOPPING`] and, for the patience rule, at least
+    /// [`EarlyStopping::min_rows`]; on fewer, the fit trains on every row for all its
+    /// steps.
+    pub fn runs_on(&self, n: usize) -> bool {
+        let own = match self {
+            HeldOutRule::Patience(e) => e.min_rows,
+            HeldOutRule::Lindinger(_) => 0,
+        };
+        n >= crate::train::MIN_ROWS_FOR_EARLY_STOPPING.max(own)
     }
 
     /// Short name for reports: `patience` or `lindinger`.

@@ -2,7 +2,8 @@
 //! [`fit_with_held_out`] (and [`fit_with_held_out_observed`] for extra observers). The
 //! early-stopping summary is the report's [`crate::model::FitReport::held_out`].
 //!
-//! With `early_stopping: None` (or fewer than [`MIN_ROWS_FOR_EARLY_STOPPING`] rows) it is
+//! With `early_stopping: None` (or fewer rows than the rule needs,
+//! [`HeldOutRule::runs_on`]) it is
 //! exactly `Executor::new(stepper, cfg).observe(&mut CallerHooks::new(hooks)).run(model,
 //! data)`: same batches, same noise, same numbers. With a rule it
 //!
@@ -34,7 +35,7 @@ use crate::fit::Checkpoints;
 use crate::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use crate::predictive::Predictive;
 use crate::train::early_stopping::{
-    FitSummary, HeldOutStopping, LindingerObserver, MIN_ROWS_FOR_EARLY_STOPPING, patience_held_out,
+    FitSummary, HeldOutStopping, LindingerObserver, patience_held_out,
 };
 use crate::train::executor::Executor;
 use crate::train::observer::{CallerHooks, Observer};
@@ -87,14 +88,14 @@ impl KeptRows<'_> {
 }
 
 impl HeldOutSplit {
-    /// The split of `n` training rows for `rule` and fit seed `seed`; `None` when `n` <
-    /// [`MIN_ROWS_FOR_EARLY_STOPPING`] (no early stopping then).
+    /// The split of `n` training rows for `rule` and fit seed `seed`; `None` when the rule
+    /// does not run on `n` rows ([`HeldOutRule::runs_on`]: no early stopping then).
     ///
     /// # Errors
     /// Invalid rule settings, or a fraction that leaves an empty set.
     pub fn draw(rule: &HeldOutRule, n: usize, seed: u64) -> Result<Option<Self>> {
         rule.validate()?;
-        if n < MIN_ROWS_FOR_EARLY_STOPPING {
+        if !rule.runs_on(n) {
             return Ok(None);
         }
         let held = match rule {
@@ -377,6 +378,18 @@ mod tests {
         }
         // Too few rows: no early stopping.
         assert!(HeldOutSplit::draw(&rules()[0], 19, 7).unwrap().is_none());
+        // A patience rule's own minimum: none below it, the usual split from it on.
+        let at_least = |min_rows| {
+            HeldOutRule::Patience(crate::train::EarlyStopping {
+                min_rows,
+                ..Default::default()
+            })
+        };
+        assert!(HeldOutSplit::draw(&at_least(100), 99, 7).unwrap().is_none());
+        assert_eq!(
+            HeldOutSplit::draw(&at_least(100), 100, 7).unwrap(),
+            HeldOutSplit::draw(&at_least(0), 100, 7).unwrap()
+        );
     }
 
     #[test]

@@ -334,6 +334,7 @@ fn early_stopping_keeps_the_best_and_stops_after_patience() {
         fraction: 0.1,
         every: 2,
         patience: 3,
+        min_rows: 0,
     };
     // start 5.0; evaluations after steps 2, 4, 6, 8, 10: 4, 3 (best), 3.5, 3 (a tie keeps
     // the earlier), 9 → three without improvement: stop after step 10.
