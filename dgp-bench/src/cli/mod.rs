@@ -255,11 +255,6 @@ pub struct ModelFlags {
 }
 
 impl ModelFlags {
-    /// `--lr`, or the backend's default rate; a finite positive number.
-    fn learning_rate(&self, b: &BackendEntry) -> Result<f64> {
-        self.learning_rate_or(b.defaults.learning_rate)
-    }
-
     /// `--lr`, or `default`; a finite positive number.
     fn learning_rate_or(&self, default: f64) -> Result<f64> {
         let lr = self.lr.unwrap_or(default);

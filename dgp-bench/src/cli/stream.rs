@@ -384,6 +384,12 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let st = fit_standardizer(&train_file, opts, dgp_io::chunks::DEFAULT_CHUNK_ROWS)
         .map_err(|e| BenchError::run("standardising the training rows", e))?;
     let n = train_file.n();
+    // The backend's rate for a run with this rule on n rows (nested: lr 0.03 only where
+    // its held-out rule runs), unless --lr gives one.
+    let lr = a
+        .model
+        .lr
+        .unwrap_or(b.defaults.learning_rate_for(early_stopping.as_ref(), n));
     let target = CheckpointTarget {
         file: format!("stream-{}-L{}.json", b.name(), a.layers),
         // Every setting that affects the numbers; the training file by its size and its
@@ -397,7 +403,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             "arch": serde_json::to_value(&arch).unwrap_or_default(),
             "steps": steps,
             "batch_size": a.model.batch.unwrap_or(b.defaults.batch_cap).min(n),
-            "learning_rate": a.model.lr.unwrap_or(b.defaults.learning_rate),
+            "learning_rate": lr,
             "seed": a.seed,
             "init_rows": init_rows,
         }),
@@ -408,10 +414,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
                     .to_string()
             })
         }),
-        learning_rate: b
-            .capabilities()
-            .uses_learning_rate
-            .then(|| a.model.lr.unwrap_or(b.defaults.learning_rate)),
+        learning_rate: b.capabilities().uses_learning_rate.then_some(lr),
     };
     start_session_for(&a.ckpt, std::slice::from_ref(&target))?;
     let (source, rows_from): (Box<dyn RowSource>, &str) = if a.in_memory {
@@ -453,14 +456,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             eprintln!("resuming from step {step} of {}", p.display());
         }
         let mut hooks = FitHooks::all(&mut control);
-        let mut model = b.build_model(
-            &arch,
-            a.model.lr.unwrap_or(b.defaults.learning_rate),
-            &LrSchedule::Constant,
-            &fit,
-            &sample,
-            &hooks,
-        )?;
+        let mut model = b.build_model(&arch, lr, &LrSchedule::Constant, &fit, &sample, &hooks)?;
         drop(sample);
         let report = model.fit(source, &fit, &mut hooks);
         let report = report.map_err(|e| control.fit_error(label.clone(), e))?;

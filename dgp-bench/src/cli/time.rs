@@ -124,7 +124,10 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
             backend: b,
             arch,
             batch_size: a.model.batch_size(b)?,
-            learning_rate: a.model.learning_rate(b)?,
+            // `time` trains without a held-out rule.
+            learning_rate: a
+                .model
+                .learning_rate_or(b.defaults.learning_rate_for(None, 0))?,
         });
     }
     Ok(out)
