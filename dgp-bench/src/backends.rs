@@ -581,6 +581,13 @@ mod tests {
         let svi = find_backend("svi").unwrap().defaults;
         assert_eq!(svi.learning_rate_for(None, 100), svi.learning_rate);
         assert_eq!(svi.learning_rate_for(rule.as_ref(), 100), svi.learning_rate);
+        // The library's defaults of a spec choose the rate as `run` does: the step
+        // function's 160 training rows are too few for nested's rule.
+        let step = crate::datasets::BenchData::load("builtin:step", None, 0).unwrap();
+        let spec =
+            crate::spec::ExperimentSpec::with_defaults(&step, find_backend("nested").unwrap(), 2);
+        assert_eq!(spec.learning_rate, 0.01);
+        assert_eq!(spec.early_stopping, rule);
     }
 
     #[test]

@@ -49,24 +49,31 @@ pub struct ExperimentSpec<'a> {
 
 impl<'a> ExperimentSpec<'a> {
     /// The backend's `run` defaults ([`crate::backends::BackendDefaults`]) for `layers`
-    /// layers on every split of `data`, seed 0, no progress bar.
+    /// layers on every split of `data`, seed 0, no progress bar; the learning rate is the
+    /// one for the backend's held-out rule on split 0's training rows
+    /// ([`crate::backends::BackendDefaults::learning_rate_for`]), as `run` chooses it.
     pub fn with_defaults(
         data: &'a BenchData,
         backend: &'static BackendEntry,
         layers: usize,
     ) -> Self {
         let d = backend.defaults;
+        let early_stopping = d.early_stopping.map(HeldOutRule::Patience);
+        // The published splits of a data set all have the same size.
+        let n_train = data
+            .split(0)
+            .map_or(data.data().n(), |(train, _)| train.len());
         ExperimentSpec {
             data,
             backend,
             arch: ArchSpec::with_defaults(backend, layers),
             steps: d.steps,
             batch_size: d.batch_cap,
-            learning_rate: d.learning_rate,
+            learning_rate: d.learning_rate_for(early_stopping.as_ref(), n_train),
             seed: 0,
             splits: (0..data.n_splits()).collect(),
             progress: false,
-            early_stopping: d.early_stopping.map(HeldOutRule::Patience),
+            early_stopping,
             lr_schedule: LrSchedule::Constant,
             per_point: false,
             protocol: String::new(),

@@ -43,8 +43,7 @@ pub(super) fn cmd_backends() -> std::io::Result<()> {
                 e.fraction,
                 e.period(d.steps),
                 e.patience,
-                e.min_rows
-                    .max(dgp_traits::train::MIN_ROWS_FOR_EARLY_STOPPING)
+                dgp_traits::train::HeldOutRule::Patience(e).min_rows()
             )?;
         }
         writeln!(

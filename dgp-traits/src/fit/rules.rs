@@ -190,16 +190,21 @@ impl HeldOutRule {
         }
     }
 
-    /// Whether the rule runs on a fit of `n` rows: at least
-    /// [`crate::train::MIN_ROWS_FOR_EARLY_STOPPING`] and, for the patience rule, at least
-    /// [`EarlyStopping::min_rows`]; on fewer, the fit trains on every row for all its
-    /// steps.
-    pub fn runs_on(&self, n: usize) -> bool {
+    /// The fewest rows a fit needs for the rule to run:
+    /// [`crate::train::MIN_ROWS_FOR_EARLY_STOPPING`], or for the patience rule
+    /// [`EarlyStopping::min_rows`] when that is larger.
+    pub fn min_rows(&self) -> usize {
         let own = match self {
             HeldOutRule::Patience(e) => e.min_rows,
             HeldOutRule::Lindinger(_) => 0,
         };
-        n >= crate::train::MIN_ROWS_FOR_EARLY_STOPPING.max(own)
+        crate::train::MIN_ROWS_FOR_EARLY_STOPPING.max(own)
+    }
+
+    /// Whether the rule runs on a fit of `n` rows (`n` ≥ [`HeldOutRule::min_rows`]); on
+    /// fewer, the fit trains on every row for all its steps.
+    pub fn runs_on(&self, n: usize) -> bool {
+        n >= self.min_rows()
     }
 
     /// Short name for reports: `patience` or `lindinger`.
