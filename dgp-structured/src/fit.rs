@@ -6,6 +6,7 @@ use crate::config::Family;
 use crate::elbo::GRAD_CHUNK_ROWS;
 use crate::model::StructuredModel;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
+use crate::warm_start::Resumed;
 use dgp_traits::backend::Checked;
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
@@ -172,7 +173,8 @@ impl StructuredModel {
                     &model_json::synthetic_data_for(&m.config.likelihood, m.input_dim, 1, n)?,
                 )
             },
-            &[],
+            // Whether the mean-field warm start has run depends on the model's history.
+            &["warm_started"],
         )
     }
 }
@@ -282,7 +284,11 @@ impl Model for StructuredModel {
     /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
     /// the rule's observer attached; Lindinger et al.'s rule is the reference's) and
     /// `cfg.convergence` (or, when that is `None`, [`crate::StructuredConfig::convergence`]);
-    /// Adam's settings, schedule included, are [`crate::StructuredConfig::adam`].
+    /// Adam's settings, schedule included, are [`crate::StructuredConfig::adam`]. With
+    /// [`crate::StructuredConfig::warm_start`] set, the fit of the mean-field restriction
+    /// comes first (once per model, and not when `hooks` hold a saved state to resume);
+    /// the report is the fully-coupled run's, or the warm start's if a stop was requested
+    /// during it.
     fn fit(
         &mut self,
         data: &dyn RowSource,
@@ -291,6 +297,12 @@ impl Model for StructuredModel {
     ) -> Result<FitReport> {
         // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
         let cfg = &*cfg.with_convergence_fallback(self.config.convergence.as_ref());
+        let (state, stopped) = self.warm_start(data, cfg, hooks)?;
+        if let Some(report) = stopped {
+            return Ok(report);
+        }
+        let mut resumed = Resumed { hooks, state };
+        let hooks = &mut FitHooks::all(&mut resumed);
         let adam = self.config.adam.clone();
         match self.config.natgrad {
             Some(nat) if self.config.family == Family::FullyCoupled => {
@@ -342,10 +354,15 @@ impl Model for StructuredModel {
     fn describe(&self) -> String {
         let c = &self.config;
         let extra = format!(
-            "{:?}{}{} S_train={}",
+            "{:?}{}{}{} S_train={}",
             c.family,
             if c.whitened { " whitened" } else { "" },
             if c.natgrad.is_some() { " natgrad" } else { "" },
+            if c.warm_start.is_some() {
+                " mean-field warm start"
+            } else {
+                ""
+            },
             c.train_samples
         );
         describe_stack(

@@ -10,7 +10,8 @@
 //!   as one n×n block (n = M·Σ_l T_l); its KL is the core's
 //!   [`dgp_traits::kl::gauss_kl_block_diag`]; optional natural-gradient steps on
 //!   (μ_M, S_M) jointly (Lindinger et al. 2020, §3.1) through the core's
-//!   [`dgp_traits::train::NaturalAdamStepper`].
+//!   [`dgp_traits::train::NaturalAdamStepper`]; optionally started from a fit of its
+//!   mean-field restriction ([`WarmStart`]).
 //! * [`Family::Star`] (stripes-and-arrow, paper §3.2, Lindinger et al. 2020, §3.2): only the non-zero M×M
 //!   blocks of L are stored (diagonal blocks, stripes, arrow). The blocks of S_M = LLᵀ are
 //!   formed by the sums of Lindinger et al. 2020, §3.2 (`Σ_k L_ik L_jkᵀ` over stored blocks, stripe×stripe terms
@@ -137,12 +138,13 @@ mod propagate;
 pub mod q;
 mod sampling;
 mod sparse;
+mod warm_start;
 
 pub use backend::{
-    BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND,
-    StructuredBackend,
+    BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, BACKEND_NATGRAD, BACKEND_WARM_START,
+    FC_BACKEND, MF_BACKEND, STAR_BACKEND, StructuredBackend,
 };
-pub use config::{Family, StructuredConfig};
+pub use config::{Family, StructuredConfig, WarmStart};
 pub use dgp_traits;
 pub use elbo::GRAD_CHUNK_ROWS;
 pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredModel};

@@ -38,6 +38,10 @@ pub struct StructuredModel {
     pub(crate) noise: Option<ParamId>,
     pub(crate) params: ParamStore,
     pub(crate) input_dim: usize,
+    /// Whether the mean-field warm start ([`crate::StructuredConfig::warm_start`]) has
+    /// run on this model's parameters (absent from older model files: `false`).
+    #[serde(default)]
+    pub(crate) warm_started: bool,
 }
 
 /// One layer's projection of its inputs (R columns).
@@ -170,6 +174,7 @@ impl StructuredModel {
             noise,
             params,
             input_dim: d_in,
+            warm_started: false,
         })
     }
 

@@ -129,6 +129,16 @@ impl QParams {
         }
     }
 
+    /// Every parameter block of q (the mean first).
+    pub fn ids(&self) -> Vec<ParamId> {
+        match self {
+            QParams::Dense { mean, factor } => vec![*mean, *factor],
+            QParams::Blocks { mean, blocks } => std::iter::once(*mean)
+                .chain(blocks.iter().map(|b| b.id))
+                .collect(),
+        }
+    }
+
     /// New parameters: μ = 0 and L = blockdiag(`diag_factors[g]`) (off-diagonal blocks 0).
     pub fn init(
         params: &mut ParamStore,
