@@ -129,7 +129,7 @@ impl ConfigBackend for StructuredBackend {
     fn description(&self) -> &'static str {
         match self.family {
             Family::FullyCoupled => {
-                "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020)"
+                "fully-coupled structured DGP, one dense joint q over all layers (Lindinger et al. 2020), natural steps from a fit of its mean-field restriction (setting warm_start)"
             }
             Family::Star => "stripes-and-arrow structured DGP (Lindinger et al. 2020)",
             Family::MeanField => {
