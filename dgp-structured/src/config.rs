@@ -96,8 +96,8 @@ pub struct StructuredConfig {
 /// nearly deterministic hidden layers (`inner_q_scale`), whose precision a natural step
 /// of size γ reduces only by the factor 1 − γ a step (about 220 steps at γ = 0.1 before
 /// the hidden means move at all). The mean-field phase runs on the same rows with the
-/// same Adam settings, convergence stop and held-out rule as the fit it precedes, for at
-/// most `steps` steps; it runs once per model (a model that has had it, a loaded one
+/// same Adam settings, convergence stop (its minimum step count capped at `steps`) and
+/// held-out rule as the fit it precedes, for at most `steps` steps; it runs once per model (a model that has had it, a loaded one
 /// included, does not repeat it, nor does a run resumed from a saved state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

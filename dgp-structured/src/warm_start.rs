@@ -8,7 +8,7 @@ use crate::q::{QParams, block_pattern};
 use dgp_traits::data::RowSource;
 use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
-use dgp_traits::model::{FitConfig, FitReport};
+use dgp_traits::model::{Convergence, FitConfig, FitReport};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::train::{AdamStepper, fit_with_held_out};
 
@@ -108,8 +108,13 @@ impl StructuredModel {
         };
         let mut mf = self.with_q_family(mf_config)?;
         hooks.on_phase("mean-field warm start");
+        // The run's convergence stop, its minimum step count capped at the warm start's.
         let mf_cfg = FitConfig {
             steps: ws.steps,
+            convergence: cfg.convergence.map(|c| Convergence {
+                min_steps: c.min_steps.min(ws.steps),
+                ..c
+            }),
             ..cfg.clone()
         };
         let report = fit_with_held_out(
@@ -299,6 +304,24 @@ mod tests {
         loaded.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
         warm.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
         assert_eq!(loaded.params.flat(), warm.params.flat());
+    }
+
+    /// A convergence stop whose minimum step count exceeds the warm start's steps still
+    /// runs: the warm start caps the minimum at its own steps.
+    #[test]
+    fn a_convergence_minimum_above_the_warm_start_steps_is_capped() {
+        let (mut m, data) = fc(Some(5));
+        let cfg = FitConfig {
+            steps: 60,
+            batch_size: 16,
+            convergence: Some(Convergence {
+                min_steps: 50,
+                ..Convergence::DEFAULT
+            }),
+            ..FitConfig::default()
+        };
+        m.fit(&data, &cfg, &mut FitHooks::none()).unwrap();
+        assert!(m.warm_started);
     }
 
     /// The warm start is the fully-coupled family's and needs at least one step.
