@@ -620,12 +620,14 @@ fn inducing_points_are_capped_at_the_training_rows() {
     assert_eq!(model.config().num_inducing, 12);
 }
 
-/// The backends' defaults: FC trains by natural steps, every family is whitened, starts
-/// σ² at 0.1 and carries the convergence stop, and the stop ends a fit early and says so.
+/// The backends' defaults: FC trains by natural steps (γ = 0.03) from the mean-field warm
+/// start, every family is whitened, starts σ² at 0.1 and carries the convergence stop,
+/// and the stop ends a fit early and says so.
 #[test]
 fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     use dgp_structured::{
-        BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, FC_BACKEND, MF_BACKEND, STAR_BACKEND,
+        BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, BACKEND_NATGRAD, BACKEND_WARM_START,
+        FC_BACKEND, MF_BACKEND, STAR_BACKEND,
     };
     use dgp_traits::backend::{CommonSettings, ConfigBackend};
     let common = CommonSettings {
@@ -640,8 +642,19 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         lr_schedule: None,
     };
     let fc = FC_BACKEND.base_config(&common);
-    assert_eq!(fc.natgrad, Some(NatGradConfig::default()));
+    assert_eq!(
+        fc.natgrad,
+        Some(NatGradConfig {
+            gamma: 0.03,
+            ..NatGradConfig::default()
+        })
+    );
+    assert_eq!(fc.natgrad, Some(BACKEND_NATGRAD));
+    assert_eq!(fc.warm_start, Some(BACKEND_WARM_START));
     assert!(fc.validate().is_ok());
+    for b in [&STAR_BACKEND, &MF_BACKEND] {
+        assert_eq!(b.base_config(&common).warm_start, None);
+    }
     for b in [&STAR_BACKEND, &MF_BACKEND, &FC_BACKEND] {
         let c = b.base_config(&common);
         assert_eq!(c.convergence, Some(BACKEND_CONVERGENCE));
