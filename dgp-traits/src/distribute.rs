@@ -28,13 +28,15 @@ pub trait ChunkRunner: Send + Sync {
     /// `c` filled by the process that owns chunk c and zero elsewhere; afterwards every
     /// process holds every row exactly as its owner computed it (a failed chunk is a row
     /// whose first entry is NaN). Called by every process for every step, in the same
-    /// order.
+    /// order, whenever [`Self::processes`] is more than 1 (with one process every chunk
+    /// is summed where it was computed and `combine` is not called).
     ///
     /// # Errors
     /// A communication failure (a process that died, mismatched sizes).
     fn combine(&self, slots: &mut [f64], chunks: usize, width: usize) -> Result<()>;
 
-    /// Number of processes sharing the chunks (1 for [`Local`]).
+    /// Number of processes sharing the chunks (1 for [`Local`]); a runner with more than
+    /// one must say so, or its [`Self::combine`] is never called.
     fn processes(&self) -> usize {
         1
     }

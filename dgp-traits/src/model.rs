@@ -321,6 +321,83 @@ where
         .collect();
     let n_p = params.num_free();
     let extra: usize = shapes.iter().map(|(r, c)| r * c).sum();
+    let (value, mut sum) = if runner.processes() == 1 {
+        sum_local(parts, n_p, extra)?
+    } else {
+        sum_shared(runner, parts, n_p, extra)?
+    };
+    if !value.is_finite() {
+        return Err(Error::Numerical(format!("objective is {value}")));
+    }
+    if let Some(k) = sum.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Numerical(format!(
+            "gradient entry {k} is {}",
+            sum[k]
+        )));
+    }
+    let mut adjoints = Vec::with_capacity(shapes.len());
+    let mut k = n_p;
+    for &(r, c) in shapes {
+        adjoints.push(Mat::from_fn(r, c, |i, j| sum[k + j * r + i]));
+        k += r * c;
+    }
+    sum.truncate(n_p);
+    Ok(ChunkedGrad {
+        value,
+        grad: sum,
+        adjoints,
+    })
+}
+
+/// Adds `p`'s gradient and flattened adjoints (column-major, in order) into `sum`.
+fn add_part(sum: &mut [f64], p: &ChunkedGrad) {
+    let n_p = p.grad.len();
+    sum[..n_p]
+        .iter_mut()
+        .zip(&p.grad)
+        .for_each(|(a, b)| *a += b);
+    let mut k = n_p;
+    for a in &p.adjoints {
+        for col in a.col_iter() {
+            for v in col.iter() {
+                sum[k] += v;
+                k += 1;
+            }
+        }
+    }
+}
+
+/// The value and the summed gradient and adjoints of chunks all computed in this process,
+/// summed in chunk order from zero (the numbers [`sum_shared`] gives, without the shared
+/// table); the first failed chunk's error otherwise.
+fn sum_local(
+    parts: Vec<Option<Result<ChunkedGrad>>>,
+    n_p: usize,
+    extra: usize,
+) -> Result<(f64, Vec<f64>)> {
+    let mut value = 0.0;
+    let mut sum = vec![0.0; n_p + extra];
+    for (c, part) in parts.into_iter().enumerate() {
+        let p = part.ok_or_else(|| {
+            Error::Numerical(format!("chunk {c} of the minibatch was not computed"))
+        })??;
+        value += p.value;
+        add_part(&mut sum, &p);
+    }
+    Ok((value, sum))
+}
+
+/// The value and the summed gradient and adjoints when several processes share the
+/// chunks: each fills its chunks' rows of a table of `1 + n_p + extra` numbers a chunk,
+/// the runner makes every row known everywhere, and every process sums the rows in chunk
+/// order.
+fn sum_shared(
+    runner: &dyn crate::distribute::ChunkRunner,
+    parts: Vec<Option<Result<ChunkedGrad>>>,
+    n_p: usize,
+    extra: usize,
+) -> Result<(f64, Vec<f64>)> {
+    let chunks = parts.len();
     let width = 1 + n_p + extra;
     let mut slots = vec![0.0; chunks * width];
     let mut local_error = None;
@@ -329,16 +406,7 @@ where
         match part {
             Some(Ok(p)) => {
                 row[0] = p.value;
-                row[1..1 + n_p].copy_from_slice(&p.grad);
-                let mut k = 1 + n_p;
-                for a in &p.adjoints {
-                    for j in 0..a.ncols() {
-                        for i in 0..a.nrows() {
-                            row[k] = a[(i, j)];
-                            k += 1;
-                        }
-                    }
-                }
+                add_part(&mut row[1..], &p);
             }
             Some(Err(e)) => {
                 row[0] = f64::NAN;
@@ -362,27 +430,7 @@ where
         value += row[0];
         sum.iter_mut().zip(&row[1..]).for_each(|(a, b)| *a += b);
     }
-    if !value.is_finite() {
-        return Err(Error::Numerical(format!("objective is {value}")));
-    }
-    if let Some(k) = sum.iter().position(|v| !v.is_finite()) {
-        return Err(Error::Numerical(format!(
-            "gradient entry {k} is {}",
-            sum[k]
-        )));
-    }
-    let mut adjoints = Vec::with_capacity(shapes.len());
-    let mut k = n_p;
-    for &(r, c) in shapes {
-        adjoints.push(Mat::from_fn(r, c, |i, j| sum[k + j * r + i]));
-        k += r * c;
-    }
-    sum.truncate(n_p);
-    Ok(ChunkedGrad {
-        value,
-        grad: sum,
-        adjoints,
-    })
+    Ok((value, sum))
 }
 
 /// Settings of a prediction.
@@ -458,5 +506,64 @@ pub trait Model: Objective + Send + Sync {
         _seed: u64,
     ) -> Result<Option<faer::Mat<f64>>> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(scale: f64) -> ChunkedGrad {
+        ChunkedGrad {
+            value: -3.25 * scale,
+            grad: (0..5).map(|i| scale * (i as f64 - 2.1)).collect(),
+            adjoints: vec![Mat::from_fn(2, 3, |i, j| {
+                scale * (i as f64 + 0.3 * j as f64)
+            })],
+        }
+    }
+
+    #[test]
+    fn the_local_sum_equals_the_shared_table_sum_bit_for_bit() {
+        let parts = || {
+            vec![
+                Some(Ok(part(1.0))),
+                Some(Ok(part(0.1))),
+                Some(Ok(part(-7.3))),
+            ]
+        };
+        let local = sum_local(parts(), 5, 6).unwrap();
+        let shared = sum_shared(&crate::distribute::Local, parts(), 5, 6).unwrap();
+        assert_eq!(local, shared);
+        // Chunk order: value = ((0 + v₀) + v₁) + v₂, and so every entry.
+        let v = |s: f64| -3.25 * s;
+        let expected = ((0.0 + v(1.0)) + v(0.1)) + v(-7.3);
+        assert_eq!(local.0, expected);
+        assert_eq!(local.1.len(), 11);
+        // The adjoint's entry (1, 2) comes after the 5 gradient entries, column-major.
+        let a12 = |s: f64| s * (1.0 + 0.3 * 2.0);
+        assert_eq!(
+            local.1[5 + 2 * 2 + 1],
+            ((0.0 + a12(1.0)) + a12(0.1)) + a12(-7.3)
+        );
+    }
+
+    #[test]
+    fn the_first_failed_chunk_is_the_error_of_both_sums() {
+        let parts = || {
+            vec![
+                Some(Ok(part(1.0))),
+                Some(Err(Error::Numerical("chunk one".into()))),
+                Some(Err(Error::Numerical("chunk two".into()))),
+            ]
+        };
+        for r in [
+            sum_local(parts(), 5, 6),
+            sum_shared(&crate::distribute::Local, parts(), 5, 6),
+        ] {
+            assert!(matches!(r, Err(Error::Numerical(m)) if m == "chunk one"));
+        }
+        // A chunk this process did not compute cannot be summed locally.
+        assert!(sum_local(vec![Some(Ok(part(1.0))), None], 5, 6).is_err());
     }
 }

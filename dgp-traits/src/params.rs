@@ -233,11 +233,10 @@ impl ParamStore {
         assert_eq!(out.len(), self.num_free(), "flat_into length");
         let mut k = 0;
         for b in self.free_blocks() {
-            for j in 0..b.value.ncols() {
-                for i in 0..b.value.nrows() {
-                    out[k] = b.value[(i, j)];
-                    k += 1;
-                }
+            let (r, c) = (b.value.nrows(), b.value.ncols());
+            for j in 0..c {
+                out[k..k + r].copy_from_slice(b.value.col_as_slice(j));
+                k += r;
             }
         }
     }
@@ -247,11 +246,10 @@ impl ParamStore {
         self.check_flat("ParamStore::set_flat", flat)?;
         let mut k = 0;
         for b in self.blocks.iter_mut().filter(|b| b.role.is_free()) {
-            for j in 0..b.value.ncols() {
-                for i in 0..b.value.nrows() {
-                    b.value[(i, j)] = flat[k];
-                    k += 1;
-                }
+            let (r, c) = (b.value.nrows(), b.value.ncols());
+            for j in 0..c {
+                b.value.col_as_slice_mut(j).copy_from_slice(&flat[k..k + r]);
+                k += r;
             }
         }
         Ok(())
@@ -325,17 +323,22 @@ impl ParamStore {
                 continue;
             }
             match grads.get(*v) {
-                Some(g) => {
-                    for j in 0..g.ncols() {
-                        for i in 0..g.nrows() {
-                            out.push(g[(i, j)]);
-                        }
-                    }
-                }
+                Some(g) => extend_col_major(&mut out, g),
                 None => out.extend(std::iter::repeat_n(0.0, b.value.nrows() * b.value.ncols())),
             }
         }
         out
+    }
+}
+
+/// Appends `m`'s entries column by column (whole columns at a time where they are
+/// contiguous).
+fn extend_col_major(out: &mut Vec<f64>, m: MatRef<'_, f64>) {
+    for col in m.col_iter() {
+        match col.try_as_col_major() {
+            Some(col) => out.extend_from_slice(col.as_slice()),
+            None => out.extend(col.iter().copied()),
+        }
     }
 }
 

@@ -427,3 +427,60 @@ fn lbfgs_stops_at_max_iters() {
     assert_eq!(r.iterations, 5);
     assert!(r.value < rosenbrock(&[-1.2, 1.0]).0);
 }
+
+/// One Adam update of one entry, written out as in Kingma & Ba's Algorithm 1 with the
+/// bias corrections folded into the step as `Adam` folds them.
+fn adam_entry(cfg: &AdamConfig, t: u64, sign: f64, p: &mut f64, g: f64, m: &mut f64, v: &mut f64) {
+    let t1 = (t + 1) as f64;
+    let (bc1, bc2) = (1.0 - cfg.beta1.powf(t1), 1.0 - cfg.beta2.powf(t1));
+    *m = cfg.beta1 * *m + (1.0 - cfg.beta1) * g;
+    *v = cfg.beta2 * *v + (1.0 - cfg.beta2) * g * g;
+    let denom = (*v * (1.0 / bc2)).sqrt() + cfg.eps;
+    *p += (sign * cfg.lr / bc1) * *m / denom;
+}
+
+#[test]
+fn adam_ranges_long_enough_to_split_match_the_entrywise_rule_at_any_thread_count() {
+    // Ranges of 50 000 and 7 entries (the first is updated in parallel blocks), a gap of
+    // 11 entries that must stay untouched, and gradients of mixed sign and scale.
+    let n = 50_000 + 11 + 7;
+    let ranges = [0..50_000, 50_011..n];
+    let cfg = AdamConfig::default();
+    let grad_at = |s: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i * 7919 + s * 104_729) % 1000) as f64 / 250.0 - 2.0)
+            .collect()
+    };
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut adam = Adam::new(cfg.clone(), n).unwrap();
+            let mut p: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
+            for s in 0..3 {
+                adam.ascend_ranges(&mut p, &grad_at(s), &ranges).unwrap();
+            }
+            (p, adam.state().clone())
+        })
+    };
+    let (p1, s1) = run(1);
+    let (p2, s2) = run(2);
+    assert_eq!(p1, p2);
+    assert_eq!((&s1.m, &s1.v, s1.step), (&s2.m, &s2.v, s2.step));
+    // The entrywise reference.
+    let mut p: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
+    let (mut m, mut v) = (vec![0.0; n], vec![0.0; n]);
+    for s in 0..3u64 {
+        let g = grad_at(s as usize);
+        for r in &ranges {
+            for i in r.clone() {
+                adam_entry(&cfg, s, 1.0, &mut p[i], g[i], &mut m[i], &mut v[i]);
+            }
+        }
+    }
+    assert_eq!(p1, p);
+    assert_eq!((s1.m, s1.v), (m, v));
+    assert!((50_000..50_011).all(|i| p1[i] == (i as f64).sin()));
+}

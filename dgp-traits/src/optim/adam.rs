@@ -2,8 +2,13 @@
 
 use crate::error::{Error, Result};
 pub use crate::fit::LrSchedule;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
+
+/// Entries per parallel block of one Adam update (a range of at least two blocks is
+/// updated in parallel).
+const PAR_BLOCK: usize = 8192;
 
 /// Hyper-parameters of [`Adam`] (Kingma & Ba 2015, Algorithm 1: step size α, moment decays
 /// β₁ and β₂, offset ε), with a schedule multiplying α by `schedule.factor(t)` at update
@@ -242,26 +247,81 @@ impl Adam {
         let bc1 = 1.0 - beta1.powf(t1);
         let bc2 = 1.0 - beta2.powf(t1);
         // step = lr·m̂/(√v̂ + ε) with m̂ = m/bc1, v̂ = v/bc2: the bias corrections are folded
-        // into constants (one square root and one division per entry, a branch-free loop
-        // the compiler vectorises).
-        let (step_scale, inv_bc2) = (sign * lr / bc1, 1.0 / bc2);
+        // into constants (one square root and one division per entry).
+        let k = Moments {
+            beta1,
+            beta2,
+            eps,
+            step_scale: sign * lr / bc1,
+            inv_bc2: 1.0 / bc2,
+        };
         let AdamState { m, v, .. } = &mut self.state;
         for r in ranges {
-            for (((p, &g), m), v) in params[r.clone()]
-                .iter_mut()
-                .zip(&grad[r.clone()])
-                .zip(m[r.clone()].iter_mut())
-                .zip(v[r.clone()].iter_mut())
-            {
-                *m = beta1 * *m + (1.0 - beta1) * g;
-                *v = beta2 * *v + (1.0 - beta2) * g * g;
-                let denom = (*v * inv_bc2).sqrt() + eps;
-                let step = step_scale * *m / denom;
-                // denom = 0 only when v = 0 and ε = 0, where m = 0 too: no step.
-                *p += if denom > 0.0 { step } else { 0.0 };
+            let (p, g) = (&mut params[r.clone()], &grad[r.clone()]);
+            let (m, v) = (&mut m[r.clone()], &mut v[r.clone()]);
+            // Every entry's update is independent of the others: long ranges are split
+            // into blocks updated in parallel, with the same arithmetic per entry (the
+            // result does not depend on the thread count).
+            if p.len() >= 2 * PAR_BLOCK {
+                p.par_chunks_mut(PAR_BLOCK)
+                    .zip(g.par_chunks(PAR_BLOCK))
+                    .zip(m.par_chunks_mut(PAR_BLOCK))
+                    .zip(v.par_chunks_mut(PAR_BLOCK))
+                    .for_each(|(((p, g), m), v)| k.update(p, g, m, v));
+            } else {
+                k.update(p, g, m, v);
             }
         }
         self.state.step += 1;
         Ok(())
+    }
+}
+
+/// The constants of one Adam update.
+#[derive(Clone, Copy)]
+struct Moments {
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    step_scale: f64,
+    inv_bc2: f64,
+}
+
+impl Moments {
+    /// Updates the moments `m`, `v` and the entries `p` with gradient `g`, entry by entry.
+    /// The branch-free loop is compiled inside pulp's target-feature context, so it runs
+    /// on the widest vector instructions of the machine; square root and division are
+    /// correctly rounded at every width and no multiply-add is fused, so the numbers do
+    /// not depend on the instruction set.
+    fn update(self, p: &mut [f64], g: &[f64], m: &mut [f64], v: &mut [f64]) {
+        struct Loop<'a> {
+            k: Moments,
+            p: &'a mut [f64],
+            g: &'a [f64],
+            m: &'a mut [f64],
+            v: &'a mut [f64],
+        }
+        impl pulp::WithSimd for Loop<'_> {
+            type Output = ();
+            #[inline(always)]
+            fn with_simd<S: pulp::Simd>(self, _simd: S) {
+                let Loop { k, p, g, m, v } = self;
+                for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+                    *m = k.beta1 * *m + (1.0 - k.beta1) * g;
+                    *v = k.beta2 * *v + (1.0 - k.beta2) * g * g;
+                    let denom = (*v * k.inv_bc2).sqrt() + k.eps;
+                    let step = k.step_scale * *m / denom;
+                    // denom = 0 only when v = 0 and ε = 0, where m = 0 too: no step.
+                    *p += if denom > 0.0 { step } else { 0.0 };
+                }
+            }
+        }
+        pulp::Arch::new().dispatch(Loop {
+            k: self,
+            p,
+            g,
+            m,
+            v,
+        });
     }
 }

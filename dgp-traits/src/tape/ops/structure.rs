@@ -113,8 +113,19 @@ impl Backward for LowerCholeskyFactorOp {
             let mut acc = sink.acc(0);
             for j in 0..g.ncols() {
                 acc[(j, j)] += g[(j, j)] * sigmoid(a[(j, j)]);
-                for i in j + 1..g.nrows() {
-                    acc[(i, j)] += g[(i, j)];
+                let (gj, aj) = (g.col(j), acc.as_mut().col_mut(j));
+                match (gj.try_as_col_major(), aj.try_as_col_major_mut()) {
+                    (Some(gj), Some(aj)) => {
+                        let below = aj.as_slice_mut()[j + 1..].iter_mut();
+                        below
+                            .zip(&gj.as_slice()[j + 1..])
+                            .for_each(|(o, &v)| *o += v);
+                    }
+                    _ => {
+                        for i in j + 1..g.nrows() {
+                            acc[(i, j)] += g[(i, j)];
+                        }
+                    }
                 }
             }
         }
@@ -199,13 +210,13 @@ impl Tape {
         let n = self.assert_square(a, "lower_cholesky_factor");
         let va = self.value(a);
         let mut out = self.alloc(n, n);
-        for j in 0..n {
-            for i in 0..n {
-                out[(i, j)] = match i.cmp(&j) {
-                    std::cmp::Ordering::Greater => va[(i, j)],
-                    std::cmp::Ordering::Equal => softplus(va[(i, i)]) + floor,
-                    std::cmp::Ordering::Less => 0.0,
-                };
+        for (j, src) in va.col_iter().enumerate() {
+            let dst = out.col_as_slice_mut(j);
+            dst[..j].fill(0.0);
+            dst[j] = softplus(src[j]) + floor;
+            match src.try_as_col_major() {
+                Some(src) => dst[j + 1..].copy_from_slice(&src.as_slice()[j + 1..]),
+                None => (j + 1..n).for_each(|i| dst[i] = src[i]),
             }
         }
         self.push(out, &[a], LowerCholeskyFactorOp)
