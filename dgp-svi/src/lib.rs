@@ -72,8 +72,8 @@
 //! ([`dgp_traits::conditional::Route`]): one dense `Q·Kuf` product forward and one triangle
 //! of `Kuf diag(ḡ) Kufᵀ` backward instead of a triangular solve with all S·B rows, a factor
 //! product and their adjoints (about half the multiply-adds). Minibatches of more than
-//! [`GRAD_CHUNK_ROWS`] points are recorded in chunks on separate tapes in parallel (one
-//! parallel region a step; results independent of the number of threads). Step times, and
+//! `GRAD_CHUNK_ROWS / 2` points are recorded in chunks ([`chunk_rows`]) on separate tapes
+//! in parallel (one parallel region a step; results independent of the number of threads). Step times, and
 //! the run on protein with the peers' settings next to GPyTorch, are in `RESULTS.md`
 //! (sections "step-times/protein-idle" and "step-times/protein-loaded").
 //!
@@ -112,7 +112,7 @@ mod variational;
 pub use backend::{BACKEND_CONVERGENCE, SVI_BACKEND, SviBackend};
 pub use config::{LastMean, SviConfig};
 pub use dgp_traits;
-pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel};
+pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel, chunk_rows};
 pub use variational::{Q_SQRT_FLOOR, QParams};
 
 /// Everything needed to build, train and evaluate a model.

@@ -41,8 +41,22 @@ const PREDICT_ROWS: usize = 8_192;
 /// [`Objective::value_and_grad`]: a larger minibatch is split into `⌈B / GRAD_CHUNK_ROWS⌉`
 /// nearly equal chunks of consecutive rows, recorded on separate tapes in parallel (one
 /// parallel region a step instead of one per large operation, which on two cores turned
-/// 1.5× into about 1.9×). The chunking depends on B only, never on the number of threads.
+/// 1.5× into about 1.9×); a minibatch of more than half of it is split in two as well
+/// ([`chunk_rows`]). The chunking depends on B only, never on the number of threads.
 pub const GRAD_CHUNK_ROWS: usize = 512;
+
+/// Rows per gradient chunk for a minibatch of `b` points: [`GRAD_CHUNK_ROWS`], except that
+/// a minibatch of more than half of it and at most all of it is split in two (chunks of
+/// `⌈b/2⌉` rows), so that two threads share every minibatch of more than
+/// `GRAD_CHUNK_ROWS / 2` points (one chunk leaves the second core idle for the whole
+/// step). Depends on `b` only, never on the number of threads.
+pub fn chunk_rows(b: usize) -> usize {
+    if b > GRAD_CHUNK_ROWS / 2 && b <= GRAD_CHUNK_ROWS {
+        b.div_ceil(2)
+    } else {
+        GRAD_CHUNK_ROWS
+    }
+}
 
 /// A deep GP trained by doubly-stochastic variational inference (Salimbeni & Deisenroth
 /// 2017). See the crate docs for an example.
@@ -281,9 +295,9 @@ impl Objective for SviModel {
     }
 
     /// Value and gradient of the ELBO of eq. (17) on `batch`, through the core's
-    /// [`chunked_value_and_grad`]: minibatches of at most [`GRAD_CHUNK_ROWS`] points are
-    /// recorded on `tape` exactly as [`Objective::record`] does; larger ones in
-    /// `⌈B / GRAD_CHUNK_ROWS⌉` chunks on separate tapes in parallel, chunk c drawing its
+    /// [`chunked_value_and_grad`]: minibatches of at most `GRAD_CHUNK_ROWS / 2` points
+    /// are recorded on `tape` exactly as [`Objective::record`] does; larger ones in
+    /// `⌈B / chunk_rows(B)⌉` chunks ([`chunk_rows`]) on separate tapes in parallel, chunk c drawing its
     /// Monte Carlo noise from stream c of one seed drawn from `rng` and recording its share
     /// `N/(B·S) Σ` of the data term (the KLs with chunk 0): the same estimator of eq. (17),
     /// with results independent of the number of threads.
@@ -299,7 +313,7 @@ impl Objective for SviModel {
             tape,
             &self.params,
             batch,
-            GRAD_CHUNK_ROWS,
+            chunk_rows(batch.len()),
             true,
             rng,
             |t, leaves, part, first, noise| {
@@ -409,7 +423,7 @@ impl NaturalGradientModel for SviModel {
         let mut shapes = vec![(m, self.latent_dim())];
         shapes.extend(std::iter::repeat_n((m, m), ids.sqrt.len()));
         let spec = ChunkSpec {
-            chunk_rows: GRAD_CHUNK_ROWS,
+            chunk_rows: chunk_rows(batch.len()),
             draws_noise: true,
             at: None,
             adjoints: &shapes,

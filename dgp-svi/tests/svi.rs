@@ -4,8 +4,8 @@
 //! the chunked gradient of large minibatches against its chunks on one tape,
 //! reproducibility across thread counts, and checkpoint round trips.
 
-use dgp_svi::GRAD_CHUNK_ROWS;
 use dgp_svi::prelude::*;
+use dgp_svi::{GRAD_CHUNK_ROWS, chunk_rows};
 use dgp_traits::data::Dataset;
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::SparseLayer;
@@ -310,56 +310,71 @@ fn same_seed_same_result_with_one_and_two_threads() {
 
 #[test]
 fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
-    // A minibatch of more than GRAD_CHUNK_ROWS points is recorded in chunks on separate
-    // tapes, in parallel; chunk c draws its noise from stream c of one seed drawn from the
-    // step's generator. Its value and gradient must equal Σ_c (b_c/B)·record(chunk c) on
-    // one tape: each record is N/(b_c·S)·Σ_c − KL, so the weights put every point at
+    // A minibatch of more than GRAD_CHUNK_ROWS / 2 points is recorded in chunks on
+    // separate tapes, in parallel (two of ⌈B/2⌉ rows up to GRAD_CHUNK_ROWS points, then
+    // ⌈B / GRAD_CHUNK_ROWS⌉); chunk c draws its noise from stream c of one seed drawn
+    // from the step's generator. Its value and gradient must equal Σ_c (b_c/B)·record(chunk
+    // c) on one tape: each record is N/(b_c·S)·Σ_c − KL, so the weights put every point at
     // N/(B·S) and count the KL once.
-    let n = 2 * GRAD_CHUNK_ROWS + 37;
-    let data = toy_data(n, 3, 21);
-    let cfg = SviConfig {
-        layers: 2,
-        num_inducing: 8,
-        train_samples: 2,
-        ..Default::default()
-    };
-    let model = SviModel::new(cfg, &data).unwrap();
-    let batch = Batch::new(data.x(), data.y(), 5000).unwrap();
-    let (v, g) = model
-        .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
-        .unwrap();
-    let seed: u64 = seeded(4).random();
-    let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
-    assert_eq!(chunks, 3);
-    let mut t = Tape::new();
-    let leaves = model.params().record(&mut t);
-    let mut total = None;
-    for c in 0..chunks {
-        let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
-        let part = Batch::new(
-            data.x().subrows(start, end - start),
-            data.y().subrows(start, end - start),
-            5000,
-        )
-        .unwrap();
-        let out = model
-            .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+    for (n, expected_chunks) in [(2 * GRAD_CHUNK_ROWS + 37, 3), (GRAD_CHUNK_ROWS / 2 + 45, 2)] {
+        let data = toy_data(n, 3, 21);
+        let cfg = SviConfig {
+            layers: 2,
+            num_inducing: 8,
+            train_samples: 2,
+            ..Default::default()
+        };
+        let model = SviModel::new(cfg, &data).unwrap();
+        let batch = Batch::new(data.x(), data.y(), 5000).unwrap();
+        let (v, g) = model
+            .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
             .unwrap();
-        let w = t.scale(out, (end - start) as f64 / n as f64);
-        total = Some(match total {
-            None => w,
-            Some(acc) => t.add(acc, w),
-        });
+        let seed: u64 = seeded(4).random();
+        let chunks = n.div_ceil(chunk_rows(n));
+        assert_eq!(chunks, expected_chunks);
+        let mut t = Tape::new();
+        let leaves = model.params().record(&mut t);
+        let mut total = None;
+        for c in 0..chunks {
+            let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
+            let part = Batch::new(
+                data.x().subrows(start, end - start),
+                data.y().subrows(start, end - start),
+                5000,
+            )
+            .unwrap();
+            let out = model
+                .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+                .unwrap();
+            let w = t.scale(out, (end - start) as f64 / n as f64);
+            total = Some(match total {
+                None => w,
+                Some(acc) => t.add(acc, w),
+            });
+        }
+        let total = total.unwrap();
+        let grads = t.backward(total);
+        let g1 = model.params().flat_grad(&grads, &leaves);
+        let v1 = t.scalar(total);
+        assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
+        let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        for (a, b) in g.iter().zip(&g1) {
+            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
+        }
     }
-    let total = total.unwrap();
-    let grads = t.backward(total);
-    let g1 = model.params().flat_grad(&grads, &leaves);
-    let v1 = t.scalar(total);
-    assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
-    let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
-    for (a, b) in g.iter().zip(&g1) {
-        assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
-    }
+}
+
+#[test]
+fn minibatches_of_more_than_half_a_chunk_are_split_in_two() {
+    let count = |b: usize| b.div_ceil(chunk_rows(b));
+    assert_eq!(count(1), 1);
+    assert_eq!(count(GRAD_CHUNK_ROWS / 2), 1);
+    assert_eq!(count(GRAD_CHUNK_ROWS / 2 + 1), 2);
+    assert_eq!(count(455), 2);
+    assert_eq!(count(GRAD_CHUNK_ROWS), 2);
+    assert_eq!(count(GRAD_CHUNK_ROWS + 1), 2);
+    assert_eq!(count(2 * GRAD_CHUNK_ROWS), 2);
+    assert_eq!(count(2 * GRAD_CHUNK_ROWS + 1), 3);
 }
 
 #[test]
@@ -391,22 +406,36 @@ fn chunked_training_is_the_same_on_one_and_two_threads() {
 #[test]
 fn no_batch_by_batch_matrix_on_the_training_tape() {
     // Every node of the ELBO's tape (forward values; adjoints have the same shapes) must be
-    // O(B·M) or O(M²): nothing with both dimensions ≥ the batch size.
-    let data = toy_data(300, 3, 12);
-    let cfg = SviConfig {
-        layers: 3,
-        num_inducing: 10,
-        train_samples: 2,
-        ..Default::default()
-    };
-    let model = SviModel::new(cfg, &data).unwrap();
-    let batch = Batch::new(data.x(), data.y(), 300).unwrap();
-    let mut tape = Tape::new();
-    model
-        .value_and_grad(&mut tape, &batch, &mut seeded(1))
-        .unwrap();
-    let worst = tape.shapes().map(|(r, c)| r.min(c)).max().unwrap();
-    assert!(worst <= 10, "a node has both dimensions ≥ {worst}");
+    // O(B·M) or O(M²): nothing with both dimensions ≥ the batch size. A minibatch of at
+    // most GRAD_CHUNK_ROWS / 2 points is recorded on the caller's tape, a larger one on
+    // its sub-tapes (two here): each tape is checked.
+    for (n, chunks) in [(GRAD_CHUNK_ROWS / 2, 0), (GRAD_CHUNK_ROWS / 2 + 44, 2)] {
+        let data = toy_data(n, 3, 12);
+        let cfg = SviConfig {
+            layers: 3,
+            num_inducing: 10,
+            train_samples: 2,
+            ..Default::default()
+        };
+        let model = SviModel::new(cfg, &data).unwrap();
+        let batch = Batch::new(data.x(), data.y(), n).unwrap();
+        let mut tape = Tape::new();
+        model
+            .value_and_grad(&mut tape, &batch, &mut seeded(1))
+            .unwrap();
+        let worst = |t: &Tape| t.shapes().map(|(r, c)| r.min(c)).max().unwrap();
+        if chunks == 0 {
+            assert!(
+                worst(&tape) <= 10,
+                "a node has both dimensions ≥ {}",
+                worst(&tape)
+            );
+        } else {
+            for t in tape.sub_tapes(chunks).iter() {
+                assert!(worst(t) <= 10, "a node has both dimensions ≥ {}", worst(t));
+            }
+        }
+    }
 }
 
 #[test]
@@ -544,8 +573,9 @@ fn reused_tape_gives_bit_identical_steps_and_stops_allocating() {
     // the first steps no new buffer may be allocated (the pool's steady state). The reused
     // tape runs its large products in parallel (the last case is above PAR_MIN_ENTRIES and
     // spans several column chunks), the fresh one sequentially: results must not depend
-    // on the parallelism either.
-    let data = toy_data(300, 3, 21);
+    // on the parallelism either. GRAD_CHUNK_ROWS / 2 points: the largest minibatch the
+    // caller's tape records itself.
+    let data = toy_data(GRAD_CHUNK_ROWS / 2, 3, 21);
     for (whiten, m, samples) in [(true, 24, 3), (false, 24, 3), (true, 64, 4)] {
         let cfg = SviConfig {
             layers: 2,
