@@ -4,6 +4,7 @@ use dgp_traits::error::Error;
 use dgp_traits::optim::{
     Adam, AdamConfig, AdamState, LbfgsConfig, LrSchedule, lbfgs_maximise, lbfgs_minimise,
 };
+use dgp_traits::testing::assert_same_on_one_and_two_threads;
 
 /// Rosenbrock `(1 − x)² + 100 (y − x²)²`, minimum 0 at (1, 1).
 fn rosenbrock(p: &[f64]) -> (f64, Vec<f64>) {
@@ -451,24 +452,18 @@ fn adam_ranges_long_enough_to_split_match_the_entrywise_rule_at_any_thread_count
             .map(|i| ((i * 7919 + s * 104_729) % 1000) as f64 / 250.0 - 2.0)
             .collect()
     };
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            let mut adam = Adam::new(cfg.clone(), n).unwrap();
-            let mut p: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
-            for s in 0..3 {
-                adam.ascend_ranges(&mut p, &grad_at(s), &ranges).unwrap();
-            }
-            (p, adam.state().clone())
-        })
+    let run = || {
+        let mut adam = Adam::new(cfg.clone(), n).unwrap();
+        let mut p: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
+        for s in 0..3 {
+            adam.ascend_ranges(&mut p, &grad_at(s), &ranges).unwrap();
+        }
+        let state = adam.state().clone();
+        (p, state.m, state.v, state.step)
     };
-    let (p1, s1) = run(1);
-    let (p2, s2) = run(2);
-    assert_eq!(p1, p2);
-    assert_eq!((&s1.m, &s1.v, s1.step), (&s2.m, &s2.v, s2.step));
+    assert_same_on_one_and_two_threads(run);
+    let (p1, m1, v1, steps) = run();
+    assert_eq!(steps, 3);
     // The entrywise reference.
     let mut p: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
     let (mut m, mut v) = (vec![0.0; n], vec![0.0; n]);
@@ -481,6 +476,6 @@ fn adam_ranges_long_enough_to_split_match_the_entrywise_rule_at_any_thread_count
         }
     }
     assert_eq!(p1, p);
-    assert_eq!((s1.m, s1.v), (m, v));
+    assert_eq!((m1, v1), (m, v));
     assert!((50_000..50_011).all(|i| p1[i] == (i as f64).sin()));
 }
