@@ -552,56 +552,16 @@ fn fitted_model_round_trips_through_a_model_file() {
 #[test]
 fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
     use dgp_hmc::sghmc::GRAD_CHUNK_ROWS;
-    use dgp_traits::rng::{seeded, stream};
-    use dgp_traits::tape::Tape;
-    use rand::RngExt;
+    use dgp_traits::testing::assert_chunked_value_and_grad;
     let n = 2 * GRAD_CHUNK_ROWS + 37;
     let data = toy_regression(n, 2, 1.0, 8);
     let m = SghmcModel::new(small_config(2), &data).unwrap();
     let batch = Batch::new(data.x(), data.y(), 4000).unwrap();
     let mut at = m.params().flat();
     at.iter_mut().for_each(|v| *v *= 0.9);
-    for probe in [None, Some(&at)] {
-        let (v, g) = match probe {
-            None => m.value_and_grad(&mut Tape::new(), &batch, &mut seeded(4)),
-            Some(f) => m.value_and_grad_at(f, &mut Tape::new(), &batch, &mut seeded(4)),
-        }
-        .unwrap();
-        let seed: u64 = seeded(4).random();
-        let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
-        let mut t = Tape::new();
-        let leaves = match probe {
-            None => m.params().record(&mut t),
-            Some(f) => m.params().record_at(&mut t, f).unwrap(),
-        };
-        let mut total = None;
-        for c in 0..chunks {
-            let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
-            let part = Batch::new(
-                data.x().subrows(start, end - start),
-                data.y().subrows(start, end - start),
-                4000,
-            )
-            .unwrap();
-            let out = m
-                .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
-                .unwrap();
-            let w = t.scale(out, (end - start) as f64 / n as f64);
-            total = Some(match total {
-                None => w,
-                Some(acc) => t.add(acc, w),
-            });
-        }
-        let total = total.unwrap();
-        let grads = t.backward(total);
-        let g1 = m.params().flat_grad(&grads, &leaves);
-        let v1 = t.scalar(total);
-        assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
-        let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
-        for (a, b) in g.iter().zip(&g1) {
-            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
-        }
-    }
+    let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
+    assert_chunked_value_and_grad(&m, &batch, chunks, None, 4, "stored parameters");
+    assert_chunked_value_and_grad(&m, &batch, chunks, Some(&at), 4, "MCEM probe");
 }
 
 /// M = min(num_inducing, N): on 12 rows with 30 inducing points asked for, every row is

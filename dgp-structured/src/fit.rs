@@ -398,9 +398,8 @@ mod tests {
     use super::*;
     use crate::StructuredConfig;
     use dgp_traits::model::checked_backward;
-    use dgp_traits::rng::{seeded, stream};
-    use dgp_traits::testing::toy_regression;
-    use rand::RngExt;
+    use dgp_traits::rng::seeded;
+    use dgp_traits::testing::{assert_chunked_value_and_grad, toy_regression};
 
     fn model(
         family: Family,
@@ -429,40 +428,8 @@ mod tests {
             let n = 2 * GRAD_CHUNK_ROWS + 37;
             let (m, data) = model(family, 2, n);
             let batch = Batch::new(data.x(), data.y(), 4000).unwrap();
-            let (v, g) = m
-                .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
-                .unwrap();
-            let seed: u64 = seeded(4).random();
             let chunks = n.div_ceil(GRAD_CHUNK_ROWS);
-            let mut t = Tape::new();
-            let leaves = m.params().record(&mut t);
-            let mut total = None;
-            for c in 0..chunks {
-                let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
-                let part = Batch::new(
-                    data.x().subrows(start, end - start),
-                    data.y().subrows(start, end - start),
-                    4000,
-                )
-                .unwrap();
-                let out = m
-                    .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
-                    .unwrap();
-                let w = t.scale(out, (end - start) as f64 / n as f64);
-                total = Some(match total {
-                    None => w,
-                    Some(acc) => t.add(acc, w),
-                });
-            }
-            let total = total.unwrap();
-            let grads = t.backward(total);
-            let g1 = m.params().flat_grad(&grads, &leaves);
-            let v1 = t.scalar(total);
-            assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
-            let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
-            for (a, b) in g.iter().zip(&g1) {
-                assert!((a - b).abs() <= 1e-10 * scale, "{family:?}: {a} vs {b}");
-            }
+            assert_chunked_value_and_grad(&m, &batch, chunks, None, 4, format!("{family:?}"));
         }
     }
 

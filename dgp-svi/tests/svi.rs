@@ -11,19 +11,18 @@ use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::SparseLayer;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{seeded, standard_normal, stream};
+use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
-    self, assert_config_errors, assert_fit_same_on_one_and_two_threads,
-    assert_fit_same_streamed_as_in_memory, assert_model_json_round_trip, assert_objective_gradient,
-    assert_predict_rejects_bad_inputs, copy_blocks, exact_gp_log_marginal, perturb,
-    raw_lower_factor, toy_regression,
+    self, assert_chunked_value_and_grad, assert_config_errors,
+    assert_fit_same_on_one_and_two_threads, assert_fit_same_streamed_as_in_memory,
+    assert_model_json_round_trip, assert_objective_gradient, assert_predict_rejects_bad_inputs,
+    copy_blocks, exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
 };
 use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
-use rand::RngExt;
 
 fn toy_data(n: usize, d: usize, seed: u64) -> Dataset {
     toy_regression(n, d, 1.5, seed)
@@ -326,41 +325,9 @@ fn chunked_value_and_grad_is_the_weighted_sum_of_its_chunks() {
         };
         let model = SviModel::new(cfg, &data).unwrap();
         let batch = Batch::new(data.x(), data.y(), 5000).unwrap();
-        let (v, g) = model
-            .value_and_grad(&mut Tape::new(), &batch, &mut seeded(4))
-            .unwrap();
-        let seed: u64 = seeded(4).random();
         let chunks = n.div_ceil(chunk_rows(n));
         assert_eq!(chunks, expected_chunks);
-        let mut t = Tape::new();
-        let leaves = model.params().record(&mut t);
-        let mut total = None;
-        for c in 0..chunks {
-            let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
-            let part = Batch::new(
-                data.x().subrows(start, end - start),
-                data.y().subrows(start, end - start),
-                5000,
-            )
-            .unwrap();
-            let out = model
-                .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
-                .unwrap();
-            let w = t.scale(out, (end - start) as f64 / n as f64);
-            total = Some(match total {
-                None => w,
-                Some(acc) => t.add(acc, w),
-            });
-        }
-        let total = total.unwrap();
-        let grads = t.backward(total);
-        let g1 = model.params().flat_grad(&grads, &leaves);
-        let v1 = t.scalar(total);
-        assert!((v - v1).abs() <= 1e-10 * v1.abs().max(1.0), "{v} vs {v1}");
-        let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
-        for (a, b) in g.iter().zip(&g1) {
-            assert!((a - b).abs() <= 1e-10 * scale, "{a} vs {b}");
-        }
+        assert_chunked_value_and_grad(&model, &batch, chunks, None, 4, format!("{n} points"));
     }
 }
 

@@ -9,6 +9,7 @@
 //! | a model's JSON restores the same model; edited, invalid model JSON is an error | [`assert_model_json_round_trip`], [`assert_model_json_rejects`] |
 //! | bad configurations are errors whose message names the culprit | [`assert_config_errors`] |
 //! | bad prediction inputs are errors | [`assert_predict_rejects_bad_inputs`] |
+//! | a chunked minibatch's value and gradient are the weighted sum of its chunks' records | [`assert_chunked_value_and_grad`] |
 //! | a training loop ends when the caller asks | [`StopAfter`] as the fit's hooks ([`crate::fit::FitHooks::all`]) |
 //!
 //! with the fixtures [`toy_regression`] (a seeded data set) and [`perturb`] (moves every
@@ -228,6 +229,82 @@ pub fn assert_objective_gradient<O: Objective + ?Sized>(
     check_objective_gradient(model, batch, noise_seed, GradCheck::default())
         .and_then(|report| report.within(tol))
         .unwrap_or_else(|e| panic!("{label}: {e}"));
+}
+
+/// Asserts the contract of an objective whose minibatch is split into chunks
+/// ([`crate::model::chunked_value_and_grads`]): its value and gradient on `batch` equal
+/// `Σ_c (b_c/B)·record(chunk c)` recorded on one tape, where chunk c holds rows
+/// `c·B/C .. (c+1)·B/C` of the `C = chunks` chunks and draws its noise from
+/// `stream(seed, c)` of a seed drawn first from `seeded(noise_seed)` — each record counts
+/// its rows at N/b_c and the prior or KL once, so the weights count every row at N/B and
+/// the prior once. With `at`, both sides are evaluated at the free parameters `at`
+/// ([`Objective::value_and_grad_at`], [`ParamStore::record_at`]) instead of the stored
+/// ones. Tolerance: 1e-10 relative to the value and to the largest gradient entry (the
+/// two sides sum the same terms in a different order).
+///
+/// # Panics
+/// When the two sides differ (that is the check) or either cannot be evaluated.
+#[track_caller]
+pub fn assert_chunked_value_and_grad<O: Objective + ?Sized>(
+    objective: &O,
+    batch: &Batch<'_>,
+    chunks: usize,
+    at: Option<&[f64]>,
+    noise_seed: u64,
+    label: impl Display,
+) {
+    use crate::rng::stream;
+    use crate::tape::Tape;
+    use rand::RngExt;
+    let (v, g) = match at {
+        None => objective.value_and_grad(&mut Tape::new(), batch, &mut seeded(noise_seed)),
+        Some(f) => objective.value_and_grad_at(f, &mut Tape::new(), batch, &mut seeded(noise_seed)),
+    }
+    .unwrap_or_else(|e| panic!("{label}: chunked value and gradient failed: {e}"));
+    let seed: u64 = seeded(noise_seed).random();
+    let n = batch.len();
+    let mut t = Tape::new();
+    let leaves = match at {
+        None => objective.params().record(&mut t),
+        Some(f) => objective
+            .params()
+            .record_at(&mut t, f)
+            .unwrap_or_else(|e| panic!("{label}: {e}")),
+    };
+    let mut total = None;
+    for c in 0..chunks {
+        let (start, end) = (c * n / chunks, (c + 1) * n / chunks);
+        let part = Batch::new(
+            batch.x.subrows(start, end - start),
+            batch.y.subrows(start, end - start),
+            batch.num_data,
+        )
+        .unwrap_or_else(|e| panic!("{label}: chunk {c}: {e}"));
+        let out = objective
+            .record(&mut t, &leaves, &part, &mut stream(seed, c as u64))
+            .unwrap_or_else(|e| panic!("{label}: recording chunk {c} failed: {e}"));
+        let w = t.scale(out, (end - start) as f64 / n as f64);
+        total = Some(match total {
+            None => w,
+            Some(acc) => t.add(acc, w),
+        });
+    }
+    let total = total.unwrap_or_else(|| panic!("{label}: no chunks"));
+    let grads = t.backward(total);
+    let g1 = objective.params().flat_grad(&grads, &leaves);
+    let v1 = t.scalar(total);
+    assert_eq!(g.len(), g1.len(), "{label}: gradient lengths");
+    assert!(
+        (v - v1).abs() <= 1e-10 * v1.abs().max(1.0),
+        "{label}: value {v} vs the chunks' sum {v1}"
+    );
+    let scale = g1.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+    for (k, (a, b)) in g.iter().zip(&g1).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-10 * scale,
+            "{label}: gradient entry {k}: {a} vs the chunks' sum {b}"
+        );
+    }
 }
 
 /// Runs `run` in a fresh rayon pool of one thread and in one of two threads and asserts
