@@ -34,8 +34,9 @@
 //!
 //! ## Speed
 //! The hot loops run over contiguous columns of the lower triangle with a vectorisable
-//! exponential (`fastexp`) and 8-lane reductions, compiled twice: portable, and with
-//! AVX2 + FMA selected at run time. `benches/psi.rs` times Ψ1 and Ψ2 with all gradients
+//! exponential (`fastexp`) and 8-lane reductions, compiled three times: portable, with
+//! AVX2 + FMA and with AVX-512 + FMA, the widest the CPU supports selected at run time (the
+//! two vector paths return the same bits). `benches/psi.rs` times Ψ1 and Ψ2 with all gradients
 //! (N = 1000, M = 128, Q = 5).
 
 use super::{assert_cols, assert_same_shape, chunk_ranges, fold_per_dim, per_dim};
@@ -579,47 +580,75 @@ fn psi2_contract_chunk_body<const FMA: bool>(
 
 #[cfg(target_arch = "x86_64")]
 mod simd {
-    //! The same loops compiled with AVX2 and FMA enabled (4 doubles per instruction,
-    //! fused multiply-adds), selected at run time when the CPU supports them. Results
-    //! differ from the portable path in the last bits (fused rounding) but never depend on
-    //! the number of threads.
-    use super::*;
+    //! The same loops compiled with fused multiply-adds and wider vector instructions,
+    //! selected at run time by what the CPU supports: AVX-512 (8 doubles per instruction,
+    //! one [`L`]-lane block each) or AVX2 (4 doubles). Both vector paths perform the same
+    //! IEEE operations on every lane in the same order (each lane is computed on its own,
+    //! the lane sums have a fixed order, nothing is reassociated), so they return the same
+    //! bits; they differ from the portable path in the last bits (fused rounding). No path
+    //! depends on the number of threads.
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn forward(
-        st: &Psi2Setup,
-        mu: MatRef<'_, f64>,
-        v: MatRef<'_, f64>,
-        rows: (usize, usize),
-    ) -> Vec<f64> {
-        psi2_forward_chunk_body::<true>(st, mu, v, rows)
+    /// The widest instruction set of this CPU that the loops are compiled for.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) enum Level {
+        Avx512,
+        Avx2,
+        Portable,
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn backward(
-        st: &Psi2Setup,
-        mu: MatRef<'_, f64>,
-        v: MatRef<'_, f64>,
-        gs: &[f64],
-        rows: (usize, usize),
-    ) -> Psi2Chunk {
-        psi2_backward_chunk_body::<true>(st, mu, v, gs, rows)
+    pub(super) fn level() -> Level {
+        let fma = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        if fma && std::is_x86_feature_detected!("avx512f") {
+            Level::Avx512
+        } else if fma {
+            Level::Avx2
+        } else {
+            Level::Portable
+        }
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn contract(
-        st: &Psi2Setup,
-        mu: MatRef<'_, f64>,
-        v: MatRef<'_, f64>,
-        gs: &[Vec<f64>],
-        rows: (usize, usize),
-    ) -> Mat<f64> {
-        psi2_contract_chunk_body::<true>(st, mu, v, gs, rows)
-    }
+    /// `forward`, `backward` and `contract` compiled for one instruction set.
+    macro_rules! compiled_for {
+        ($name:ident, $features:literal) => {
+            pub(super) mod $name {
+                use super::super::*;
 
-    pub(super) fn available() -> bool {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+                #[target_feature(enable = $features)]
+                pub(in super::super) fn forward(
+                    st: &Psi2Setup,
+                    mu: MatRef<'_, f64>,
+                    v: MatRef<'_, f64>,
+                    rows: (usize, usize),
+                ) -> Vec<f64> {
+                    psi2_forward_chunk_body::<true>(st, mu, v, rows)
+                }
+
+                #[target_feature(enable = $features)]
+                pub(in super::super) fn backward(
+                    st: &Psi2Setup,
+                    mu: MatRef<'_, f64>,
+                    v: MatRef<'_, f64>,
+                    gs: &[f64],
+                    rows: (usize, usize),
+                ) -> Psi2Chunk {
+                    psi2_backward_chunk_body::<true>(st, mu, v, gs, rows)
+                }
+
+                #[target_feature(enable = $features)]
+                pub(in super::super) fn contract(
+                    st: &Psi2Setup,
+                    mu: MatRef<'_, f64>,
+                    v: MatRef<'_, f64>,
+                    gs: &[Vec<f64>],
+                    rows: (usize, usize),
+                ) -> Mat<f64> {
+                    psi2_contract_chunk_body::<true>(st, mu, v, gs, rows)
+                }
+            }
+        };
     }
+    compiled_for!(avx2, "avx2,fma");
+    compiled_for!(avx512, "avx512f,avx2,fma");
 }
 
 fn psi2_forward_chunk(
@@ -629,9 +658,12 @@ fn psi2_forward_chunk(
     rows: (usize, usize),
 ) -> Vec<f64> {
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time just above).
-        return unsafe { simd::forward(st, mu, v, rows) };
+    match simd::level() {
+        // SAFETY (both arms): the CPU supports the features the function is compiled
+        // for (`simd::level` checked them at run time).
+        simd::Level::Avx512 => return unsafe { simd::avx512::forward(st, mu, v, rows) },
+        simd::Level::Avx2 => return unsafe { simd::avx2::forward(st, mu, v, rows) },
+        simd::Level::Portable => {}
     }
     psi2_forward_chunk_body::<false>(st, mu, v, rows)
 }
@@ -644,9 +676,11 @@ fn psi2_backward_chunk(
     rows: (usize, usize),
 ) -> Psi2Chunk {
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time just above).
-        return unsafe { simd::backward(st, mu, v, gs, rows) };
+    match simd::level() {
+        // SAFETY (both arms): as in `psi2_forward_chunk`.
+        simd::Level::Avx512 => return unsafe { simd::avx512::backward(st, mu, v, gs, rows) },
+        simd::Level::Avx2 => return unsafe { simd::avx2::backward(st, mu, v, gs, rows) },
+        simd::Level::Portable => {}
     }
     psi2_backward_chunk_body::<false>(st, mu, v, gs, rows)
 }
@@ -659,9 +693,11 @@ fn psi2_contract_chunk(
     rows: (usize, usize),
 ) -> Mat<f64> {
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked at run time just above).
-        return unsafe { simd::contract(st, mu, v, gs, rows) };
+    match simd::level() {
+        // SAFETY (both arms): as in `psi2_forward_chunk`.
+        simd::Level::Avx512 => return unsafe { simd::avx512::contract(st, mu, v, gs, rows) },
+        simd::Level::Avx2 => return unsafe { simd::avx2::contract(st, mu, v, gs, rows) },
+        simd::Level::Portable => {}
     }
     psi2_contract_chunk_body::<false>(st, mu, v, gs, rows)
 }
@@ -840,4 +876,86 @@ pub fn psi2_rbf_contract(
         out.subrows_mut(n0, n1 - n0).copy_from(p.as_ref());
     }
     out
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// A deterministic problem: B points, Q dimensions, M inducing inputs (M not a
+    /// multiple of the lane count, so the padding is exercised).
+    fn problem(b: usize, q: usize, m: usize) -> (Mat<f64>, Mat<f64>, Mat<f64>, Psi2Setup) {
+        let f = |i: usize, k: usize, s: f64| ((i * 7 + k * 13) as f64 * s).sin();
+        let mu = Mat::from_fn(b, q, |i, k| 1.5 * f(i, k, 0.37));
+        let v = Mat::from_fn(b, q, |i, k| 0.05 + 0.4 * f(i, k, 0.11).abs());
+        let z = Mat::from_fn(m, q, |i, k| 1.2 * f(i, k, 0.53));
+        let ls = Mat::from_fn(1, q, |_, k| 0.8 + 0.3 * k as f64);
+        let var = Mat::from_fn(1, 1, |_, _| 1.3);
+        let h = Hyp::new(ls.as_ref(), var.as_ref(), q);
+        let st = Psi2Setup::new(z.as_ref(), &h);
+        (mu, v, z, st)
+    }
+
+    /// The AVX-512 and AVX2 paths of Ψ2's forward, backward and contraction return the
+    /// same bits (checked only where the CPU has both).
+    #[test]
+    fn avx512_and_avx2_paths_agree_bit_for_bit() {
+        if simd::level() != simd::Level::Avx512 {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        }
+        let (b, q, m) = (45, 3, 37);
+        let (mu, v, _, st) = problem(b, q, m);
+        let mp = st.mp;
+        let w = Mat::from_fn(m, m, |i, j| ((i * 3 + j * 5) as f64 * 0.29).cos());
+        let gs = lower_weights(w.as_ref(), mp);
+        let rows = (2, b);
+        // SAFETY: `simd::level` found AVX-512, AVX2 and FMA on this CPU.
+        let (f512, f256) = unsafe {
+            (
+                simd::avx512::forward(&st, mu.as_ref(), v.as_ref(), rows),
+                simd::avx2::forward(&st, mu.as_ref(), v.as_ref(), rows),
+            )
+        };
+        assert!(
+            f512.iter()
+                .zip(&f256)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        assert!(f512.iter().any(|x| *x != 0.0));
+        // SAFETY: as above.
+        let (b512, b256) = unsafe {
+            (
+                simd::avx512::backward(&st, mu.as_ref(), v.as_ref(), &gs, rows),
+                simd::avx2::backward(&st, mu.as_ref(), v.as_ref(), &gs, rows),
+            )
+        };
+        let same = |a: MatRef<'_, f64>, b: MatRef<'_, f64>| {
+            (0..a.ncols())
+                .all(|j| (0..a.nrows()).all(|i| a[(i, j)].to_bits() == b[(i, j)].to_bits()))
+        };
+        assert!(same(b512.gmu.as_ref(), b256.gmu.as_ref()));
+        assert!(same(b512.gv.as_ref(), b256.gv.as_ref()));
+        assert!(
+            b512.gz
+                .iter()
+                .zip(&b256.gz)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        assert!(
+            b512.gl2
+                .iter()
+                .zip(&b256.gl2)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        let gsv = vec![gs];
+        // SAFETY: as above.
+        let (c512, c256) = unsafe {
+            (
+                simd::avx512::contract(&st, mu.as_ref(), v.as_ref(), &gsv, rows),
+                simd::avx2::contract(&st, mu.as_ref(), v.as_ref(), &gsv, rows),
+            )
+        };
+        assert!(same(c512.as_ref(), c256.as_ref()));
+    }
 }
