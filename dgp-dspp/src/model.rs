@@ -27,12 +27,7 @@ pub(crate) const PREDICT_ROWS: usize = 50_000;
 /// Largest number of test points per prediction chunk (chunks run in parallel; the
 /// chunking does not depend on the number of threads).
 pub(crate) const PREDICT_POINTS: usize = 1024;
-/// Minibatches larger than this are split into chunks of at most this many points whose
-/// gradients are computed on separate tapes in parallel and summed in a fixed order
-/// ([`Objective::value_and_grad`](dgp_traits::model::Objective::value_and_grad) of
-/// [`DsppModel`]); the chunking does not depend on the number of threads, so results do not
-/// either.
-pub const GRAD_CHUNK_ROWS: usize = 512;
+pub use dgp_traits::model::GRAD_CHUNK_ROWS;
 
 /// A deep sigma point process (Jankowiak, Pleiss & Gardner 2020).
 ///

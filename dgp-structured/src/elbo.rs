@@ -9,11 +9,7 @@ use dgp_traits::skeleton::check_batch;
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
 
-/// Most minibatch rows recorded on one tape: a larger minibatch's ELBO is recorded in
-/// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes
-/// ([`dgp_traits::model::chunked_value_and_grad`]), in parallel and, under a distributed
-/// launch, on different processes.
-pub const GRAD_CHUNK_ROWS: usize = 512;
+pub use dgp_traits::model::GRAD_CHUNK_ROWS;
 
 impl StructuredModel {
     /// The ELBO of eq. (8) on a minibatch and the parts: `(elbo, kl, q on the tape)`.

@@ -37,13 +37,7 @@ pub const SAMPLE_JITTER: f64 = 1e-6;
 /// predicting: chunks of this size keep the M×rows intermediates at a few MB (cache- and
 /// allocator-friendly) and give the thread pool enough chunks to balance.
 const PREDICT_ROWS: usize = 8_192;
-/// Largest number of minibatch points whose ELBO share is recorded on one tape in
-/// [`Objective::value_and_grad`]: a larger minibatch is split into `⌈B / GRAD_CHUNK_ROWS⌉`
-/// nearly equal chunks of consecutive rows, recorded on separate tapes in parallel (one
-/// parallel region a step instead of one per large operation, which on two cores turned
-/// 1.5× into about 1.9×); a minibatch of more than half of it is split in two as well
-/// ([`chunk_rows`]). The chunking depends on B only, never on the number of threads.
-pub const GRAD_CHUNK_ROWS: usize = 512;
+pub use dgp_traits::model::GRAD_CHUNK_ROWS;
 
 /// Rows per gradient chunk for a minibatch of `b` points: [`GRAD_CHUNK_ROWS`], except that
 /// a minibatch of more than half of it and at most all of it is split in two (chunks of

@@ -202,6 +202,14 @@ where
     Ok((out.value, out.grad))
 }
 
+/// Most minibatch rows every built-in backend records on one tape: a larger minibatch's
+/// objective is recorded in `⌈B / GRAD_CHUNK_ROWS⌉` nearly equal chunks of consecutive
+/// rows on separate tapes ([`chunked_value_and_grads`]), in parallel and, under a
+/// distributed launch, on different processes — one parallel region a step instead of one
+/// per large operation, and M×512 intermediates that stay in cache. The chunking depends
+/// on B only, never on the number of threads or processes.
+pub const GRAD_CHUNK_ROWS: usize = 512;
+
 /// How [`chunked_value_and_grads`] splits and records a minibatch objective.
 #[derive(Clone, Copy, Debug)]
 pub struct ChunkSpec<'a> {

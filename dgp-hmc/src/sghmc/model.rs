@@ -35,11 +35,7 @@ use serde::{Deserialize, Serialize};
 /// Lower bound of the Gaussian noise variance (softplus + floor, as in dgp-svi).
 pub const NOISE_FLOOR: f64 = 1e-6;
 
-/// Most minibatch rows recorded on one tape: a larger minibatch's log joint is recorded in
-/// `⌈B / GRAD_CHUNK_ROWS⌉` chunks of consecutive rows on separate tapes
-/// ([`dgp_traits::model::chunked_value_and_grads`]), in parallel and, under a distributed
-/// launch, on different processes.
-pub const GRAD_CHUNK_ROWS: usize = 512;
+pub use dgp_traits::model::GRAD_CHUNK_ROWS;
 
 /// Most training rows on which the potential's effective sample size
 /// ([`SghmcModel::potential_ess`]) is computed after sampling (a full pass over the rows per
