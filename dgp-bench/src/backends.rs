@@ -383,6 +383,7 @@ pub const NESTED_EARLY_STOPPING: EarlyStopping = EarlyStopping {
     every: 0,
     patience: 10,
     min_rows: 400,
+    rises: 0,
 };
 
 /// Structured quick settings of the default job (kept small: STAR L = 3 adds at most

@@ -185,6 +185,7 @@ fn the_patience_rule_works_for_svi_and_l_bfgs_nested_refuses_a_rule() {
             every: 2,
             patience: 3,
             min_rows: 0,
+            rises: 0,
         })),
         ..fit_cfg(300)
     };

@@ -124,6 +124,15 @@ impl Default for LrDrops {
     }
 }
 
+/// [`dgp_traits::train::EarlyStopping::rises`] of the default DSPP fit: stop once the
+/// held-out NLL has risen 7 evaluations in a row (7 % of the steps at the default period
+/// of a hundredth of them), where the patience rule waits 20 evaluations after the best.
+/// On small data eq. (21)'s held-out NLL climbs steadily once past its optimum (the
+/// collapse [`crate::train`] describes); the rule ends that climb after seven
+/// evaluations instead of twenty and keeps the best parameters found until then. A
+/// score that only wanders is left to the patience rule.
+pub const DSPP_RISES: usize = 7;
+
 /// Architecture and training settings of a [`crate::DsppModel`] (and of [`crate::PpgprModel`], which
 /// uses only the one-layer part).
 ///
@@ -221,7 +230,9 @@ pub struct DsppConfig {
     /// Learning-rate schedule of [`dgp_traits::model::Model::fit`].
     pub lr_drops: LrDrops,
     /// Early stopping on held-out training rows (default on; `None` trains on every row for
-    /// all steps). See [`crate::train`] for why a DSPP needs it on small data.
+    /// all steps): the core's patience rule, by default also ended once the held-out NLL
+    /// has risen [`DSPP_RISES`] evaluations in a row. See [`crate::train`] for why a DSPP
+    /// needs it on small data.
     pub early_stopping: Option<dgp_traits::train::EarlyStopping>,
     /// Random restarts (paper App. A.2: 3): each is trained for `restart_fraction` of the
     /// steps (keeping its best held-out parameters when early stopping is on), and the one
@@ -270,7 +281,10 @@ impl Default for DsppConfig {
             kmeans_iters: 25,
             learning_rate: 0.01,
             lr_drops: LrDrops::default(),
-            early_stopping: Some(dgp_traits::train::EarlyStopping::default()),
+            early_stopping: Some(dgp_traits::train::EarlyStopping {
+                rises: DSPP_RISES,
+                ..Default::default()
+            }),
             restarts: 1,
             restart_fraction: 0.1,
             select_one_layer: true,

@@ -92,7 +92,9 @@ pub mod train;
 
 pub use backend::{DSPP_BACKEND, DsppBackend, PPGPR_BACKEND, PpgprBackend};
 pub use blocks::{DsppLayer, GpBlock, Q_MEAN_INIT_SD, Q_SD_FLOOR, QSqrtParams, Z_NOISE_SD};
-pub use config::{DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit};
+pub use config::{
+    DSPP_RISES, DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit,
+};
 pub use dgp_traits;
 pub use model::{DsppModel, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
 pub use ppgpr::PpgprModel;

@@ -1,7 +1,8 @@
 //! Settings of held-out early stopping, plain data that [`crate::fit::FitConfig`] carries:
 //!
 //! * [`EarlyStopping`] — the patience rule (the best held-out score is kept; stop after
-//!   `patience` evaluations without improvement);
+//!   `patience` evaluations without improvement, or, when set, once the score has risen
+//!   `rises` evaluations in a row);
 //! * [`LindingerStopping`] — the rule of Lindinger et al. (2020)'s reference code
 //!   (`optimise.py::run_adam`: smoothed held-out test log-likelihood), decided by
 //!   `crate::train`'s trace of the logged scores;
@@ -32,6 +33,12 @@ pub struct EarlyStopping {
     /// a standard error ∝ 1/√k, so on small data the score can favour an early step the
     /// test rows do not.
     pub min_rows: usize,
+    /// Also stop once each of the last `rises` evaluations scored worse than the one
+    /// before it: the held-out score has turned, not wandered (under exchangeable noise
+    /// `rises` consecutive increases have probability 1/`rises`!). Such a run has passed
+    /// its best score at least `rises` evaluations earlier, so it stops at or before the
+    /// patience rule would. 0 (the default): only the patience rule.
+    pub rises: usize,
 }
 
 impl Default for EarlyStopping {
@@ -41,6 +48,7 @@ impl Default for EarlyStopping {
             every: 0,
             patience: 20,
             min_rows: 0,
+            rises: 0,
         }
     }
 }

@@ -44,7 +44,10 @@ pub fn patience_held_out(n: usize, fraction: f64, seed: u64) -> Result<Vec<usize
 /// Observer: evaluates a held-out score (lower is better, `+∞` for "cannot evaluate") at
 /// the start and every [`EarlyStopping::period`] steps (and after the last step), keeps
 /// the parameters with the lowest score (ties keep the earlier), asks to stop after
-/// `patience` evaluations without improvement (`0`: never), absorbs a numerical failure
+/// `patience` evaluations without improvement (`0`: never) or after
+/// [`EarlyStopping::rises`] evaluations in a row that each scored worse than the one
+/// before (`0`: never; an evaluation that cannot be scored counts as worse than a finite
+/// one), absorbs a numerical failure
 /// once a finite score exists, and restores the kept parameters at the end.
 pub struct HeldOutStopping<F> {
     es: EarlyStopping,
@@ -52,6 +55,10 @@ pub struct HeldOutStopping<F> {
     score: F,
     best: Option<(f64, Vec<f64>, usize)>,
     since_best: usize,
+    /// The last score and how many evaluations in a row have each scored worse than
+    /// the one before.
+    last: f64,
+    rising: usize,
     summary: FitSummary,
 }
 
@@ -65,6 +72,8 @@ impl<F> HeldOutStopping<F> {
             score,
             best: None,
             since_best: 0,
+            last: f64::INFINITY,
+            rising: 0,
             summary: FitSummary {
                 heldout_rows,
                 ..FitSummary::default()
@@ -86,6 +95,8 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> 
         self.summary.scores.push((0, score));
         self.best = Some((score, model.params().flat(), 0));
         self.since_best = 0;
+        self.last = score;
+        self.rising = 0;
         Ok(())
     }
 
@@ -100,6 +111,12 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> 
         }
         let score = (self.score)(model);
         self.summary.scores.push((done, score));
+        self.rising = if score > self.last {
+            self.rising + 1
+        } else {
+            0
+        };
+        self.last = score;
         if score < best.0 {
             best.0 = score;
             model.params().flat_into(&mut best.1);
@@ -107,7 +124,9 @@ impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> 
             self.since_best = 0;
         } else {
             self.since_best += 1;
-            if self.es.patience > 0 && self.since_best >= self.es.patience {
+            let patience_out = self.es.patience > 0 && self.since_best >= self.es.patience;
+            let turned = self.es.rises > 0 && self.rising >= self.es.rises;
+            if patience_out || turned {
                 return Ok(Control::Stop);
             }
         }

@@ -335,6 +335,7 @@ fn early_stopping_keeps_the_best_and_stops_after_patience() {
         every: 2,
         patience: 3,
         min_rows: 0,
+        rises: 0,
     };
     // start 5.0; evaluations after steps 2, 4, 6, 8, 10: 4, 3 (best), 3.5, 3 (a tie keeps
     // the earlier), 9 → three without improvement: stop after step 10.
@@ -425,6 +426,46 @@ impl crate::train::Stepper<Toy> for Failing {
         }
         self.inner.step(model, batch, ctx)
     }
+}
+
+/// The rise rule stops a run whose held-out score has risen `rises` evaluations in a
+/// row, keeping the best; a wandering score (rises broken by a fall, even one that stays
+/// above the best) or an unscorable evaluation between finite ones does not trip it,
+/// and with `rises = 0` only the patience rule stops.
+#[test]
+fn early_stopping_stops_once_the_score_has_risen_rises_times_in_a_row() {
+    let data = toy_regression(20, 1, 1.0, 5);
+    let run = |rises: usize, trace: Vec<f64>| {
+        let es = EarlyStopping {
+            every: 1,
+            patience: 8,
+            rises,
+            ..Default::default()
+        };
+        let mut stop = HeldOutStopping::new(&es, 4, trace_score(trace));
+        let mut m = toy(Role::Optimised);
+        let report = Executor::new(AdamStepper::new(AdamConfig::with_lr(0.05)), &cfg(50))
+            .observe(&mut stop)
+            .run(&mut m, &data)
+            .unwrap();
+        (report.steps, stop.summary().best_step)
+    };
+    // Best 1.0 after step 2, then 1.1 < 1.2 < 1.3: three rises in a row stop after step 5.
+    let turned = vec![3.0, 2.0, 1.0, 1.1, 1.2, 1.3, 0.5, 0.4, 0.3];
+    assert_eq!(run(3, turned.clone()), (5, Some(2)));
+    // Four rises are not there yet: the later, better scores are found (past the trace
+    // every score is +∞, so the patience of 8 ends the run after step 16).
+    assert_eq!(run(4, turned.clone()), (16, Some(8)));
+    assert_eq!(run(0, turned), (16, Some(8)));
+    // Rises broken by a fall (still above the best) start again: 1.1, 1.2 | 1.15, 1.2,
+    // 1.3 | ... — never three in a row; the patience of 8 ends the run after step 10.
+    let wandering = vec![3.0, 2.0, 1.0, 1.1, 1.2, 1.15, 1.2, 1.25, 1.1, 1.2, 1.3, 1.2];
+    assert_eq!(run(4, wandering), (10, Some(2)));
+    // An unscorable evaluation (+∞) counts as worse than the finite one before it, and
+    // the next finite score as a fall.
+    let gap = vec![3.0, 2.0, 1.0, 1.5, f64::INFINITY, 1.6, 1.7, 1.8, 1.9, 0.1];
+    assert_eq!(run(3, gap.clone()), (8, Some(2)));
+    assert_eq!(run(5, gap), (17, Some(9)));
 }
 
 #[test]
