@@ -242,10 +242,15 @@ fn training_note(spec: &ExperimentSpec<'_>) -> String {
             spec.steps
         )),
         Some(HeldOutRule::Patience(e)) => out.push_str(&format!(
-            "; held-out early stopping: patience rule ({:.3} of the training rows held out, stop after {} checks every {} steps without improvement{}), {} steps at most",
+            "; held-out early stopping: patience rule ({:.3} of the training rows held out, stop after {} checks every {} steps without improvement{}{}), {} steps at most",
             e.fraction,
             e.patience,
             e.period(spec.steps),
+            if e.rises > 0 {
+                format!(" or after {} checks in a row each worse than the last", e.rises)
+            } else {
+                String::new()
+            },
             if e.min_rows > 0 {
                 format!("; only on {} training rows or more", e.min_rows)
             } else {
