@@ -215,7 +215,9 @@ pub struct DsppConfig {
     /// from where the main loop started, on every training row (the held-out ones
     /// included), for k steps with the same learning-rate schedule, and keep that model.
     /// The held-out rows (2/17 of the data by default) then inform the fit too. Default
-    /// on; costs k more steps. Done only with full-batch training (batch ≥ training rows;
+    /// on; costs k more steps, which run beside the held-out run (the same model bit for
+    /// bit) when a full batch of every row is one gradient chunk and the rayon pool has a
+    /// second thread. Done only with full-batch training (batch ≥ training rows;
     /// with minibatches, k steps on more rows are fewer passes over them), and not when
     /// `calibrate_variance` is on (it needs the held-out rows unseen) or without
     /// held-out early stopping.

@@ -87,6 +87,7 @@ mod objective;
 mod ppgpr;
 mod propagation;
 pub mod quadrature;
+mod refit;
 mod select;
 pub mod train;
 

@@ -29,7 +29,12 @@
 //! learning-rate schedule, and that model is kept. Only with full batches (every step
 //! sees every row, so k steps are k passes on either row set); with minibatches k steps
 //! on more rows are fewer passes. The held-out rows choose *when* to stop and then also
-//! inform the fit.
+//! inform the fit. Where a full batch of every row is one gradient chunk and the rayon
+//! pool has a second thread, the refit runs beside the held-out run and keeps its
+//! parameters at the evaluation steps (`refit` module): the same model bit for bit, in the
+//! held-out run's time instead of after it. A held-out run the caller stops
+//! ([`dgp_traits::fit::RunControl::should_stop`]) keeps its best parameters, without the
+//! refit.
 //!
 //! Variance calibration ([`crate::DsppConfig::calibrate_variance`], off by default):
 //! after training, the predictive's variances are scaled by the factor that maximises the
@@ -39,6 +44,7 @@
 //! (sections `dspp-small-data` and `dspp-small-data-ablations`).
 
 use crate::model::DsppModel;
+use crate::refit;
 use dgp_traits::calibration::variance_scale;
 use dgp_traits::data::{Dataset, RowSource};
 use dgp_traits::error::{Error, Result};
@@ -46,7 +52,7 @@ use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
 use dgp_traits::train::{
     AdamStepper, CallerHooks, Executor, HeldOutRule, HeldOutSplit, HeldOutStopping, KeptRows,
-    best_of,
+    Observer, best_of,
 };
 
 pub use dgp_traits::train::{
@@ -222,18 +228,59 @@ pub(crate) fn fit(
         && !model.config().calibrate_variance
         && full_batch
         && val.is_some();
-    let start = refit.then(|| model.clone());
+    let mut start = refit.then(|| model.clone());
+    // Beside the held-out run only under a patience count, which bounds the refit's kept
+    // parameters (from the best step on) to `patience + 2` evaluations.
+    let beside = start
+        .as_ref()
+        .filter(|_| es.is_some_and(|e| e.patience > 0))
+        .and_then(|_| refit::can_run_alongside(data, cfg));
     let mut progress = CallerHooks::new(hooks);
-    let mut executor =
-        Executor::new(AdamStepper::new(adam.clone()), &main_cfg).observe(&mut progress);
+    let stepper = || AdamStepper::new(adam.clone());
+    let mut refitted = None;
     let (mut report, summary) = match (val, es.as_ref()) {
         (Some(v), Some(e)) => {
-            let mut stop = HeldOutStopping::new(e, v.n(), |m: &DsppModel| heldout_nll(m, v));
-            let report = executor.observe(&mut stop).run(model, train.source())?;
-            (report, stop.summary().clone())
+            let rule = HeldOutStopping::new(e, v.n(), |m: &DsppModel| heldout_nll(m, v));
+            match (beside, start.take()) {
+                (Some(all), Some(from)) => {
+                    let link = refit::Alongside::new(e.period(steps));
+                    let (main, side) = std::thread::scope(|s| {
+                        let side = s.spawn(|| link.refit(from, all, cfg, steps, adam.clone()));
+                        let done = refit::FinishOnDrop(&link);
+                        let mut publishing = refit::Publishing { rule, link: &link };
+                        let run = Executor::new(stepper(), &main_cfg)
+                            .observe(&mut progress)
+                            .observe(&mut publishing)
+                            .run(model, train.source());
+                        let main = run.map(|r| (r, publishing.rule.summary().clone()));
+                        // A run the caller stopped ends without the refit, as below.
+                        let asked = Observer::<DsppModel>::caller_hooks(&mut progress)
+                            .is_some_and(|h| h.should_stop());
+                        let kept = main.as_ref().ok().and_then(|(_, s)| s.best_step);
+                        link.finish(kept.filter(|_| !asked));
+                        drop(done);
+                        (main, side.join())
+                    });
+                    let side = side.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    let (report, summary) = main?;
+                    refitted = side?;
+                    (report, summary)
+                }
+                (_, from) => {
+                    start = from;
+                    let mut stop = rule;
+                    let report = Executor::new(stepper(), &main_cfg)
+                        .observe(&mut progress)
+                        .observe(&mut stop)
+                        .run(model, train.source())?;
+                    (report, stop.summary().clone())
+                }
+            }
         }
         _ => {
-            let report = executor.run(model, train.source())?;
+            let report = Executor::new(stepper(), &main_cfg)
+                .observe(&mut progress)
+                .run(model, train.source())?;
             let summary = FitSummary {
                 steps: report.steps,
                 ..FitSummary::default()
@@ -242,8 +289,17 @@ pub(crate) fn fit(
         }
     };
     report.seconds += seconds;
-    if let (Some(start), Some(kept)) = (start, summary.best_step) {
-        let more = refit_all_rows(model, start, data, cfg, adam, kept, hooks)?;
+    if let (Some(done), Some(kept)) = (refitted, summary.best_step) {
+        // The refit ran beside the main loop (its seconds are the main loop's).
+        *model = done;
+        report.steps += kept;
+        model.refit_steps = kept;
+    } else if let (Some(start), Some(kept)) = (start, summary.best_step)
+        && !hooks.should_stop()
+    {
+        // A held-out run the caller stopped keeps its best parameters: the refit, which
+        // would stop at its first step, is not run.
+        let more = refit::refit_after(model, start, data, cfg, adam, kept, hooks)?;
         report.seconds += more.seconds;
         report.steps += more.steps;
         model.refit_steps = more.steps;
@@ -255,32 +311,6 @@ pub(crate) fn fit(
     if let Some(v) = val {
         calibrate(model, v)?;
     }
-    Ok(report)
-}
-
-/// [`DsppConfig::refit_all_rows`]: replaces `model` by `start` (the parameters the main
-/// loop started from) trained on every row of `data` for the `kept` steps the held-out
-/// rule chose, with the same learning-rate schedule (`adam`) and minibatch seed.
-///
-/// [`DsppConfig::refit_all_rows`]: crate::DsppConfig::refit_all_rows
-fn refit_all_rows(
-    model: &mut DsppModel,
-    mut start: DsppModel,
-    data: &dyn RowSource,
-    cfg: &FitConfig,
-    adam: AdamConfig,
-    kept: usize,
-    hooks: &mut FitHooks<'_>,
-) -> Result<FitReport> {
-    let refit_cfg = FitConfig {
-        steps: kept,
-        ..cfg.clone()
-    };
-    let mut progress = CallerHooks::new(hooks);
-    let report = Executor::new(AdamStepper::new(adam), &refit_cfg)
-        .observe(&mut progress)
-        .run(&mut start, data)?;
-    *model = start;
     Ok(report)
 }
 

@@ -1111,6 +1111,19 @@ fn function_samples_are_component_mean_functions() {
     assert_eq!(f, m.function_samples(data.x(), 5, 3).unwrap().unwrap());
 }
 
+/// The early-stopping tests' set-up on `toy_data(60, 2, 12)`: as many inducing points as
+/// held-in rows and a fast rate, so that the held-out NLL turns within a few hundred steps.
+fn turning_config(early_stopping: dgp_dspp::EarlyStopping) -> DsppConfig {
+    DsppConfig {
+        num_inducing: 30,
+        sites: 3,
+        beta: 0.01,
+        early_stopping: Some(early_stopping),
+        learning_rate: 0.05,
+        ..Default::default()
+    }
+}
+
 /// Early stopping keeps the parameters with the best held-out NLL: on a small noisy data
 /// set with many inducing points the held-out NLL of the returned model is the recorded
 /// best, and it is no worse than the held-out NLL of the initial model.
@@ -1118,18 +1131,13 @@ fn function_samples_are_component_mean_functions() {
 fn early_stopping_restores_the_best_heldout_checkpoint() {
     let data = toy_data(60, 2, 12);
     let cfg = DsppConfig {
-        num_inducing: 30,
-        sites: 3,
-        beta: 0.01,
-        early_stopping: Some(dgp_dspp::EarlyStopping {
+        // The kept checkpoint itself, not its refit on every row.
+        refit_all_rows: false,
+        ..turning_config(dgp_dspp::EarlyStopping {
             every: 5,
             patience: 0,
             ..Default::default()
-        }),
-        // The kept checkpoint itself, not its refit on every row.
-        refit_all_rows: false,
-        learning_rate: 0.05,
-        ..Default::default()
+        })
     };
     let fit = FitConfig {
         steps: 150,
@@ -1158,18 +1166,11 @@ fn early_stopping_restores_the_best_heldout_checkpoint() {
 fn the_rises_stop_ends_a_turned_run_early_with_the_same_kept_model() {
     let data = toy_data(60, 2, 12);
     let fit_with = |rises: usize| {
-        let cfg = DsppConfig {
-            num_inducing: 30,
-            sites: 3,
-            beta: 0.01,
-            early_stopping: Some(dgp_dspp::EarlyStopping {
-                every: 5,
-                rises,
-                ..Default::default()
-            }),
-            learning_rate: 0.05,
+        let cfg = turning_config(dgp_dspp::EarlyStopping {
+            every: 5,
+            rises,
             ..Default::default()
-        };
+        });
         let fit = FitConfig {
             steps: 2000,
             seed: 4,
@@ -1202,6 +1203,87 @@ fn the_rises_stop_ends_a_turned_run_early_with_the_same_kept_model() {
     assert!(last.windows(2).all(|w| w[0] > w[1]), "{last:?}");
     // Both refit the same start on every row for the same kept steps.
     assert_eq!(turned.params().flat(), patient.params().flat());
+}
+
+/// On one gradient chunk with a second thread the refit on every row runs beside the
+/// held-out run instead of after it; the model, its kept step and the step count are the
+/// same bit for bit as with one thread (the refit after the held-out run).
+#[test]
+fn the_refit_beside_the_held_out_run_equals_the_refit_after_it() {
+    let data = toy_data(60, 2, 12);
+    let fit = FitConfig {
+        steps: 400,
+        seed: 4,
+        ..Default::default()
+    };
+    let fit_on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let cfg = turning_config(dgp_dspp::EarlyStopping {
+                every: 5,
+                ..Default::default()
+            });
+            let mut m = DsppModel::new(cfg, &data).unwrap();
+            let report = m.fit(&data, &fit, &mut FitHooks::none()).unwrap();
+            (m, report)
+        })
+    };
+    let (after, report_after) = fit_on(1);
+    let (beside, report_beside) = fit_on(2);
+    let kept = after.fit_summary().unwrap().best_step.unwrap();
+    assert!(kept > 0 && kept < 400, "kept step {kept}");
+    assert_eq!(beside.fit_summary(), after.fit_summary());
+    assert_eq!(report_beside.steps, report_after.steps);
+    assert_eq!(
+        report_after.steps,
+        after.fit_summary().unwrap().steps + kept
+    );
+    assert_eq!(beside.params().flat(), after.params().flat());
+    assert!(after.describe().contains(&format!("refit_all_rows={kept}")));
+    assert_eq!(beside.describe(), after.describe());
+}
+
+/// A held-out run the caller stops keeps its best parameters and skips the refit on every
+/// row, whether the refit would run after it (one thread) or beside it (two): the model
+/// is the one a fit without the refit keeps.
+#[test]
+fn a_stopped_held_out_run_keeps_its_best_parameters_without_the_refit() {
+    let data = toy_data(60, 2, 12);
+    let fit = FitConfig {
+        steps: 400,
+        seed: 4,
+        ..Default::default()
+    };
+    let fit_on = |threads: usize, refit_all_rows: bool| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let cfg = DsppConfig {
+                refit_all_rows,
+                ..turning_config(dgp_dspp::EarlyStopping {
+                    every: 5,
+                    ..Default::default()
+                })
+            };
+            let mut m = DsppModel::new(cfg, &data).unwrap();
+            let mut stop = dgp_traits::testing::StopAfter::new(60);
+            let report = m.fit(&data, &fit, &mut FitHooks::all(&mut stop)).unwrap();
+            (m.params().flat(), report.steps, m.describe())
+        })
+    };
+    let (no_refit, steps, _) = fit_on(1, false);
+    assert_eq!(steps, 60);
+    for threads in [1, 2] {
+        let (params, steps, describe) = fit_on(threads, true);
+        assert_eq!(steps, 60, "{threads} threads");
+        assert!(!describe.contains("refit_all_rows"), "{describe}");
+        assert_eq!(params, no_refit, "{threads} threads");
+    }
 }
 
 /// From rows that are not in memory dspp makes the same held-out split (held-out rows

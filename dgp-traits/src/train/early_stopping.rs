@@ -85,6 +85,13 @@ impl<F> HeldOutStopping<F> {
     pub fn summary(&self) -> &FitSummary {
         &self.summary
     }
+
+    /// The step of the best held-out score so far (0: the parameters the run started
+    /// from), `None` before the run starts; the step whose parameters the run ends with
+    /// once it has finished.
+    pub fn best_step(&self) -> Option<usize> {
+        self.best.as_ref().map(|b| b.2)
+    }
 }
 
 impl<M: Model + ?Sized, F: FnMut(&M) -> f64> Observer<M> for HeldOutStopping<F> {
