@@ -244,8 +244,15 @@ pub(crate) fn fit(
             match (beside, start.take()) {
                 (Some(all), Some(from)) => {
                     let link = refit::Alongside::new(e.period(steps));
-                    let (main, side) = std::thread::scope(|s| {
-                        let side = s.spawn(|| link.refit(from, all, cfg, steps, adam.clone()));
+                    let (main, side, waited) = std::thread::scope(|s| {
+                        let side = s.spawn(|| {
+                            let refit = || link.refit(from, all, cfg, steps, adam.clone());
+                            // The refit takes the one idle thread, its products included.
+                            match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                                Ok(pool) => pool.install(refit),
+                                Err(_) => refit(),
+                            }
+                        });
                         let done = refit::FinishOnDrop(&link);
                         let mut publishing = refit::Publishing { rule, link: &link };
                         let run = Executor::new(stepper(), &main_cfg)
@@ -259,10 +266,14 @@ pub(crate) fn fit(
                         let kept = main.as_ref().ok().and_then(|(_, s)| s.best_step);
                         link.finish(kept.filter(|_| !asked));
                         drop(done);
-                        (main, side.join())
+                        let waited = std::time::Instant::now();
+                        let side = side.join();
+                        (main, side, waited.elapsed().as_secs_f64())
                     });
                     let side = side.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    let (report, summary) = main?;
+                    let (mut report, summary) = main?;
+                    // The refit's steps after the main loop ended.
+                    report.seconds += waited;
                     refitted = side?;
                     (report, summary)
                 }
