@@ -5,7 +5,7 @@
 //!   function (N = 200, 80/20 split 0, noise std 0.01);
 //! * for every backend in [`crate::backends::BACKENDS`], the layer counts of its
 //!   `layers_in_default_run` (SGP, DGP2, DGP3), trained with its
-//!   [`crate::backends::QuickSettings`] — fewer steps and inducing points than the full
+//!   [`dgp_traits::backend::DemoSettings`] — fewer steps and inducing points than the full
 //!   protocol, so that everything finishes in about three minutes on two cores;
 //! * one small classification run: the default backend's SGP and DGP2 with the
 //!   Bernoulli-probit likelihood on an embedded 1 483-row subsample of MAGIC gamma
@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use dgp_traits::model::PredictConfig;
 use serde::Serialize;
 
-use crate::backends::{ArchSpec, BackendEntry, QuickSettings, backends};
+use dgp_traits::backend::DemoSettings;
+
+use crate::backends::{ArchSpec, BackendEntry, backends};
 use crate::datasets::{BenchData, STEP_N, STEP_NOISE_STD};
 use crate::error::Result;
 use crate::experiment::{
@@ -52,8 +54,9 @@ pub struct DefaultRunOptions {
     pub seed: u64,
     /// Backends to run (default: all registered).
     pub backends: Vec<&'static BackendEntry>,
-    /// Replaces every backend's quick settings (tests use tiny models).
-    pub quick_override: Option<QuickSettings>,
+    /// Replaces every backend's demonstration settings but its layer counts (tests use
+    /// tiny models).
+    pub quick_override: Option<DemoSettings>,
     /// Show progress bars.
     pub progress: bool,
     /// Backends of the classification run (default: the registry's default backend);
@@ -66,13 +69,14 @@ pub const CLASS_LAYERS: &[usize] = &[1, 2];
 
 /// Settings of the default job's classification run on the MAGIC subsample: 300 Adam
 /// steps at lr 0.01 on batches of 500, M = 50, 20 predictive samples.
-pub const CLASS_QUICK: QuickSettings = QuickSettings {
+pub const CLASS_QUICK: DemoSettings = DemoSettings {
     steps: 300,
     steps_1d: 0,
     num_inducing: 50,
     batch_cap: 500,
     learning_rate: 0.01,
     predict_samples: 20,
+    layers: CLASS_LAYERS,
     note: "",
 };
 
@@ -117,8 +121,8 @@ impl Default for DefaultRunOptions {
 }
 
 impl DefaultRunOptions {
-    fn quick(&self, b: &BackendEntry) -> QuickSettings {
-        self.quick_override.unwrap_or(b.quick)
+    fn quick(&self, b: &BackendEntry) -> DemoSettings {
+        self.quick_override.unwrap_or_else(|| b.quick())
     }
 
     /// Human-readable lines describing what the job will run.
@@ -133,7 +137,7 @@ impl DefaultRunOptions {
         for b in &self.backends {
             let q = self.quick(b);
             let models: Vec<String> = b
-                .layers_in_default_run
+                .layers_in_default_run()
                 .iter()
                 .map(|&l| model_label(l))
                 .collect();
@@ -221,7 +225,7 @@ struct BackendSettings {
 fn spec_for<'a>(
     data: &'a BenchData,
     b: &'static BackendEntry,
-    q: QuickSettings,
+    q: DemoSettings,
     layers: usize,
     steps: usize,
     splits: &[usize],
@@ -234,7 +238,7 @@ fn spec_for<'a>(
             layers,
             num_inducing: q.num_inducing,
             predict_samples: if b.capabilities().samples_are_components {
-                b.defaults.predict_samples
+                b.defaults().predict_samples
             } else {
                 q.predict_samples
             },
@@ -275,7 +279,7 @@ fn plot_step(
     out: &Path,
     o: &SplitOutcome,
     label: &str,
-    q: QuickSettings,
+    q: DemoSettings,
     opts: &DefaultRunOptions,
     k: usize,
 ) -> Result<(String, String, PathBuf)> {
@@ -372,7 +376,7 @@ fn settings_of(opts: &DefaultRunOptions) -> DefaultSettings {
                 let q = opts.quick(b);
                 BackendSettings {
                     name: b.name(),
-                    layers: b.layers_in_default_run.to_vec(),
+                    layers: b.layers_in_default_run().to_vec(),
                     num_inducing: q.num_inducing,
                     steps: q.steps,
                     steps_1d: q.steps_1d,
@@ -415,7 +419,7 @@ pub fn default_run(
         let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for &b in &opts.backends {
             let q = opts.quick(b);
-            for &layers in b.layers_in_default_run {
+            for &layers in b.layers_in_default_run() {
                 let steps = if is_step { q.steps_1d } else { q.steps };
                 if steps == 0 {
                     continue;

@@ -48,16 +48,16 @@ pub struct ExperimentSpec<'a> {
 }
 
 impl<'a> ExperimentSpec<'a> {
-    /// The backend's `run` defaults ([`crate::backends::BackendDefaults`]) for `layers`
+    /// The backend's `run` defaults ([`dgp_traits::backend::RunDefaults`]) for `layers`
     /// layers on every split of `data`, seed 0, no progress bar; the learning rate is the
     /// one for the backend's held-out rule on split 0's training rows
-    /// ([`crate::backends::BackendDefaults::learning_rate_for`]), as `run` chooses it.
+    /// ([`dgp_traits::backend::RunDefaults::learning_rate_for`]), as `run` chooses it.
     pub fn with_defaults(
         data: &'a BenchData,
         backend: &'static BackendEntry,
         layers: usize,
     ) -> Self {
-        let d = backend.defaults;
+        let d = backend.defaults();
         let early_stopping = d.early_stopping.map(HeldOutRule::Patience);
         // The published splits of a data set all have the same size.
         let n_train = data

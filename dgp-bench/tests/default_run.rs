@@ -1,7 +1,8 @@
 //! The default job, with tiny settings, writes its report, results and plots.
 
-use dgp_bench::backends::{BACKENDS, QuickSettings};
+use dgp_bench::backends::BACKENDS;
 use dgp_bench::default_run::{DefaultRunOptions, default_run};
+use dgp_traits::backend::DemoSettings;
 
 #[test]
 fn default_job_with_tiny_models_writes_every_file() {
@@ -11,13 +12,14 @@ fn default_job_with_tiny_models_writes_every_file() {
         out_dir: dir.clone(),
         concrete_splits: vec![1],
         step_splits: vec![0],
-        quick_override: Some(QuickSettings {
+        quick_override: Some(DemoSettings {
             steps: 20,
             steps_1d: 20,
             num_inducing: 5,
             batch_cap: 64,
             learning_rate: 0.01,
             predict_samples: 5,
+            layers: &[1],
             note: "",
         }),
         progress: false,
@@ -26,7 +28,10 @@ fn default_job_with_tiny_models_writes_every_file() {
     assert!(opts.plan()[0].starts_with("quick default run; use `run` for the full protocol"));
     let mut seen = 0;
     let out = default_run(&opts, &mut |_| seen += 1).unwrap();
-    let models: usize = BACKENDS.iter().map(|b| b.layers_in_default_run.len()).sum();
+    let models: usize = BACKENDS
+        .iter()
+        .map(|b| b.layers_in_default_run().len())
+        .sum();
     assert_eq!(out.records.len(), 2 * models);
     assert_eq!(seen, out.records.len());
     assert_eq!(out.summary.len(), 2 * models);

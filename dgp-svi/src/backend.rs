@@ -6,8 +6,8 @@
 //! schedule of `adam`.
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
-    Training, Validate, describe_generic,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
+    LikelihoodFamily, RunDefaults, Settings, Training, Validate, describe_generic,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -50,6 +50,19 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
 /// fit gain far more than the tolerance).
 pub const BACKEND_CONVERGENCE: Convergence = Convergence::NO_MINIMUM;
 
+/// svi's training defaults ([`dgp_traits::backend::Backend::run_defaults`]): the DSVI
+/// reference settings ([`RunDefaults::DSVI_REFERENCE`]) with Adam at lr 0.02, the 10 000
+/// steps a cap for the convergence stop [`BACKEND_CONVERGENCE`]. On the published splits
+/// the test NLL stops improving long before the ELBO does (concrete: best by 1 000
+/// steps), and on low-noise data the noise variance falls for thousands of steps (energy:
+/// still falling at 10 000); lr 0.02 reaches the objective values of lr 0.01 in about
+/// half the steps. The paper's schedule: lr 0.01 and `convergence=null`. Traces and the
+/// before/after table: `results/run-defaults/README.md`.
+pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
+    learning_rate: 0.02,
+    ..RunDefaults::DSVI_REFERENCE
+};
+
 /// The svi backend ([`SviModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SviBackend;
@@ -87,6 +100,14 @@ impl ConfigBackend for SviBackend {
             uses_learning_rate: true,
             steps_capped_by: None,
         }
+    }
+
+    fn run_defaults(&self) -> RunDefaults {
+        RUN_DEFAULTS
+    }
+
+    fn demo(&self) -> DemoSettings {
+        DemoSettings::DEFAULT
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {

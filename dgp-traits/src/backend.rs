@@ -33,6 +33,7 @@ pub use crate::likelihoods::LikelihoodFamily;
 use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
 use crate::optim::AdamConfig;
+pub use crate::run_defaults::{DemoSettings, RunDefaults};
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
@@ -216,6 +217,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// What the backend can do ([`Capabilities`]).
     fn capabilities(&self) -> Capabilities;
 
+    /// The backend's own training defaults: what a fit given only data and a layer count
+    /// trains, in the library ([`crate::fitted::fit_backend`]) and in every harness.
+    fn run_defaults(&self) -> RunDefaults;
+
+    /// The backend's settings in a short demonstration job ([`DemoSettings`]).
+    fn demo(&self) -> DemoSettings;
+
     /// The keys [`Settings`] may hold (top-level fields of the backend's configuration that
     /// the common settings do not set), sorted.
     fn allowed_keys(&self) -> Vec<String>;
@@ -294,6 +302,12 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
 
     /// As [`Backend::capabilities`].
     fn capabilities(&self) -> Capabilities;
+
+    /// As [`Backend::run_defaults`].
+    fn run_defaults(&self) -> RunDefaults;
+
+    /// As [`Backend::demo`].
+    fn demo(&self) -> DemoSettings;
 
     /// Which fields the common settings own, and the nested sections.
     fn schema(&self) -> &ConfigSchema<'static>;
@@ -383,6 +397,14 @@ impl<T: ConfigBackend> Backend for T {
 
     fn capabilities(&self) -> Capabilities {
         ConfigBackend::capabilities(self)
+    }
+
+    fn run_defaults(&self) -> RunDefaults {
+        ConfigBackend::run_defaults(self)
+    }
+
+    fn demo(&self) -> DemoSettings {
+        ConfigBackend::demo(self)
     }
 
     fn allowed_keys(&self) -> Vec<String> {

@@ -8,7 +8,7 @@ use crate::backends::backends;
 pub(super) fn cmd_backends() -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     for b in backends() {
-        let d = b.defaults;
+        let d = b.defaults();
         let caps = b.capabilities();
         writeln!(out, "{}: {}", b.name(), b.description())?;
         let cap = caps.steps_capped_by.map_or(String::new(), |key| {

@@ -309,7 +309,7 @@ impl ModelFlags {
 
     /// `--batch`, or the backend's cap; at least 1.
     fn batch_size(&self, b: &BackendEntry) -> Result<usize> {
-        nonzero("--batch", self.batch.unwrap_or(b.defaults.batch_cap))
+        nonzero("--batch", self.batch.unwrap_or(b.defaults().batch_cap))
     }
 
     /// The settings of `--config`, `--set` and the sugar flags (`natgrad`: `--natgrad`
@@ -585,7 +585,7 @@ struct ArchArgs<'a> {
 /// The architecture of one backend, its settings checked by the backend.
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     let (train_samples, predict_samples) = if b.capabilities().samples_are_components {
-        let s = a.samples.unwrap_or(b.defaults.predict_samples);
+        let s = a.samples.unwrap_or(b.defaults().predict_samples);
         (s, s)
     } else {
         (a.train_samples, a.predict_samples)
@@ -594,7 +594,7 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
         layers: nonzero("--layers", a.layers)?,
         num_inducing: nonzero(
             "--inducing",
-            a.flags.inducing.unwrap_or(b.defaults.num_inducing),
+            a.flags.inducing.unwrap_or(b.defaults().num_inducing),
         )?,
         hidden_width: a.flags.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
         train_samples: nonzero("--samples", train_samples)?,

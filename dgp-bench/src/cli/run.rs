@@ -28,7 +28,7 @@ use dgp_traits::train::HeldOutRule;
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
 /// the DSVI reference settings M = 100, batch min(N, 10 000), 1 training sample, 100
 /// predictive samples, with Adam at lr 0.02 for at most 10 000 steps, ended earlier by
-/// the backend's convergence stop; `BackendDefaults::SVI`).
+/// the backend's convergence stop: [`dgp_traits::backend::Backend::run_defaults`]).
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Where the data come from.
@@ -324,7 +324,7 @@ pub(super) fn build_specs<'d>(
     a.model.refuse_unused_lr(&backends_wanted)?;
     let mut specs = Vec::new();
     for &b in &backends_wanted {
-        let d = b.defaults;
+        let d = b.defaults();
         let early_stopping = match &given_rule {
             Some(rule) => rule.clone(),
             None => protocol
@@ -738,6 +738,7 @@ fn plot_1d_outcome(
 mod tests {
     use super::*;
     use clap::Parser;
+    use dgp_traits::backend::Backend;
 
     /// `f` of every spec `run --data builtin:step --splits 0 ARGS` builds, with its
     /// backend's name.
@@ -776,9 +777,8 @@ mod tests {
     #[test]
     fn early_stopping_comes_from_the_flag_then_the_protocol_then_the_backend() {
         let rules = |args: &[&str]| specs_with(args, |s| s.early_stopping.clone());
-        let nested = Some(HeldOutRule::Patience(
-            crate::backends::NESTED_EARLY_STOPPING,
-        ));
+        let nested = dgp_nested::NESTED_BACKEND.run_defaults().held_out_rule();
+        assert!(nested.is_some());
         assert_eq!(
             rules(&["--backend", "svi,nested"]),
             vec![("svi".to_string(), None), ("nested".to_string(), nested)]

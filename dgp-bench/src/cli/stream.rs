@@ -325,7 +325,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         Some(super::classify::Requested::Setting(_)) => None,
         _ => {
             let arch = build_arch(&a.model)?;
-            super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
+            super::steps_for(b, &arch.settings, a.steps, b.defaults().steps)?;
             Some(arch)
         }
     };
@@ -373,7 +373,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
         b.check(&arch)?;
     }
-    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults.steps)?;
+    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults().steps)?;
     install_interrupt_handler();
     // Classification standardises the inputs alone: labels are class indices.
     let opts = if class.is_some() {
@@ -389,7 +389,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let lr = a
         .model
         .lr
-        .unwrap_or(b.defaults.learning_rate_for(early_stopping.as_ref(), n));
+        .unwrap_or(b.defaults().learning_rate_for(early_stopping.as_ref(), n));
     let target = CheckpointTarget {
         file: format!("stream-{}-L{}.json", b.name(), a.layers),
         // Every setting that affects the numbers; the training file by its size and its
@@ -402,7 +402,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             "backend": b.name(),
             "arch": serde_json::to_value(&arch).unwrap_or_default(),
             "steps": steps,
-            "batch_size": a.model.batch.unwrap_or(b.defaults.batch_cap).min(n),
+            "batch_size": a.model.batch.unwrap_or(b.defaults().batch_cap).min(n),
             "learning_rate": lr,
             "seed": a.seed,
             "init_rows": init_rows,
@@ -431,7 +431,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let source = source.as_ref();
     let sample = dgp_io::sample::reservoir_sample(source, init_rows.min(n), a.seed)
         .map_err(|e| BenchError::run("sampling rows for the initialisation", e))?;
-    let batch = a.model.batch.unwrap_or(b.defaults.batch_cap).min(n);
+    let batch = a.model.batch.unwrap_or(b.defaults().batch_cap).min(n);
     let fit = FitConfig {
         steps,
         batch_size: nonzero("--batch", batch)?,

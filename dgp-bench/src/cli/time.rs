@@ -106,7 +106,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
         if out.iter().any(|t| t.backend.name() == b.name()) {
             return Err(BenchError::Usage(format!("--backend names '{name}' twice")));
         }
-        let d = b.defaults;
+        let d = b.defaults();
         let arch = arch_from(
             b,
             &ArchArgs {
@@ -127,7 +127,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
             // `time` trains without a held-out rule.
             learning_rate: a
                 .model
-                .learning_rate_or(b.defaults.learning_rate_for(None, 0))?,
+                .learning_rate_or(b.defaults().learning_rate_for(None, 0))?,
         });
     }
     Ok(out)

@@ -5,8 +5,8 @@
 //! `hidden_width`, `samples` (the K fixed sample paths: `train_samples`) and `init_seed`.
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, LikelihoodFamily, Settings,
-    Training, Validate,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
+    LikelihoodFamily, RunDefaults, Settings, Training, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
@@ -30,6 +30,35 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
         ("init_seed", "--seed"),
     ],
     sections: &[],
+};
+
+/// DGPS's training defaults ([`dgp_traits::backend::Backend::run_defaults`], Vafa 2016,
+/// §5.1.4): M = 10 pseudo points per unit, K = 10 fixed sample paths, at most 1000 L-BFGS
+/// iterations per restart (best of the model's 10 restarts), full batch (batch size and
+/// learning rate are not used), 100 predictive sample paths.
+pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
+    num_inducing: 10,
+    steps: 1_000,
+    epochs: None,
+    learning_rate: 0.01,
+    batch_cap: 100_000,
+    train_samples: 10,
+    predict_samples: 100,
+    early_stopping: None,
+    unguarded_learning_rate: None,
+};
+
+/// DGPS in the demonstration job: the step function only (thesis §5.1), SGP and DGP2, with
+/// at most 500 L-BFGS iterations per restart instead of the thesis' 1000.
+pub const DEMO: DemoSettings = DemoSettings {
+    steps: 0,
+    steps_1d: 500,
+    num_inducing: 10,
+    batch_cap: 100_000,
+    learning_rate: 0.01,
+    predict_samples: 100,
+    layers: &[1, 2],
+    note: "steps = L-BFGS iterations per restart (500; the thesis uses 1000), best of 10 restarts, step function only; batch unused, no learning rate",
 };
 
 /// The DGPS backend ([`DgpsModel`]).
@@ -67,6 +96,14 @@ impl ConfigBackend for DgpsBackend {
             // `fit` runs min(FitConfig::steps, DgpsConfig::max_iters) iterations per restart.
             steps_capped_by: Some("max_iters"),
         }
+    }
+
+    fn run_defaults(&self) -> RunDefaults {
+        RUN_DEFAULTS
+    }
+
+    fn demo(&self) -> DemoSettings {
+        DEMO
     }
 
     fn schema(&self) -> &ConfigSchema<'static> {
