@@ -12,7 +12,8 @@
 //! chosen on validation data inside its build function when [`ArchSpec::tune`] is set.
 
 use dgp_traits::backend::{
-    Backend, Capabilities, CommonSettings, DemoSettings, RunDefaults, Settings,
+    Backend, COMMON_SETTING_MARK, Capabilities, CommonSettings, DEFAULT_PRESET, DemoSettings,
+    RunDefaults, Settings,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
@@ -28,6 +29,11 @@ use crate::error::{BenchError, Result};
 /// `--mean`, `--natgrad`), checked by the backend itself.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ArchSpec {
+    /// The backend's named configuration the settings apply onto
+    /// ([`dgp_traits::backend::Backend::presets`]); omitted from JSON when it is
+    /// `"default"`.
+    #[serde(default = "default_preset", skip_serializing_if = "is_default_preset")]
+    pub preset: String,
     /// Number of GP layers L (1 = the sparse-GP baseline "SGP").
     pub layers: usize,
     /// Inducing points per layer, M.
@@ -52,11 +58,20 @@ pub struct ArchSpec {
     pub settings: Settings,
 }
 
+fn default_preset() -> String {
+    DEFAULT_PRESET.to_string()
+}
+
+fn is_default_preset(p: &str) -> bool {
+    p == DEFAULT_PRESET
+}
+
 impl ArchSpec {
     /// The settings of a run with the backend's defaults for `layers` layers, seed 0.
     pub fn with_defaults(b: &BackendEntry, layers: usize) -> Self {
         let d = b.defaults();
         ArchSpec {
+            preset: default_preset(),
             layers,
             num_inducing: d.num_inducing,
             hidden_width: None,
@@ -72,6 +87,7 @@ impl ArchSpec {
     /// schedule.
     pub fn common(&self) -> CommonSettings {
         CommonSettings {
+            preset: self.preset.clone(),
             layers: self.layers,
             num_inducing: self.num_inducing,
             hidden_width: self.hidden_width,
@@ -120,10 +136,22 @@ impl BackendEntry {
         self.backend.capabilities()
     }
 
-    /// The backend's own training defaults, those of `dgp-bench run` / `time`
-    /// ([`Backend::run_defaults`]).
+    /// The common settings of the backend's default configuration, those of `dgp-bench
+    /// run` / `time` without a preset ([`Backend::defaults`]).
     pub fn defaults(&self) -> RunDefaults {
-        self.backend.run_defaults()
+        self.backend
+            .defaults(DEFAULT_PRESET)
+            .expect("every registered backend has a default preset (tested)")
+    }
+
+    /// The common settings of the backend's configuration `preset`.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] naming the backend's presets.
+    pub fn preset_defaults(&self, preset: &str) -> Result<RunDefaults> {
+        self.backend
+            .defaults(preset)
+            .map_err(|e| BenchError::Usage(config_message(e)))
     }
 
     /// The backend's settings in the no-argument default job ([`Backend::demo`]).
@@ -136,11 +164,13 @@ impl BackendEntry {
         self.backend.demo().layers
     }
 
-    /// Checks the backend-specific settings of `arch` before any training.
+    /// Checks the backend-specific settings of `arch` before any training; returns the
+    /// common settings the checked configuration holds (its training schedule after
+    /// the settings).
     ///
     /// # Errors
     /// [`BenchError::Usage`] naming the backend and the key or field.
-    pub fn check(&self, arch: &ArchSpec) -> Result<()> {
+    pub fn check(&self, arch: &ArchSpec) -> Result<RunDefaults> {
         self.backend
             .check(&arch.common(), &arch.settings)
             .map_err(|e| BenchError::Usage(config_message(e)))
@@ -167,13 +197,46 @@ impl BackendEntry {
     }
 }
 
-/// The message of a configuration error without the generic "invalid configuration: "
-/// prefix (the backend's message names the backend and the key).
-pub fn config_message(e: dgp_traits::Error) -> String {
-    match e {
-        dgp_traits::Error::Config(c) => c.to_string(),
-        other => other.to_string(),
+/// The flag of `dgp-bench` that sets each common setting
+/// ([`dgp_traits::backend::CommonSettings`]), as messages name it.
+const COMMON_FLAGS: &[(&str, &str)] = &[
+    ("backend", "the backend name"),
+    ("layers", "--layers"),
+    ("num_inducing", "--inducing"),
+    ("hidden_width", "--hidden"),
+    ("train_samples", "--train-samples (run) / --samples (time)"),
+    ("predict_samples", "--samples"),
+    ("seed", "--seed"),
+    (
+        "learning_rate",
+        "--lr (learning rate) and --protocol (schedule)",
+    ),
+];
+
+/// `message` with every common setting it names
+/// ([`dgp_traits::backend::COMMON_SETTING_MARK`]) replaced by the flag that sets it.
+pub fn with_flag_names(message: &str) -> String {
+    let mut out = message.to_string();
+    for (name, flag) in COMMON_FLAGS {
+        out = out.replace(&format!("{COMMON_SETTING_MARK}`{name}`"), flag);
     }
+    out
+}
+
+/// The message of a configuration error without the generic "invalid configuration: "
+/// prefix (the backend's message names the backend and the key), common settings named
+/// by their flags ([`with_flag_names`]).
+pub fn config_message(e: dgp_traits::Error) -> String {
+    with_flag_names(&match e {
+        dgp_traits::Error::Config(c) => match COMMON_FLAGS
+            .iter()
+            .find(|(name, flag)| *name == c.field && flag.starts_with("--"))
+        {
+            Some((_, flag)) => format!("{} ({flag}): {}", c.field, c.message),
+            None => c.to_string(),
+        },
+        other => other.to_string(),
+    })
 }
 
 /// The backend a subcommand uses when `--backend` is not given.
@@ -282,6 +345,7 @@ mod tests {
     #[test]
     fn every_backend_names_the_field_it_refuses() {
         let common = dgp_traits::backend::CommonSettings {
+            preset: "default".into(),
             layers: 1,
             num_inducing: 0,
             hidden_width: None,

@@ -472,8 +472,7 @@ pub fn run_class_split(
         batch_size,
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
-        // A backend's own convergence stop applies (as in regression runs).
-        convergence: None,
+        convergence: spec.convergence,
     };
     let mut arch = spec.arch.clone();
     arch.settings = with_likelihood(&arch.settings, likelihood)

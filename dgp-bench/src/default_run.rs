@@ -255,6 +255,8 @@ fn spec_for<'a>(
         splits: splits.to_vec(),
         progress: opts.progress,
         early_stopping: None,
+        // The backend's own convergence stop (svi, star, mf, fc), as in `run`.
+        convergence: b.defaults().training.convergence,
         lr_schedule: dgp_traits::optim::LrSchedule::Constant,
         per_point: false,
         protocol: String::new(),

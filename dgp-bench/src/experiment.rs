@@ -22,8 +22,7 @@ use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
 use crate::resources::RunResources;
 
-/// Offset between the training seed and the prediction seed of a split.
-pub const PREDICT_SEED_OFFSET: u64 = 0x5eed;
+pub use dgp_traits::fit::PREDICT_SEED_OFFSET;
 
 /// "SGP" for one layer, "DGP{L}" otherwise (the papers' naming).
 pub fn model_label(layers: usize) -> String {
@@ -255,9 +254,7 @@ pub fn run_split(spec: &ExperimentSpec<'_>, k: usize) -> Result<SplitOutcome> {
         batch_size,
         seed: spec.seed,
         early_stopping: spec.early_stopping.clone(),
-        // A backend's own convergence stop (star, mf, fc: `StructuredConfig::convergence`)
-        // applies when this is `None`.
-        convergence: None,
+        convergence: spec.convergence,
     };
     // Building includes any hyper-parameter selection on validation data, so it counts
     // as training time.

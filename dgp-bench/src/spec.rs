@@ -2,6 +2,7 @@
 //! architecture, training settings, splits of one data set). A leaf of the experiment,
 //! protocol and checkpointing modules, which all take it.
 
+use dgp_traits::fit::Convergence;
 use dgp_traits::optim::LrSchedule;
 use dgp_traits::train::HeldOutRule;
 
@@ -36,6 +37,10 @@ pub struct ExperimentSpec<'a> {
     /// Held-out early stopping passed to `fit` ([`dgp_traits::model::FitConfig::early_stopping`]); `steps`
     /// is then the cap.
     pub early_stopping: Option<HeldOutRule>,
+    /// The convergence stop passed to `fit` ([`dgp_traits::model::FitConfig::convergence`]:
+    /// the backend configuration's own, [`dgp_traits::fit::Training::convergence`], unless
+    /// the protocol turns it off); `steps` is then the cap.
+    pub convergence: Option<Convergence>,
     /// Schedule of that learning rate
     /// ([`dgp_traits::backend::CommonSettings::lr_schedule`]).
     pub lr_schedule: LrSchedule,
@@ -58,7 +63,7 @@ impl<'a> ExperimentSpec<'a> {
         layers: usize,
     ) -> Self {
         let d = backend.defaults();
-        let early_stopping = d.early_stopping.map(HeldOutRule::Patience);
+        let early_stopping = d.held_out_rule();
         // The published splits of a data set all have the same size.
         let n_train = data
             .split(0)
@@ -67,13 +72,14 @@ impl<'a> ExperimentSpec<'a> {
             data,
             backend,
             arch: ArchSpec::with_defaults(backend, layers),
-            steps: d.steps,
-            batch_size: d.batch_cap,
+            steps: d.steps_for(n_train),
+            batch_size: d.training.batch_size,
             learning_rate: d.learning_rate_for(early_stopping.as_ref(), n_train),
             seed: 0,
             splits: (0..data.n_splits()).collect(),
             progress: false,
             early_stopping,
+            convergence: d.training.convergence,
             lr_schedule: LrSchedule::Constant,
             per_point: false,
             protocol: String::new(),
@@ -95,6 +101,12 @@ impl<'a> ExperimentSpec<'a> {
     /// # Errors
     /// [`BenchError::Usage`] naming the offending setting.
     pub fn validate(&self) -> Result<()> {
+        self.validate_common()?;
+        self.backend.check(&self.arch).map(|_| ())
+    }
+
+    /// [`ExperimentSpec::validate`] but the backend's own check.
+    fn validate_common(&self) -> Result<()> {
         let a = &self.arch;
         let checks: [(bool, &str); 7] = [
             (a.layers >= 1, "--layers must be at least 1"),
@@ -124,6 +136,6 @@ impl<'a> ExperimentSpec<'a> {
                 self.data.n_splits()
             )));
         }
-        self.backend.check(&self.arch)
+        Ok(())
     }
 }

@@ -284,7 +284,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         case(
             "ppgpr with 2 layers",
             &["run", "--data", &u, "--backend", "ppgpr"],
-            &["ppgpr", "--layers 2"],
+            &["ppgpr", "--layers", "got 2 layers"],
         ),
         case(
             "svi,dspp with bad rule",
@@ -339,7 +339,13 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         ),
         case(
             "svi convergence tolerance zero",
-            &["run", "--data", &u, "--set", "convergence.tolerance=0"],
+            &[
+                "run",
+                "--data",
+                &u,
+                "--set",
+                "training.convergence.tolerance=0",
+            ],
             &["convergence.tolerance", "> 0"],
         ),
         case(
@@ -351,7 +357,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
                 "--backend",
                 "star",
                 "--set",
-                "convergence.patience=0",
+                "training.convergence.patience=0",
             ],
             &["convergence.patience", "at least 1"],
         ),

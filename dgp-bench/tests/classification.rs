@@ -52,6 +52,7 @@ fn spec(dir: PathBuf, backend: &str, likelihood: &str) -> ClassExperimentSpec {
         backend: find_backend(backend).unwrap().backend,
         likelihood: likelihood.into(),
         common: CommonSettings {
+            preset: "default".into(),
             layers: 1,
             num_inducing: 10,
             hidden_width: None,

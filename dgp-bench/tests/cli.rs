@@ -436,10 +436,9 @@ fn time_turns_dspp_early_stopping_off_unless_asked() {
         )
     };
     let (svi, dspp, steps) = settings_of(&[]);
-    assert_eq!(
-        svi,
-        serde_json::json!({"convergence": null}),
-        "svi's own convergence stop is off; it has no held-out rule of its own"
+    assert!(
+        svi.is_null() || svi == serde_json::json!({}),
+        "svi: no settings (the timed fit has no stop), got {svi}"
     );
     assert_eq!(dspp, serde_json::json!({"early_stopping": null}));
     assert_eq!(steps, 6);

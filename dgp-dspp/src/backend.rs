@@ -16,8 +16,8 @@
 use std::str::FromStr;
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
-    LikelihoodFamily, RunDefaults, Settings, Training, Validate,
+    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET,
+    DemoSettings, LikelihoodFamily, Preset, Settings, TrainingMode, Validate,
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
@@ -25,10 +25,7 @@ use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{
-    DsppConfig, DsppModel, PAPER_BETAS, PAPER_WIDTHS, PpgprModel, QCov, Rule, Selection, SiteInit,
-    select_model,
-};
+use crate::{DsppConfig, DsppModel, PpgprModel, QCov, Rule, Selection, SiteInit};
 
 impl Validate for DsppConfig {
     fn validate(&self) -> Result<()> {
@@ -39,17 +36,29 @@ impl Validate for DsppConfig {
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     backend: "dspp",
     reserved: &[
-        ("layers", "--layers"),
-        ("num_inducing", "--inducing"),
-        ("hidden_width", "--hidden"),
-        ("sites", "--samples"),
-        ("init_seed", "--seed"),
-        ("learning_rate", "--lr"),
+        ("layers", "layers"),
+        ("num_inducing", "num_inducing"),
+        ("hidden_width", "hidden_width"),
+        ("sites", "predict_samples"),
+        ("init_seed", "seed"),
+        ("learning_rate", "learning_rate"),
     ],
     sections: &[],
 };
 
-/// The canonical JSON of a string setting parsed by `T::from_str`.
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: DEFAULT_PRESET,
+        protocol: None,
+        summary: "M = 128, 8 sites, 400 epochs but at least 3 000 steps of batches of 1 000, held-out early stopping and a refit, β and width chosen on validation rows (DsppConfig::default)",
+    },
+    Preset {
+        name: "paper",
+        protocol: Some("dspp"),
+        summary: "Jankowiak et al. 2020 App. A.2: M = 300, 10 sites, 400 epochs, 3 restarts, β and width chosen on validation rows (DsppConfig::paper)",
+    },
+];
+
 fn canonical<T: FromStr<Err = Error> + Serialize>(v: &Value) -> Result<Value> {
     match v {
         Value::String(s) => serde_json::to_value(T::from_str(s)?)
@@ -59,8 +68,13 @@ fn canonical<T: FromStr<Err = Error> + Serialize>(v: &Value) -> Result<Value> {
 }
 
 /// `settings` with `rule`, `init` and `q_cov` in their canonical spelling.
+/// `settings` in canonical spelling; a β given fixes it (`tune_beta = false` unless the
+/// settings say otherwise).
 fn normalised(settings: &Settings) -> Result<Settings> {
     let mut s = settings.clone();
+    if s.contains_key("beta") && !s.contains_key("tune_beta") {
+        s.insert("tune_beta".into(), Value::Bool(false));
+    }
     for (key, parse) in [
         ("rule", canonical::<Rule> as fn(&Value) -> Result<Value>),
         ("init", canonical::<SiteInit>),
@@ -82,25 +96,6 @@ pub struct DsppBackend;
 /// dropped by the model's schedule) with batches of min(N, 1000), M = 128, S = 8 sites;
 /// the held-out early stopping of `dgp_dspp::train` keeps the best parameters (and ends
 /// training when they stop improving).
-pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
-    num_inducing: 128,
-    steps: 3_000,
-    epochs: Some(400),
-    learning_rate: 0.01,
-    batch_cap: 1_000,
-    train_samples: 8,
-    predict_samples: 8,
-    early_stopping: None,
-    unguarded_learning_rate: None,
-};
-
-/// PPGPR's training defaults: DSPP's ([`RUN_DEFAULTS`]) with one site.
-pub const PPGPR_RUN_DEFAULTS: RunDefaults = RunDefaults {
-    train_samples: 1,
-    predict_samples: 1,
-    ..RUN_DEFAULTS
-};
-
 /// DSPP / PPGPR in the demonstration job: at M = 50, 600 steps on concrete and 1500 on
 /// the step function, with the backends' own optimiser (Adam lr 0.01, full batch up to
 /// 1000 rows) — shorter than [`RUN_DEFAULTS`], not noisier. Minibatches of 256 or lr 0.03
@@ -134,73 +129,55 @@ pub static DSPP_BACKEND: DsppBackend = DsppBackend;
 /// The ppgpr value a harness registers.
 pub static PPGPR_BACKEND: PpgprBackend = PpgprBackend;
 
-impl DsppBackend {
-    /// [`ConfigBackend::config`], with β_reg (and, for two or more layers, the hidden
-    /// width) chosen by [`select_model`] on a validation part of `train` when
-    /// `common.tune` is set and they are not given; for two or more layers with
-    /// [`DsppConfig::select_one_layer`], the one-layer PPGPR candidates take part and the
-    /// returned configuration has `layers = 1` when one of them wins. The search ends when
-    /// `stop` asks ([`dgp_traits::fit::RunControl::should_stop`]). Returns the
-    /// configuration and the selection, if one ran.
-    ///
-    /// # Errors
-    /// As [`ConfigBackend::config`] and [`select_model`].
-    pub fn tuned_config(
-        &self,
-        base: Checked<DsppConfig>,
-        common: &CommonSettings,
-        settings: &Settings,
-        fit: &FitConfig,
-        train: &Dataset,
-        stop: &FitHooks<'_>,
-    ) -> Result<(Checked<DsppConfig>, Option<Selection>)> {
-        if !selects(common, settings) {
-            return Ok((base, None));
-        }
-        let betas: Vec<f64> = if settings.contains_key("beta") {
-            vec![base.beta]
-        } else {
-            PAPER_BETAS.to_vec()
-        };
-        let widths: Vec<usize> = match common.hidden_width {
-            Some(w) => vec![w],
-            None => PAPER_WIDTHS.to_vec(),
-        };
-        let with_one_layer = base.select_one_layer;
-        let sel = select_model(
-            train,
-            &base,
-            &betas,
-            &widths,
-            with_one_layer,
-            fit,
-            common.seed,
-            stop,
-        )?;
-        let cfg = Checked::new(DsppConfig {
-            layers: sel.layers,
-            beta: sel.beta,
-            hidden_width: sel.width,
-            ..base.into_inner()
-        })?;
-        Ok((cfg, Some(sel)))
-    }
-}
-
-/// Whether [`DsppBackend::tuned_config`] chooses anything on validation rows: with
-/// `common.tune`, unless β is given and the width is fixed (given, or one layer).
-fn selects(common: &CommonSettings, settings: &Settings) -> bool {
-    let width_fixed = common.hidden_width.is_some() || common.layers == 1;
-    common.tune && !(settings.contains_key("beta") && width_fixed)
-}
-
-/// Rows of `n_train` that a selecting build holds out: `floor(VALIDATION_FRACTION · n_train)`.
-fn selection_rows(common: &CommonSettings, settings: &Settings, n_train: usize) -> usize {
-    if selects(common, settings) {
+/// Rows of `n_train` that a build of `config` holds out for its selection:
+/// `floor(VALIDATION_FRACTION · n_train)` when it selects ([`DsppConfig::selects`]).
+fn selection_rows(config: &DsppConfig, n_train: usize) -> usize {
+    if config.selects() {
         (crate::VALIDATION_FRACTION * n_train as f64).floor() as usize
     } else {
         0
     }
+}
+
+/// The configuration's common settings: sites are the model's components, in training
+/// and prediction alike.
+fn common_over(base: DsppConfig, common: &CommonSettings) -> DsppConfig {
+    DsppConfig {
+        layers: common.layers,
+        num_inducing: common.num_inducing,
+        hidden_width: common.hidden_width.unwrap_or(base.hidden_width),
+        tune_beta: base.tune_beta && common.tune,
+        tune_width: base.tune_width && common.tune && common.hidden_width.is_none(),
+        sites: common.predict_samples,
+        init_seed: common.seed,
+        learning_rate: common.learning_rate.unwrap_or(base.learning_rate),
+        training: dgp_traits::fit::Training {
+            seed: common.seed,
+            ..base.training.clone()
+        },
+        ..base
+    }
+}
+
+/// The model of a checked configuration after its selection: [`DsppModel`] for two or
+/// more layers, [`PpgprModel`] for one (the model files of the two backends).
+fn build_dyn(
+    config: &DsppConfig,
+    fit: &FitConfig,
+    train: &Dataset,
+    stop: &FitHooks<'_>,
+) -> Result<Box<dyn Model>> {
+    let (cfg, sel) = config.tuned(train, fit, stop)?;
+    let note = sel.as_ref().map(Selection::describe);
+    let cfg = Checked::new(cfg)?;
+    if cfg.layers == 1 {
+        let mut m = PpgprModel::from_checked(cfg, train)?;
+        m.0.selection = note;
+        return Ok(Box::new(m));
+    }
+    let mut m = DsppModel::from_checked(cfg, train)?;
+    m.selection = note;
+    Ok(Box::new(m))
 }
 
 impl ConfigBackend for DsppBackend {
@@ -216,7 +193,7 @@ impl ConfigBackend for DsppBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            training: Training::Minibatch,
+            training: TrainingMode::Minibatch,
             held_out_early_stopping: true,
             resumable: false,
             selects_on_validation: true,
@@ -241,11 +218,20 @@ impl ConfigBackend for DsppBackend {
         settings: &Settings,
         n_train: usize,
     ) -> usize {
-        selection_rows(common, settings, n_train)
+        self.config(common, settings)
+            .map_or(0, |c| selection_rows(&c, n_train))
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<DsppConfig> {
+        match name {
+            DEFAULT_PRESET => Some(DsppConfig::default()),
+            "paper" => Some(DsppConfig::paper()),
+            _ => None,
+        }
     }
 
     fn demo(&self) -> DemoSettings {
@@ -260,17 +246,8 @@ impl ConfigBackend for DsppBackend {
     /// mixture components, the hidden width and the learning rate where given (the
     /// schedule is the model's own `lr_drops`); everything else
     /// [`DsppConfig::default`].
-    fn base_config(&self, common: &CommonSettings) -> DsppConfig {
-        let d = DsppConfig::default();
-        DsppConfig {
-            layers: common.layers,
-            num_inducing: common.num_inducing,
-            hidden_width: common.hidden_width.unwrap_or(d.hidden_width),
-            sites: common.predict_samples,
-            init_seed: common.seed,
-            learning_rate: common.learning_rate.unwrap_or(d.learning_rate),
-            ..d
-        }
+    fn apply_common(&self, base: DsppConfig, common: &CommonSettings) -> DsppConfig {
+        common_over(base, common)
     }
 
     /// `rule`, `init` and `q_cov` in their canonical spelling.
@@ -279,26 +256,17 @@ impl ConfigBackend for DsppBackend {
     }
 
     /// [`DsppModel`] for two or more layers, [`PpgprModel`] for one, after tuning
-    /// ([`DsppBackend::tuned_config`]).
+    /// ([`DsppConfig::tuned`]).
     fn build_checked(
         &self,
         config: Checked<DsppConfig>,
-        common: &CommonSettings,
-        settings: &Settings,
+        _common: &CommonSettings,
+        _settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
         stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        let (cfg, sel) = self.tuned_config(config, common, settings, fit, train, stop)?;
-        let note = sel.as_ref().map(Selection::describe);
-        if cfg.layers == 1 {
-            let mut m = PpgprModel::from_checked(cfg, train)?;
-            m.0.selection = note;
-            return Ok(Box::new(m));
-        }
-        let mut m = DsppModel::from_checked(cfg, train)?;
-        m.selection = note;
-        Ok(Box::new(m))
+        build_dyn(&config, fit, train, stop)
     }
 }
 
@@ -315,7 +283,7 @@ impl ConfigBackend for PpgprBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            training: Training::Minibatch,
+            training: TrainingMode::Minibatch,
             held_out_early_stopping: true,
             resumable: false,
             selects_on_validation: true,
@@ -340,11 +308,16 @@ impl ConfigBackend for PpgprBackend {
         settings: &Settings,
         n_train: usize,
     ) -> usize {
-        selection_rows(common, settings, n_train)
+        self.config(common, settings)
+            .map_or(0, |c| selection_rows(&c, n_train))
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        PPGPR_RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<DsppConfig> {
+        DsppBackend.preset(name).map(DsppConfig::ppgpr)
     }
 
     fn demo(&self) -> DemoSettings {
@@ -355,8 +328,8 @@ impl ConfigBackend for PpgprBackend {
         &SCHEMA
     }
 
-    fn base_config(&self, common: &CommonSettings) -> DsppConfig {
-        DsppBackend.base_config(common)
+    fn apply_common(&self, base: DsppConfig, common: &CommonSettings) -> DsppConfig {
+        common_over(base, common)
     }
 
     /// ppgpr is the one-layer model: any other layer count is an error.
@@ -365,7 +338,7 @@ impl ConfigBackend for PpgprBackend {
             return Err(Error::config(
                 "layers",
                 format!(
-                    "ppgpr is the one-layer model (eq. 16); got --layers {} (use --backend dspp)",
+                    "ppgpr is the one-layer model (eq. 16); got {} layers (the dspp backend trains deeper models)",
                     common.layers
                 ),
             ));
@@ -380,13 +353,13 @@ impl ConfigBackend for PpgprBackend {
     fn build_checked(
         &self,
         config: Checked<DsppConfig>,
-        common: &CommonSettings,
-        settings: &Settings,
+        _common: &CommonSettings,
+        _settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
         stop: &FitHooks<'_>,
     ) -> Result<Box<dyn Model>> {
-        DsppBackend.build_checked(config, common, settings, fit, train, stop)
+        build_dyn(&config, fit, train, stop)
     }
 }
 
@@ -397,6 +370,7 @@ mod tests {
 
     fn common(layers: usize) -> CommonSettings {
         CommonSettings {
+            preset: "default".into(),
             layers,
             num_inducing: 9,
             hidden_width: Some(4),
@@ -411,7 +385,9 @@ mod tests {
 
     #[test]
     fn rule_and_beta_settings_match_the_struct() {
-        let base = DsppBackend.base_config(&common(2));
+        let base = DsppBackend.apply_common(DsppConfig::default(), &common(2));
+        // A width given is not chosen; β still is.
+        assert_eq!((base.tune_beta, base.tune_width), (true, false));
         assert_eq!(
             *DsppBackend.config(&common(2), &Settings::new()).unwrap(),
             base
@@ -425,9 +401,39 @@ mod tests {
             DsppConfig {
                 rule: Rule::Qr1,
                 beta: 0.2,
+                tune_beta: false,
                 ..base
             }
         );
+    }
+
+    /// What a build holds out for the selection follows the configuration: β and the
+    /// width chosen unless given or `tune` is off; nothing for a one-layer model with β
+    /// given.
+    #[test]
+    fn the_selection_follows_the_configuration() {
+        let no_width = |layers| CommonSettings {
+            hidden_width: None,
+            ..common(layers)
+        };
+        let rows =
+            |c: &CommonSettings, s: &Settings| Backend::validation_rows(&DSPP_BACKEND, c, s, 876);
+        let beta = dgp_traits::testing::settings(&["beta=0.05"]);
+        assert_eq!(rows(&no_width(2), &Settings::new()), 103);
+        assert_eq!(rows(&no_width(2), &beta), 103, "the width is still chosen");
+        assert_eq!(rows(&common(2), &beta), 0, "both given");
+        assert_eq!(rows(&no_width(1), &beta), 0, "one layer, β given");
+        let off = CommonSettings {
+            tune: false,
+            ..no_width(2)
+        };
+        assert_eq!(rows(&off, &Settings::new()), 0);
+        let d = DsppConfig::default();
+        assert!(d.selects() && d.tune_beta && d.tune_width);
+        let p = DsppConfig::paper();
+        assert_eq!((p.sites, p.num_inducing, p.restarts), (10, 300, 3));
+        assert_eq!(p.training.steps_for(10_000), 4_000);
+        assert_eq!(d.training.steps_for(900), 3_000);
     }
 
     #[test]

@@ -1,17 +1,46 @@
 //! [`DsppConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
 //! model in original units) and [`DsppModel`] as [`Loadable`] from a model file.
 
+use dgp_traits::backend::RunDefaults;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::fit::{FitConfig, FitHooks};
 use dgp_traits::fitted::{Estimator, Loadable};
+use dgp_traits::likelihoods::LikelihoodFamily;
 
-use crate::{DsppConfig, DsppModel, PpgprModel};
+use crate::{DsppConfig, DsppModel, PpgprModel, Selection};
+
+/// The common settings of a DSPP configuration: its sites are the model's mixture
+/// components in training and prediction alike.
+fn dspp_defaults(c: &DsppConfig) -> RunDefaults {
+    RunDefaults {
+        num_inducing: c.num_inducing,
+        train_samples: c.sites,
+        predict_samples: c.sites,
+        learning_rate: c.learning_rate,
+        unguarded_learning_rate: None,
+        training: c.training.clone(),
+    }
+}
 
 impl Estimator for DsppConfig {
     type Model = DsppModel;
 
-    fn build(&self, train: &Dataset) -> Result<DsppModel> {
-        DsppModel::new(self.clone(), train)
+    /// The model after the configuration's selection of β_reg and the width on
+    /// validation rows ([`DsppConfig::tuned`]; it may choose the one-layer model).
+    fn build(&self, train: &Dataset, fit: &FitConfig, stop: &FitHooks<'_>) -> Result<DsppModel> {
+        let (cfg, sel) = self.tuned(train, fit, stop)?;
+        let mut m = DsppModel::new(cfg, train)?;
+        m.selection = sel.as_ref().map(Selection::describe);
+        Ok(m)
+    }
+
+    fn defaults(&self) -> RunDefaults {
+        dspp_defaults(self)
+    }
+
+    fn likelihood_family(&self) -> LikelihoodFamily {
+        self.likelihood.family()
     }
 }
 
@@ -35,8 +64,9 @@ impl Loadable for DsppModel {
 /// # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 /// # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 /// let data = load_csv(&csv, "y")?;
-/// let config = PpgprConfig(DsppConfig { num_inducing: 10, ..Default::default() });
-/// let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
+/// let training = Training { steps: 50, epochs: None, ..Training::default() };
+/// let config = PpgprConfig(DsppConfig { num_inducing: 10, tune_beta: false, training, ..Default::default() });
+/// let fitted = config.fit(&data)?;
 /// let pred = fitted.predict(data.x())?; // one Gaussian per row, units of y
 /// fitted.save(dir.join("model.json"))?;
 /// let loaded = Fitted::<PpgprModel>::load(dir.join("model.json"))?;
@@ -50,8 +80,21 @@ pub struct PpgprConfig(pub DsppConfig);
 impl Estimator for PpgprConfig {
     type Model = PpgprModel;
 
-    fn build(&self, train: &Dataset) -> Result<PpgprModel> {
-        PpgprModel::new(self.0.clone(), train)
+    /// The one-layer model after the configuration's selection of β_reg on validation
+    /// rows ([`DsppConfig::tuned`]).
+    fn build(&self, train: &Dataset, fit: &FitConfig, stop: &FitHooks<'_>) -> Result<PpgprModel> {
+        let (cfg, sel) = self.0.clone().ppgpr().tuned(train, fit, stop)?;
+        let mut m = PpgprModel::new(cfg, train)?;
+        m.0.selection = sel.as_ref().map(Selection::describe);
+        Ok(m)
+    }
+
+    fn defaults(&self) -> RunDefaults {
+        dspp_defaults(&self.0)
+    }
+
+    fn likelihood_family(&self) -> LikelihoodFamily {
+        self.0.likelihood.family()
     }
 }
 

@@ -14,13 +14,15 @@
 //! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
-//! let config = DsppConfig { layers: 2, num_inducing: 10, sites: 4, ..Default::default() };
-//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
+//! // β_reg and the width fixed (the default chooses them on validation rows), a short fit
+//! let mut config = DsppConfig { layers: 2, num_inducing: 10, sites: 4, tune_beta: false, tune_width: false, ..Default::default() };
+//! config.training = Training { steps: 50, ..Training::default() };
+//! let fitted = config.fit(&data)?;
 //! let pred = fitted.predict(data.x())?; // S-component mixture per row, units of y
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<DsppModel>::load(dir.join("model.json"))?;
 //! assert_eq!(loaded.predict(data.x())?, pred);
-//! let ppgpr = PpgprConfig(config).fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
+//! let ppgpr = PpgprConfig(config).fit(&data)?;
 //! assert_eq!(ppgpr.model().backend(), "ppgpr"); // save / load as Fitted::<PpgprModel>
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(()) }
@@ -110,6 +112,7 @@ pub mod prelude {
     pub use crate::estimator::PpgprConfig;
     pub use crate::{DsppConfig, DsppModel, PpgprModel, QCov, Rule, SiteInit, select_beta};
     pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};

@@ -102,6 +102,56 @@ impl Selection {
     }
 }
 
+impl DsppConfig {
+    /// This configuration with β_reg (with [`DsppConfig::tune_beta`]) and, for two or more
+    /// layers, the hidden width (with [`DsppConfig::tune_width`]) chosen by
+    /// [`select_model`] on a validation part of `train` (the fixed ones are the grid's
+    /// only value); with [`DsppConfig::select_one_layer`] the one-layer PPGPR candidates
+    /// take part and the configuration returned has `layers = 1` when one of them wins.
+    /// Returns the configuration unchanged when nothing is chosen
+    /// ([`DsppConfig::selects`]). The search ends when `stop` asks.
+    ///
+    /// # Errors
+    /// As [`select_model`].
+    pub fn tuned(
+        &self,
+        train: &Dataset,
+        fit: &FitConfig,
+        stop: &FitHooks<'_>,
+    ) -> Result<(DsppConfig, Option<Selection>)> {
+        if !self.selects() {
+            return Ok((self.clone(), None));
+        }
+        let betas: Vec<f64> = if self.tune_beta {
+            PAPER_BETAS.to_vec()
+        } else {
+            vec![self.beta]
+        };
+        let widths: Vec<usize> = if self.tune_width {
+            PAPER_WIDTHS.to_vec()
+        } else {
+            vec![self.hidden_width]
+        };
+        let sel = select_model(
+            train,
+            self,
+            &betas,
+            &widths,
+            self.select_one_layer,
+            fit,
+            self.init_seed,
+            stop,
+        )?;
+        let cfg = DsppConfig {
+            layers: sel.layers,
+            beta: sel.beta,
+            hidden_width: sel.width,
+            ..self.clone()
+        };
+        Ok((cfg, Some(sel)))
+    }
+}
+
 /// Chooses β_reg, the hidden width and — when `with_one_layer` is set and `base` has two
 /// or more layers — between the deep model and its one-layer special case (PPGPR, eq. 16),
 /// by validation NLL.

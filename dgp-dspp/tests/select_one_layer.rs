@@ -42,6 +42,7 @@ fn additive(n: usize, seed: u64) -> Dataset {
 
 fn common(hidden: usize) -> CommonSettings {
     CommonSettings {
+        preset: "default".into(),
         layers: 2,
         num_inducing: 16,
         hidden_width: Some(hidden),

@@ -13,12 +13,14 @@
 //! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
-//! let sghmc = SghmcConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let fitted = sghmc.fit_with(&data, &FitConfig { steps: 300, ..Default::default() }, &mut FitHooks::none())?;
+//! let mut sghmc = SghmcConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! sghmc.training.steps = 300; // a short fit for the example
+//! let fitted = sghmc.fit(&data)?;
 //! fitted.save(dir.join("sghmc.json"))?; // one mixture component per kept sample
 //! assert_eq!(Fitted::<SghmcModel>::load(dir.join("sghmc.json"))?.predict(data.x())?, fitted.predict(data.x())?);
-//! let dgps = DgpsConfig { layers: 2, num_inducing: 5, restarts: 2, ..Default::default() };
-//! let fitted = dgps.fit_with(&data, &FitConfig { steps: 30, ..Default::default() }, &mut FitHooks::none())?;
+//! let mut dgps = DgpsConfig { layers: 2, num_inducing: 5, restarts: 2, ..Default::default() };
+//! dgps.training.steps = 30; // a short fit for the example
+//! let fitted = dgps.fit(&data)?;
 //! fitted.save(dir.join("dgps.json"))?;
 //! assert_eq!(Fitted::<DgpsModel>::load(dir.join("dgps.json"))?.predict(data.x())?, fitted.predict(data.x())?);
 //! # std::fs::remove_dir_all(&dir)?;
@@ -49,6 +51,7 @@ pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcConfig, SghmcModel};
 pub mod prelude {
     pub use crate::{DgpsConfig, DgpsModel, SghmcConfig, SghmcModel};
     pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};

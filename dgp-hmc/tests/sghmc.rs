@@ -536,13 +536,16 @@ fn streamed_rows_sample_bit_identically_to_in_memory() {
 #[test]
 fn fitted_model_round_trips_through_a_model_file() {
     let data = toy_regression(30, 2, 1.0, 6);
-    let fit = FitConfig {
-        steps: 100,
-        batch_size: 16,
-        seed: 4,
-        ..FitConfig::default()
+    let est = SghmcConfig {
+        training: dgp_traits::fit::Training {
+            steps: 100,
+            batch_size: 16,
+            seed: 4,
+            ..Default::default()
+        },
+        ..small_config(2)
     };
-    dgp_traits::testing::assert_fitted_round_trip(&small_config(2), &data, &fit, "dgps");
+    dgp_traits::testing::assert_fitted_round_trip(&est, &data, "dgps");
 }
 
 /// A minibatch of more than GRAD_CHUNK_ROWS rows: the log joint's value and gradient

@@ -6,18 +6,15 @@
 //! `adam`.
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
-    LikelihoodFamily, RunDefaults, Settings, Training, Validate, describe_generic,
+    Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
+    LikelihoodFamily, Preset, Settings, TrainingMode, Validate, describe_generic,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::fit::Training;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
-use dgp_traits::model::{FitConfig, FitHooks, Model};
-use dgp_traits::optim::AdamConfig;
-use dgp_traits::train::EarlyStopping;
 use serde_json::Value;
 
-use crate::{NestedConfig, NestedModel};
+use crate::NestedConfig;
 
 impl Validate for NestedConfig {
     fn validate(&self) -> Result<()> {
@@ -28,47 +25,28 @@ impl Validate for NestedConfig {
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     backend: "nested",
     reserved: &[
-        ("layers", "--layers"),
-        ("num_inducing", "--inducing"),
-        ("hidden_width", "--hidden"),
-        ("init_seed", "--seed"),
-        ("adam", "--lr (learning rate) and --protocol (schedule)"),
+        ("layers", "layers"),
+        ("num_inducing", "num_inducing"),
+        ("hidden_width", "hidden_width"),
+        ("predict_samples", "predict_samples"),
+        ("init_seed", "seed"),
+        ("adam", "learning_rate"),
     ],
     sections: &[],
 };
 
-/// nested's training defaults ([`dgp_traits::backend::Backend::run_defaults`]): M = 100,
-/// full batches up to 10 000 rows and Adam at lr 0.03 for at most 10 000 steps (the DSVI
-/// reference settings but the rate), ended by held-out early stopping
-/// ([`EARLY_STOPPING`]). Its bound keeps rising long after the test NLL is best (boston
-/// split 0 at lr 0.01: best by 500 steps, worse at 1 500 and after as the noise variance
-/// grows), which no stop on the training objective can see; with the held-out rule to end
-/// the run, lr 0.03 reaches the held-out optimum in fewer steps and crosses the plateaus
-/// on which lr 0.01 stops (energy). Where the rule does not run (fewer than 400 training
-/// rows, or no rule) the fit trains all 10 000 steps at lr 0.01 (at lr 0.03 the step
-/// function's test NLL was 0.9 nats worse over splits 0–4). Records:
-/// `results/nested-defaults/`.
-pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
-    learning_rate: 0.03,
-    early_stopping: Some(EARLY_STOPPING),
-    unguarded_learning_rate: Some(0.01),
-    ..RunDefaults::DSVI_REFERENCE
-};
-
-/// nested's held-out rule in [`RUN_DEFAULTS`]: the core's patience rule with 2/17 of the
-/// training rows held out and their predictive NLL checked every hundredth of the run's
-/// steps ([`EarlyStopping::period`]), ended after 10 checks (a tenth of the steps)
-/// without improvement, the best parameters kept; on fewer than 400 training rows (fewer
-/// than 47 held out) it does not run and all the steps train on every row: there the
-/// held-out score chose steps the test rows did not (a 106-row set: best held-out score
-/// at 700 steps, test NLL 0.3 nats worse than after 10 000 steps on every row).
-pub const EARLY_STOPPING: EarlyStopping = EarlyStopping {
-    fraction: 2.0 / 17.0,
-    every: 0,
-    patience: 10,
-    min_rows: 400,
-    rises: 0,
-};
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: DEFAULT_PRESET,
+        protocol: None,
+        summary: "M = 100, Adam lr 0.03 for at most 10 000 full-batch steps ended by held-out early stopping; lr 0.01 without it (NestedConfig::default)",
+    },
+    Preset {
+        name: "paper",
+        protocol: None,
+        summary: "full-batch L-BFGS for at most 5 000 iterations at M = 50, as the spec reads Hensman & Lawrence 2014 (NestedConfig::paper)",
+    },
+];
 
 /// nested in the demonstration job: svi's settings ([`DemoSettings::DEFAULT`]) with 1 000
 /// steps on the real data set.
@@ -99,7 +77,7 @@ impl ConfigBackend for NestedBackend {
         // The default optimiser (Adam on minibatches); `optimiser: lbfgs` trains full
         // batch and refuses early stopping and checkpoints at fit time.
         Capabilities {
-            training: Training::Minibatch,
+            training: TrainingMode::Minibatch,
             held_out_early_stopping: true,
             resumable: true,
             selects_on_validation: false,
@@ -115,8 +93,16 @@ impl ConfigBackend for NestedBackend {
         }
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<NestedConfig> {
+        match name {
+            DEFAULT_PRESET => Some(NestedConfig::default()),
+            "paper" => Some(NestedConfig::paper()),
+            _ => None,
+        }
     }
 
     fn demo(&self) -> DemoSettings {
@@ -128,28 +114,24 @@ impl ConfigBackend for NestedBackend {
     }
 
     /// The common settings' fields (the learning rate and schedule into
-    /// [`NestedConfig::adam`]); everything else [`NestedConfig::default`].
-    fn base_config(&self, common: &CommonSettings) -> NestedConfig {
+    /// [`NestedConfig::adam`]; a learning rate given replaces the unguarded one too).
+    fn apply_common(&self, base: NestedConfig, common: &CommonSettings) -> NestedConfig {
         NestedConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
+            predict_samples: common.predict_samples,
             init_seed: common.seed,
-            adam: common.adam_over(AdamConfig::default()),
-            ..NestedConfig::default()
+            adam: common.adam_over(base.adam.clone()),
+            unguarded_learning_rate: base
+                .unguarded_learning_rate
+                .filter(|_| common.learning_rate.is_none()),
+            training: Training {
+                seed: common.seed,
+                ..base.training.clone()
+            },
+            ..base
         }
-    }
-
-    fn build_checked(
-        &self,
-        config: Checked<NestedConfig>,
-        _common: &CommonSettings,
-        _settings: &Settings,
-        _fit: &FitConfig,
-        train: &Dataset,
-        _stop: &FitHooks<'_>,
-    ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(NestedModel::from_checked(config, train)?))
     }
 
     /// `linear_mean` reads "hidden mean linear" / "hidden mean zero"; the rest as
@@ -183,7 +165,8 @@ impl ConfigBackend for NestedBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::backend::Backend;
+    use dgp_traits::backend::{Backend, Settings};
+    use dgp_traits::optim::AdamConfig;
 
     /// A configuration written without `adam` reads with Adam's defaults, and the common
     /// learning rate reaches it.
@@ -194,6 +177,7 @@ mod tests {
         let back: NestedConfig = serde_json::from_value(v).unwrap();
         assert_eq!(back.adam, AdamConfig::with_lr(0.01));
         let common = CommonSettings {
+            preset: "default".into(),
             layers: 2,
             num_inducing: 5,
             hidden_width: None,
@@ -205,19 +189,22 @@ mod tests {
             lr_schedule: None,
         };
         assert_eq!(
-            NestedBackend.base_config(&common).adam,
+            NestedBackend
+                .apply_common(NestedConfig::default(), &common)
+                .adam,
             AdamConfig::with_lr(0.004)
         );
         let e = NestedBackend
             .config(&common, &dgp_traits::testing::settings(&["adam.lr=1"]))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--lr"), "{e}");
+        assert!(e.contains("the common setting `learning_rate`"), "{e}");
     }
 
     #[test]
     fn linear_mean_setting_and_bad_keys() {
         let common = CommonSettings {
+            preset: "default".into(),
             layers: 2,
             num_inducing: 5,
             hidden_width: None,
@@ -228,7 +215,7 @@ mod tests {
             learning_rate: None,
             lr_schedule: None,
         };
-        let base = NestedBackend.base_config(&common);
+        let base = NestedBackend.apply_common(NestedConfig::default(), &common);
         assert_eq!(
             *NestedBackend.config(&common, &Settings::new()).unwrap(),
             base

@@ -14,8 +14,9 @@
 //! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?;
-//! let config = NestedConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
+//! let mut config = NestedConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! config.training.steps = 50; // a short fit for the example
+//! let fitted = config.fit(&data)?;
 //! let pred = fitted.predict(data.x())?; // one Gaussian per row, units of y
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<NestedModel>::load(dir.join("model.json"))?;
@@ -74,7 +75,7 @@
 //! With the paper's zero mean functions a hidden layer has to carry its inputs through
 //! the GP itself, and every unit of input uncertainty it passes on is charged by the
 //! propagation term of the bound and widens the prediction; the linear mean function
-//! ([`NestedConfig::linear_mean`], `dgp-bench run --mean linear`, not in the paper) takes
+//! ([`NestedConfig::linear_mean`], not in the paper) takes
 //! that job off the GP. The defaults are the paper's (zero mean, σ₁² trained from 0.01).
 //! Measurements (the bound's terms on boston, the effect of the linear mean, the cost of
 //! the psi-statistics against GPy's): `RESULTS.md`, sections "nested: DGP2 against SGP on boston" and
@@ -121,6 +122,7 @@ pub use model::NestedModel;
 pub mod prelude {
     pub use crate::{NestedConfig, NestedModel, Optimiser, PredictMode};
     pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};

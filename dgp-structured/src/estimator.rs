@@ -1,17 +1,40 @@
 //! [`StructuredConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
 //! model in original units) and [`StructuredModel`] as [`Loadable`] from a model file.
 
+use dgp_traits::backend::RunDefaults;
 use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::fit::{FitConfig, FitHooks};
 use dgp_traits::fitted::{Estimator, Loadable};
+use dgp_traits::likelihoods::LikelihoodFamily;
 
 use crate::{StructuredConfig, StructuredModel};
 
 impl Estimator for StructuredConfig {
     type Model = StructuredModel;
 
-    fn build(&self, train: &Dataset) -> Result<StructuredModel> {
+    fn build(
+        &self,
+        train: &Dataset,
+        _fit: &FitConfig,
+        _stop: &FitHooks<'_>,
+    ) -> Result<StructuredModel> {
         StructuredModel::new(self.clone(), train)
+    }
+
+    fn defaults(&self) -> RunDefaults {
+        RunDefaults {
+            num_inducing: self.num_inducing,
+            train_samples: self.train_samples,
+            predict_samples: self.predict_samples,
+            learning_rate: self.adam.lr,
+            unguarded_learning_rate: None,
+            training: self.training.clone(),
+        }
+    }
+
+    fn likelihood_family(&self) -> LikelihoodFamily {
+        self.likelihood.family()
     }
 }
 

@@ -283,7 +283,7 @@ impl Model for StructuredModel {
     /// on the rest ([`NaturalAdamStepper`]); both on the core's minibatch executor through
     /// [`fit_with_held_out`], which honours `cfg.early_stopping` (held-out rows split off,
     /// the rule's observer attached; Lindinger et al.'s rule is the reference's) and
-    /// `cfg.convergence` (or, when that is `None`, [`crate::StructuredConfig::convergence`]);
+    /// `cfg.convergence`;
     /// Adam's settings, schedule included, are [`crate::StructuredConfig::adam`]. With
     /// [`crate::StructuredConfig::warm_start`] set, the fit of the mean-field restriction
     /// comes first (once per model, and not when `hooks` hold a saved state to resume);
@@ -296,7 +296,6 @@ impl Model for StructuredModel {
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
-        let cfg = &*cfg.with_convergence_fallback(self.config.convergence.as_ref());
         let (state, stopped) = self.warm_start(data, cfg, hooks)?;
         if let Some(report) = stopped {
             return Ok(report);

@@ -17,6 +17,8 @@ use faer::Mat;
 use faer::prelude::Solve;
 use proptest::prelude::*;
 
+/// A small configuration with the reference's initial noise variance and Adam at a
+/// constant lr 0.01, without natural steps or warm start.
 fn cfg(family: Family, layers: usize, tau: usize, m: usize, whitened: bool) -> StructuredConfig {
     StructuredConfig {
         family,
@@ -26,7 +28,8 @@ fn cfg(family: Family, layers: usize, tau: usize, m: usize, whitened: bool) -> S
         whitened,
         train_samples: 2,
         kmeans_iters: 5,
-        ..Default::default()
+        adam: AdamConfig::default(),
+        ..StructuredConfig::paper(Family::Star)
     }
 }
 
@@ -576,16 +579,14 @@ fn streamed_rows_train_bit_identically_to_in_memory() {
 fn fitted_model_round_trips_through_a_model_file() {
     let data = toy_regression(30, 2, 1.5, 4);
     for family in [Family::Star, Family::MeanField, Family::FullyCoupled] {
-        let fit = FitConfig {
-            steps: 5,
-            ..FitConfig::default()
+        let est = StructuredConfig {
+            training: dgp_traits::fit::Training {
+                steps: 5,
+                ..Default::default()
+            },
+            ..cfg(family, 2, 2, 4, false)
         };
-        dgp_traits::testing::assert_fitted_round_trip(
-            &cfg(family, 2, 2, 4, false),
-            &data,
-            &fit,
-            "svi",
-        );
+        dgp_traits::testing::assert_fitted_round_trip(&est, &data, "svi");
     }
 }
 
@@ -620,28 +621,19 @@ fn inducing_points_are_capped_at_the_training_rows() {
     assert_eq!(model.config().num_inducing, 12);
 }
 
-/// The backends' defaults: FC trains by natural steps (γ = 0.03) from the mean-field warm
-/// start, every family is whitened, starts σ² at 0.1 and carries the convergence stop,
-/// and the stop ends a fit early and says so.
+/// The defaults: FC trains by natural steps (γ = 0.03) from the mean-field warm start,
+/// every family is whitened, starts σ² at 0.1 and carries the convergence stop in its
+/// schedule; the paper's preset is the reference's. The registered backends' presets are
+/// these configurations, and the common settings reach them. The convergence stop ends a
+/// fit early and says so.
 #[test]
-fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
+fn defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
     use dgp_structured::{
-        BACKEND_CONVERGENCE, BACKEND_INIT_NOISE_VARIANCE, BACKEND_NATGRAD, BACKEND_WARM_START,
+        DEFAULT_CONVERGENCE, DEFAULT_INIT_NOISE_VARIANCE, DEFAULT_NATGRAD, DEFAULT_WARM_START,
         FC_BACKEND, MF_BACKEND, STAR_BACKEND,
     };
-    use dgp_traits::backend::{CommonSettings, ConfigBackend};
-    let common = CommonSettings {
-        layers: 2,
-        num_inducing: 6,
-        hidden_width: Some(2),
-        train_samples: 1,
-        predict_samples: 5,
-        seed: 0,
-        tune: false,
-        learning_rate: None,
-        lr_schedule: None,
-    };
-    let fc = FC_BACKEND.base_config(&common);
+    use dgp_traits::backend::{CommonSettings, ConfigBackend, Settings};
+    let fc = StructuredConfig::fc();
     assert_eq!(
         fc.natgrad,
         Some(NatGradConfig {
@@ -649,41 +641,101 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
             ..NatGradConfig::default()
         })
     );
-    assert_eq!(fc.natgrad, Some(BACKEND_NATGRAD));
-    assert_eq!(fc.warm_start, Some(BACKEND_WARM_START));
+    assert_eq!(fc.natgrad, Some(DEFAULT_NATGRAD));
+    assert_eq!(fc.warm_start, Some(DEFAULT_WARM_START));
+    assert_eq!(fc.training.steps, 200);
     assert!(fc.validate().is_ok());
-    for b in [&STAR_BACKEND, &MF_BACKEND] {
-        assert_eq!(b.base_config(&common).warm_start, None);
+    for c in [StructuredConfig::star(), StructuredConfig::mf()] {
+        assert_eq!(
+            (c.warm_start, c.natgrad, c.training.steps),
+            (None, None, 1_500)
+        );
     }
-    for b in [&STAR_BACKEND, &MF_BACKEND, &FC_BACKEND] {
-        let c = b.base_config(&common);
-        assert_eq!(c.convergence, Some(BACKEND_CONVERGENCE));
-        // Whitened coordinates and σ² started at 0.1; the library default keeps the
+    assert_eq!(StructuredConfig::default(), StructuredConfig::star());
+    for c in [
+        StructuredConfig::star(),
+        StructuredConfig::mf(),
+        StructuredConfig::fc(),
+    ] {
+        assert_eq!(c.training.convergence, Some(DEFAULT_CONVERGENCE));
+        assert!(c.training.early_stopping.is_none());
+        assert_eq!(c.adam, AdamConfig::with_lr(0.02));
+        // Whitened coordinates and σ² started at 0.1; the paper's preset keeps the
         // reference's non-whitened q and 0.01.
         assert!(c.whitened);
         assert_eq!(
             c.likelihood,
-            dgp_traits::likelihoods::Likelihood::gaussian(BACKEND_INIT_NOISE_VARIANCE)
+            dgp_traits::likelihoods::Likelihood::gaussian(DEFAULT_INIT_NOISE_VARIANCE)
         );
         assert!(c.validate().is_ok());
+        let p = StructuredConfig::paper(c.family);
+        assert!(!p.whitened);
+        assert_eq!(
+            p.likelihood,
+            dgp_traits::likelihoods::Likelihood::gaussian(0.01)
+        );
+        assert_eq!(
+            (
+                p.training.steps,
+                p.training.batch_size,
+                p.training.convergence
+            ),
+            (20_000, 512, None)
+        );
+        assert_eq!(
+            p.training.early_stopping,
+            Some(dgp_traits::train::HeldOutRule::lindinger())
+        );
+        assert_eq!(p.adam.lr, 0.005);
     }
-    let d = StructuredConfig::default();
-    assert!(!d.whitened);
+    // The backends' presets are these configurations; common settings that the preset
+    // holds leave it as it is (but the layer count).
+    for (b, family) in [
+        (&STAR_BACKEND, Family::Star),
+        (&MF_BACKEND, Family::MeanField),
+        (&FC_BACKEND, Family::FullyCoupled),
+    ] {
+        for preset in ["default", "paper"] {
+            let want = ConfigBackend::preset(b, preset).unwrap();
+            assert_eq!(want.family, family);
+            let d = dgp_traits::fitted::Estimator::defaults(&want);
+            let common = CommonSettings::from_defaults(preset, want.layers, &d);
+            let got = b.config(&common, &Settings::new()).unwrap();
+            assert_eq!(*got, want, "{preset}");
+        }
+        assert!(ConfigBackend::preset(b, "nope").is_none());
+    }
+    let common = CommonSettings {
+        preset: "default".into(),
+        layers: 2,
+        num_inducing: 6,
+        hidden_width: Some(2),
+        train_samples: 1,
+        predict_samples: 5,
+        seed: 3,
+        tune: false,
+        learning_rate: None,
+        lr_schedule: None,
+    };
+    let c = STAR_BACKEND.config(&common, &Settings::new()).unwrap();
     assert_eq!(
-        d.likelihood,
-        dgp_traits::likelihoods::Likelihood::gaussian(0.01)
+        (
+            c.layers,
+            c.num_inducing,
+            c.tau,
+            c.train_samples,
+            c.predict_samples
+        ),
+        (2, 6, 2, 1, 5)
     );
-    assert_eq!(STAR_BACKEND.base_config(&common).natgrad, None);
+    assert_eq!((c.init_seed, c.training.seed), (3, 3));
+    assert_eq!(c.adam, AdamConfig::with_lr(0.02));
     // A configuration written without `adam` reads with Adam's defaults.
     let mut v = serde_json::to_value(StructuredConfig::default()).unwrap();
     v.as_object_mut().unwrap().remove("adam");
     let back: StructuredConfig = serde_json::from_value(v).unwrap();
-    assert_eq!(back, StructuredConfig::default());
+    assert_eq!(back.adam, AdamConfig::default());
     // The learning rate and schedule of the common settings reach Adam's settings.
-    assert_eq!(
-        STAR_BACKEND.base_config(&common).adam,
-        AdamConfig::default()
-    );
     let decay = dgp_traits::optim::LrSchedule::Exponential {
         gamma: 0.98,
         every: 1000,
@@ -695,25 +747,27 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         ..common.clone()
     };
     assert_eq!(
-        MF_BACKEND.base_config(&lindinger).adam,
+        MF_BACKEND
+            .config(&lindinger, &Settings::new())
+            .unwrap()
+            .adam,
         AdamConfig {
             schedule: decay,
             ..AdamConfig::with_lr(0.005)
         }
     );
 
-    // A flat objective: a model with a tiny window stops early; the explicit FitConfig
-    // setting wins over the configuration's.
+    // A flat objective: a fit with a tiny window stops early; another window does not.
     let data = toy_regression(40, 2, 1.5, 2);
-    let mut c = cfg(Family::MeanField, 2, 2, 6, false);
-    c.convergence = Some(dgp_traits::model::Convergence {
-        window: 5,
-        tolerance: 1e3,
-        patience: 2,
-        min_steps: 0,
-    });
+    let c = cfg(Family::MeanField, 2, 2, 6, false);
     let fit = FitConfig {
         steps: 200,
+        convergence: Some(dgp_traits::model::Convergence {
+            window: 5,
+            tolerance: 1e3,
+            patience: 2,
+            min_steps: 0,
+        }),
         ..FitConfig::default()
     };
     let mut model = StructuredModel::new(c.clone(), &data).unwrap();
@@ -725,7 +779,7 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         steps: 20,
         convergence: Some(dgp_traits::model::Convergence {
             window: 100,
-            ..BACKEND_CONVERGENCE
+            ..DEFAULT_CONVERGENCE
         }),
         ..fit.clone()
     };
@@ -737,24 +791,27 @@ fn backend_defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
 
     // Out of range: typed errors naming the field, from the configuration or the fit.
     let bad = StructuredConfig {
-        convergence: Some(dgp_traits::model::Convergence {
-            tolerance: 0.0,
-            ..BACKEND_CONVERGENCE
-        }),
+        training: dgp_traits::fit::Training {
+            convergence: Some(dgp_traits::model::Convergence {
+                tolerance: 0.0,
+                ..DEFAULT_CONVERGENCE
+            }),
+            ..c.training.clone()
+        },
         ..c.clone()
     };
     let e = StructuredModel::new(bad, &data).unwrap_err().to_string();
     assert!(e.contains("convergence.tolerance"), "{e}");
-    let late = StructuredConfig {
+    let late = FitConfig {
         convergence: Some(dgp_traits::model::Convergence {
             min_steps: 500,
-            ..BACKEND_CONVERGENCE
+            ..DEFAULT_CONVERGENCE
         }),
-        ..c
+        ..fit.clone()
     };
-    let mut model = StructuredModel::new(late, &data).unwrap();
+    let mut model = StructuredModel::new(c, &data).unwrap();
     let e = model
-        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
+        .fit(&data, &late, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err();
     assert!(
         matches!(e, dgp_traits::Error::Config(_))

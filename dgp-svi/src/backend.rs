@@ -6,16 +6,15 @@
 //! schedule of `adam`.
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
-    LikelihoodFamily, RunDefaults, Settings, Training, Validate, describe_generic,
+    Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
+    LikelihoodFamily, Preset, Settings, TrainingMode, Validate, describe_generic,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{Convergence, FitConfig, FitHooks, Model};
-use dgp_traits::optim::{AdamConfig, NatGradConfig, NatGradScheme};
+use dgp_traits::fit::Training;
+use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde_json::Value;
 
-use crate::{SviConfig, SviModel};
+use crate::SviConfig;
 
 impl Validate for SviConfig {
     fn validate(&self) -> Result<()> {
@@ -27,14 +26,15 @@ fn natgrad_default() -> Value {
     serde_json::to_value(NatGradConfig::default()).unwrap_or(Value::Null)
 }
 
-/// Keys of [`SviConfig`] that the common settings own, and what sets them.
+/// Keys of [`SviConfig`] that the common settings own, and which.
 const RESERVED: &[(&str, &str)] = &[
-    ("layers", "--layers"),
-    ("num_inducing", "--inducing"),
-    ("hidden_width", "--hidden"),
-    ("train_samples", "--train-samples (run) / --samples (time)"),
-    ("init_seed", "--seed"),
-    ("adam", "--lr (learning rate) and --protocol (schedule)"),
+    ("layers", "layers"),
+    ("num_inducing", "num_inducing"),
+    ("hidden_width", "hidden_width"),
+    ("train_samples", "train_samples"),
+    ("predict_samples", "predict_samples"),
+    ("init_seed", "seed"),
+    ("adam", "learning_rate"),
 ];
 
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
@@ -43,25 +43,18 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[("natgrad", natgrad_default)],
 };
 
-/// The convergence stop of the registered backend ([`SviConfig::convergence`]): the
-/// training objective averaged over windows of 100 steps, stopped after three consecutive
-/// windows that each gain less than 10⁻³ nats per training row, with no minimum step
-/// count so that it fits any step cap ([`Convergence::NO_MINIMUM`]; the first windows of a
-/// fit gain far more than the tolerance).
-pub const BACKEND_CONVERGENCE: Convergence = Convergence::NO_MINIMUM;
-
-/// svi's training defaults ([`dgp_traits::backend::Backend::run_defaults`]): the DSVI
-/// reference settings ([`RunDefaults::DSVI_REFERENCE`]) with Adam at lr 0.02, the 10 000
-/// steps a cap for the convergence stop [`BACKEND_CONVERGENCE`]. On the published splits
-/// the test NLL stops improving long before the ELBO does (concrete: best by 1 000
-/// steps), and on low-noise data the noise variance falls for thousands of steps (energy:
-/// still falling at 10 000); lr 0.02 reaches the objective values of lr 0.01 in about
-/// half the steps. The paper's schedule: lr 0.01 and `convergence=null`. Traces and the
-/// before/after table: `results/run-defaults/README.md`.
-pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
-    learning_rate: 0.02,
-    ..RunDefaults::DSVI_REFERENCE
-};
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: DEFAULT_PRESET,
+        protocol: None,
+        summary: "the DSVI reference settings with Adam at lr 0.02 and a convergence stop (SviConfig::default)",
+    },
+    Preset {
+        name: "paper",
+        protocol: None,
+        summary: "the reference code's schedule: Adam lr 0.01 for 10 000 steps, no stop (SviConfig::paper)",
+    },
+];
 
 /// The svi backend ([`SviModel`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -83,7 +76,7 @@ impl ConfigBackend for SviBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            training: Training::Minibatch,
+            training: TrainingMode::Minibatch,
             held_out_early_stopping: true,
             resumable: true,
             selects_on_validation: false,
@@ -102,8 +95,16 @@ impl ConfigBackend for SviBackend {
         }
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<SviConfig> {
+        match name {
+            DEFAULT_PRESET => Some(SviConfig::default()),
+            "paper" => Some(SviConfig::paper()),
+            _ => None,
+        }
     }
 
     fn demo(&self) -> DemoSettings {
@@ -115,34 +116,22 @@ impl ConfigBackend for SviBackend {
     }
 
     /// The common settings' fields (the learning rate and schedule into
-    /// [`SviConfig::adam`]), the convergence stop [`BACKEND_CONVERGENCE`] (the fit's
-    /// `steps` is then a cap; `convergence=null` trains for every step, the paper's
-    /// schedule); everything else [`SviConfig::default`] (Adam on everything: no
-    /// natural-gradient steps).
-    fn base_config(&self, common: &CommonSettings) -> SviConfig {
+    /// [`SviConfig::adam`], the seed into `init_seed` and the training seed).
+    fn apply_common(&self, base: SviConfig, common: &CommonSettings) -> SviConfig {
         SviConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
             train_samples: common.train_samples,
+            predict_samples: common.predict_samples,
             init_seed: common.seed,
-            natgrad: None,
-            adam: common.adam_over(AdamConfig::default()),
-            convergence: Some(BACKEND_CONVERGENCE),
-            ..SviConfig::default()
+            adam: common.adam_over(base.adam.clone()),
+            training: Training {
+                seed: common.seed,
+                ..base.training.clone()
+            },
+            ..base
         }
-    }
-
-    fn build_checked(
-        &self,
-        config: Checked<SviConfig>,
-        _common: &CommonSettings,
-        _settings: &Settings,
-        _fit: &FitConfig,
-        train: &Dataset,
-        _stop: &FitHooks<'_>,
-    ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(SviModel::from_checked(config, train)?))
     }
 
     fn describe_settings(&self, settings: &Settings) -> String {
@@ -173,10 +162,12 @@ impl ConfigBackend for SviBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::backend::Backend;
+    use dgp_traits::backend::{Backend, Settings};
+    use dgp_traits::optim::AdamConfig;
 
     fn common() -> CommonSettings {
         CommonSettings {
+            preset: "default".into(),
             layers: 2,
             num_inducing: 7,
             hidden_width: Some(3),
@@ -195,8 +186,9 @@ mod tests {
 
     #[test]
     fn settings_give_the_same_config_as_the_struct() {
-        let base = SviBackend.base_config(&common());
+        let base = SviBackend.apply_common(SviConfig::default(), &common());
         assert_eq!(base.adam, AdamConfig::with_lr(0.03));
+        assert_eq!((base.init_seed, base.training.seed), (4, 4));
         let c = SviBackend.config(&common(), &Settings::new()).unwrap();
         assert_eq!(*c, base);
         let c = SviBackend
@@ -232,8 +224,54 @@ mod tests {
         .unwrap();
         v.as_object_mut().unwrap().remove("adam");
         let back: SviConfig = serde_json::from_value(v).unwrap();
-        assert_eq!(back, SviConfig::default());
+        assert_eq!(
+            back,
+            SviConfig {
+                adam: AdamConfig::default(),
+                ..SviConfig::default()
+            }
+        );
         assert_eq!(back.adam, AdamConfig::with_lr(0.01));
+    }
+
+    /// The presets are `SviConfig::default` and `SviConfig::paper`; the common settings
+    /// they hold leave them as they are, and an unknown name is refused naming them.
+    #[test]
+    fn presets_are_the_configurations_and_round_trip_through_the_common_settings() {
+        use dgp_traits::fitted::Estimator;
+        for (name, want) in [
+            ("default", SviConfig::default()),
+            ("paper", SviConfig::paper()),
+        ] {
+            assert_eq!(ConfigBackend::preset(&SviBackend, name), Some(want.clone()));
+            let common = CommonSettings::from_defaults(name, want.layers, &want.defaults());
+            let got = SviBackend.config(&common, &Settings::new()).unwrap();
+            assert_eq!(*got, want, "{name}");
+        }
+        let d = SviConfig::default();
+        assert_eq!(d.adam.lr, 0.02);
+        assert_eq!(
+            d.training.convergence,
+            Some(crate::DEFAULT_CONVERGENCE),
+            "the default stops on convergence"
+        );
+        assert_eq!((d.training.steps, d.training.batch_size), (10_000, 10_000));
+        let p = SviConfig::paper();
+        assert_eq!((p.adam.lr, p.training.convergence), (0.01, None));
+        let e = SviBackend
+            .config(
+                &CommonSettings {
+                    preset: "papper".into(),
+                    ..common()
+                },
+                &Settings::new(),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(&e, dgp_traits::Error::Config(c) if c.field == "preset")
+                && e.to_string().contains("default, paper"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -252,12 +290,12 @@ mod tests {
             .config(&common(), &set(&["num_inducing=3"]))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--inducing"), "{e}");
+        assert!(e.contains("the common setting `num_inducing`"), "{e}");
         let e = SviBackend
             .config(&common(), &set(&["adam.lr=0.1"]))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--lr"), "{e}");
+        assert!(e.contains("the common setting `learning_rate`"), "{e}");
         let e = SviBackend
             .config(
                 &CommonSettings {

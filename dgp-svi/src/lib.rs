@@ -14,8 +14,9 @@
 //! # let rows: String = (0..60).map(|i| { let x = f64::from(i) / 10.0; format!("{x},{}\n", 3.0 * x.sin() + 10.0) }).collect();
 //! # std::fs::write(&csv, format!("x,y\n{rows}"))?;
 //! let data = load_csv(&csv, "y")?; // inputs: every other column
-//! let config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
-//! let fitted = config.fit_with(&data, &FitConfig { steps: 50, ..Default::default() }, &mut FitHooks::none())?;
+//! let mut config = SviConfig { layers: 2, num_inducing: 10, ..Default::default() };
+//! config.training.steps = 50; // a short fit for the example
+//! let fitted = config.fit(&data)?;
 //! let pred = fitted.predict(data.x())?; // a Gaussian mixture per row, in units of y
 //! fitted.save(dir.join("model.json"))?;
 //! let loaded = Fitted::<SviModel>::load(dir.join("model.json"))?;
@@ -109,8 +110,8 @@ mod estimator;
 mod model;
 mod variational;
 
-pub use backend::{BACKEND_CONVERGENCE, SVI_BACKEND, SviBackend};
-pub use config::{LastMean, SviConfig};
+pub use backend::{SVI_BACKEND, SviBackend};
+pub use config::{DEFAULT_CONVERGENCE, LastMean, SviConfig};
 pub use dgp_traits;
 pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel, chunk_rows};
 pub use variational::{Q_SQRT_FLOOR, QParams};
@@ -119,6 +120,7 @@ pub use variational::{Q_SQRT_FLOOR, QParams};
 pub mod prelude {
     pub use crate::{LastMean, SviConfig, SviModel};
     pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};

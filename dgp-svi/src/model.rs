@@ -497,7 +497,6 @@ impl Model for SviModel {
         hooks: &mut FitHooks<'_>,
     ) -> Result<FitReport> {
         // With `cfg.early_stopping == None` `fit_with_held_out` is the plain executor run.
-        let cfg = &*cfg.with_convergence_fallback(self.config.convergence.as_ref());
         let adam = self.config.adam.clone();
         match self.config.natgrad {
             Some(nat) => {

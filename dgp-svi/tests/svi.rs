@@ -625,13 +625,13 @@ fn fitted_model_round_trips_through_a_model_file() {
     let cfg = SviConfig {
         layers: 2,
         num_inducing: 6,
+        training: dgp_traits::fit::Training {
+            steps: 10,
+            ..Default::default()
+        },
         ..Default::default()
     };
-    let fit = FitConfig {
-        steps: 10,
-        ..Default::default()
-    };
-    dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, &fit, "dspp");
+    dgp_traits::testing::assert_fitted_round_trip(&cfg, &data, "dspp");
 }
 
 /// M = min(num_inducing, N): on 12 rows with 30 inducing points asked for, every row is
@@ -701,11 +701,14 @@ fn inner_kernel_variance_initialises_inner_layers_only() {
     }
 }
 
-/// `SviConfig::convergence` stops a fit whose smoothed objective has stopped gaining (here
-/// a tolerance no run can meet), a `FitConfig::convergence` of the caller wins over it,
-/// and an out-of-range rule is a typed error naming the field.
+/// The convergence stop of a fit (`FitConfig::convergence`; from a configuration's
+/// schedule, `SviConfig::training`, in the library's fit) ends a fit whose smoothed
+/// objective has stopped gaining (here a tolerance no run can meet), another window does
+/// not, and an out-of-range rule is a typed error naming the field.
 #[test]
-fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
+fn convergence_stop_ends_the_fit_from_the_fit_or_the_schedule() {
+    use dgp_traits::fit::Training;
+    use dgp_traits::fitted::Estimator;
     use dgp_traits::model::{Convergence, FitConfig, Model};
     let data = toy_data(40, 2, 3);
     let flat = Convergence {
@@ -717,12 +720,12 @@ fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
     let cfg = SviConfig {
         layers: 2,
         num_inducing: 6,
-        convergence: Some(flat),
         ..Default::default()
     };
     let fit = FitConfig {
         steps: 200,
         batch_size: 40,
+        convergence: Some(flat),
         ..FitConfig::default()
     };
     let mut model = SviModel::new(cfg.clone(), &data).unwrap();
@@ -731,8 +734,23 @@ fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
         .unwrap();
     // Windows end after steps 5, 10, 15: the second and third gain nothing ≥ 1e3 per row.
     assert_eq!((report.steps, report.converged_after), (15, Some(15)));
+    // The library's fit takes the same stop from the configuration's schedule.
+    let scheduled = SviConfig {
+        training: Training {
+            steps: 200,
+            batch_size: 40,
+            convergence: Some(flat),
+            ..Training::default()
+        },
+        ..cfg.clone()
+    };
+    let fitted = scheduled.fit(&data).unwrap();
+    assert_eq!(
+        (fitted.report().steps, fitted.report().converged_after),
+        (15, Some(15))
+    );
 
-    let callers = FitConfig {
+    let other = FitConfig {
         steps: 20,
         convergence: Some(Convergence {
             window: 100,
@@ -742,7 +760,7 @@ fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
     };
     let mut model = SviModel::new(cfg.clone(), &data).unwrap();
     let report = model
-        .fit(&data, &callers, &mut dgp_traits::fit::FitHooks::none())
+        .fit(&data, &other, &mut dgp_traits::fit::FitHooks::none())
         .unwrap();
     assert_eq!((report.steps, report.converged_after), (20, None));
 
@@ -763,23 +781,26 @@ fn convergence_setting_stops_the_fit_and_the_callers_rule_wins() {
         ),
     ] {
         let c = SviConfig {
-            convergence: Some(bad),
+            training: Training {
+                convergence: Some(bad),
+                ..Training::default()
+            },
             ..cfg.clone()
         };
         let err = SviModel::new(c, &data).unwrap_err().to_string();
         assert!(err.contains(field), "{err}");
     }
     // Minimum steps above the cap: refused when the fit starts.
-    let c = SviConfig {
+    let late = FitConfig {
         convergence: Some(Convergence {
             min_steps: 500,
             ..flat
         }),
-        ..cfg
+        ..fit
     };
-    let mut model = SviModel::new(c, &data).unwrap();
+    let mut model = SviModel::new(cfg, &data).unwrap();
     let err = model
-        .fit(&data, &fit, &mut dgp_traits::fit::FitHooks::none())
+        .fit(&data, &late, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err()
         .to_string();
     assert!(err.contains("convergence.min_steps"), "{err}");

@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::fit::LrSchedule;
+use crate::fitted::Estimator;
 pub use crate::likelihoods::LikelihoodFamily;
 use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
@@ -39,9 +40,14 @@ pub use crate::run_defaults::{DemoSettings, RunDefaults};
 /// configuration (nested objects for nested fields).
 pub type Settings = Map<String, Value>;
 
-/// The settings every deep-GP backend receives from a harness.
+/// The settings every deep-GP backend receives from a harness, applied onto one of the
+/// backend's named configurations ([`CommonSettings::preset`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommonSettings {
+    /// The named configuration these settings are applied onto ([`Backend::presets`]):
+    /// `"default"` (the backend configuration's `Default`), `"paper"`, ...
+    #[serde(default = "default_preset")]
+    pub preset: String,
     /// Number of GP layers L (1 = the sparse-GP baseline).
     pub layers: usize,
     /// Inducing points per layer (per GP), M.
@@ -70,7 +76,45 @@ pub struct CommonSettings {
     pub lr_schedule: Option<LrSchedule>,
 }
 
+/// The name of every backend's default configuration.
+pub const DEFAULT_PRESET: &str = "default";
+
+fn default_preset() -> String {
+    DEFAULT_PRESET.to_string()
+}
+
+/// A named configuration of a backend ([`Backend::presets`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Preset {
+    /// Its name (`"default"`, `"paper"`, ...).
+    pub name: &'static str,
+    /// The evaluation protocol of the paper whose settings it is (`"lindinger"`,
+    /// `"dspp"`), under which a harness selects it; `None` for a preset no protocol
+    /// selects.
+    pub protocol: Option<&'static str>,
+    /// One line on what it is.
+    pub summary: &'static str,
+}
+
 impl CommonSettings {
+    /// The common settings a configuration holds ([`RunDefaults`]) for `layers` layers,
+    /// applied onto preset `preset`: these leave the configuration as it is (up to the
+    /// layer count), with seed 0 and tuning on validation rows where the backend tunes.
+    pub fn from_defaults(preset: &str, layers: usize, d: &RunDefaults) -> Self {
+        CommonSettings {
+            preset: preset.to_string(),
+            layers,
+            num_inducing: d.num_inducing,
+            hidden_width: None,
+            train_samples: d.train_samples,
+            predict_samples: d.predict_samples,
+            seed: 0,
+            tune: true,
+            learning_rate: None,
+            lr_schedule: None,
+        }
+    }
+
     /// `base` (a backend's default Adam settings) with the learning rate and schedule
     /// asked for here ([`CommonSettings::learning_rate`], [`CommonSettings::lr_schedule`])
     /// in place of its own; each `None` keeps `base`'s value. A backend's `base_config`
@@ -126,7 +170,7 @@ impl<C> Deref for Checked<C> {
 /// How a backend's `fit` visits the training rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Training {
+pub enum TrainingMode {
     /// Stochastic steps on minibatches drawn by the core executor (the batch may be every
     /// row when the data are small).
     Minibatch,
@@ -140,7 +184,7 @@ pub enum Training {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
     /// Minibatch or full-batch training.
-    pub training: Training,
+    pub training: TrainingMode,
     /// `fit` honours [`FitConfig::early_stopping`] (held-out early stopping).
     pub held_out_early_stopping: bool,
     /// A run checkpointed through the caller's [`crate::fit::Checkpoints`] continues bit for bit after
@@ -217,9 +261,28 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// What the backend can do ([`Capabilities`]).
     fn capabilities(&self) -> Capabilities;
 
-    /// The backend's own training defaults: what a fit given only data and a layer count
-    /// trains, in the library ([`crate::fitted::fit_backend`]) and in every harness.
-    fn run_defaults(&self) -> RunDefaults;
+    /// The backend's named configurations, `"default"` first (the configuration's
+    /// `Default`: the good, fast default every harness trains unless asked otherwise),
+    /// then the paper's own setting and any others.
+    fn presets(&self) -> &'static [Preset];
+
+    /// The common settings preset `preset` holds ([`RunDefaults`]): what a fit given
+    /// only data and a layer count trains, in the library
+    /// ([`crate::fitted::Estimator::fit`]) and in every harness.
+    ///
+    /// # Errors
+    /// [`Error::Config`] (field `preset`) for a name that is not one of
+    /// [`Backend::presets`], listing them.
+    fn defaults(&self, preset: &str) -> Result<RunDefaults>;
+
+    /// The preset a harness selects under evaluation protocol `protocol`: the one whose
+    /// [`Preset::protocol`] it is, else `"default"`.
+    fn preset_for_protocol(&self, protocol: &str) -> &'static str {
+        self.presets()
+            .iter()
+            .find(|p| p.protocol == Some(protocol))
+            .map_or(DEFAULT_PRESET, |p| p.name)
+    }
 
     /// The backend's settings in a short demonstration job ([`DemoSettings`]).
     fn demo(&self) -> DemoSettings;
@@ -233,11 +296,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn default_setting(&self, key: &str) -> Option<Value>;
 
     /// Checks `common` and `settings` without data: builds and validates the configuration
-    /// (no hyper-parameter search), so a harness can reject bad settings before training.
+    /// (no hyper-parameter search), so a harness can reject bad settings before training;
+    /// returns the common settings the checked configuration holds (its training
+    /// schedule as `settings` left it, e.g. `training.convergence`).
     ///
     /// # Errors
     /// [`Error::Config`] naming the key or field.
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()>;
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<RunDefaults>;
 
     /// Builds an untrained model for the (standardised) training data. `fit` is what the
     /// caller will train with; a backend that tunes hyper-parameters on validation data
@@ -291,8 +356,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 /// [`ConfigBackend::build_checked`]. A backend states only what is its own: the common
 /// settings' fields, any spelling normalisation and how a model is made.
 pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
-    /// The backend's configuration (validated once into [`Checked`]).
-    type Config: Serialize + DeserializeOwned + Clone + Default + Validate;
+    /// The backend's configuration (validated once into [`Checked`]), an [`Estimator`]
+    /// whose `Default` is the backend's default.
+    type Config: Serialize + DeserializeOwned + Clone + Default + Validate + Estimator;
 
     /// Name used on the command line and in reports.
     fn name(&self) -> &'static str;
@@ -303,8 +369,12 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     /// As [`Backend::capabilities`].
     fn capabilities(&self) -> Capabilities;
 
-    /// As [`Backend::run_defaults`].
-    fn run_defaults(&self) -> RunDefaults;
+    /// As [`Backend::presets`].
+    fn presets(&self) -> &'static [Preset];
+
+    /// The configuration of preset `name` (one of [`ConfigBackend::presets`]), `None` for
+    /// another name.
+    fn preset(&self, name: &str) -> Option<Self::Config>;
 
     /// As [`Backend::demo`].
     fn demo(&self) -> DemoSettings;
@@ -312,8 +382,20 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     /// Which fields the common settings own, and the nested sections.
     fn schema(&self) -> &ConfigSchema<'static>;
 
-    /// The configuration of the common settings (everything else the default).
-    fn base_config(&self, common: &CommonSettings) -> Self::Config;
+    /// `base` (a preset's configuration) with the common settings' fields written into
+    /// it. With the common settings the preset holds
+    /// ([`CommonSettings::from_defaults`]) it returns `base` with only the layer count
+    /// changed.
+    fn apply_common(&self, base: Self::Config, common: &CommonSettings) -> Self::Config;
+
+    /// The configuration of preset `name`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] (field `preset`) naming the presets there are.
+    fn preset_config(&self, name: &str) -> Result<Self::Config> {
+        self.preset(name)
+            .ok_or_else(|| unknown_preset(self.name(), name, self.presets()))
+    }
 
     /// Checks of the common settings beyond the configuration's own (none by default).
     ///
@@ -340,30 +422,34 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         common: &CommonSettings,
         settings: &Settings,
     ) -> Result<Checked<Self::Config>> {
+        let base = self.preset_config(&common.preset)?;
         self.check_common(common)?;
         let settings = self.normalise(settings)?;
         Checked::new(apply_settings(
             self.schema(),
-            &self.base_config(common),
+            &self.apply_common(base, common),
             &settings,
         )?)
     }
 
     /// Builds an untrained model from the checked configuration; the settings, fit
     /// configuration, data and the caller's stop request (`stop`, see [`Backend::build`])
-    /// are at hand for a backend that tunes on validation data.
+    /// are at hand for a backend that tunes on validation data. By default the
+    /// configuration's own [`Estimator::build`], the library's build.
     ///
     /// # Errors
     /// The model constructor's error; [`Error::Interrupted`] as [`Backend::build`].
     fn build_checked(
         &self,
         config: Checked<Self::Config>,
-        common: &CommonSettings,
-        settings: &Settings,
+        _common: &CommonSettings,
+        _settings: &Settings,
         fit: &FitConfig,
         train: &Dataset,
         stop: &FitHooks<'_>,
-    ) -> Result<Box<dyn Model>>;
+    ) -> Result<Box<dyn Model>> {
+        Ok(Box::new(config.build(train, fit, stop)?))
+    }
 
     /// As [`Backend::describe_settings`].
     fn describe_settings(&self, settings: &Settings) -> String {
@@ -399,8 +485,12 @@ impl<T: ConfigBackend> Backend for T {
         ConfigBackend::capabilities(self)
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        ConfigBackend::run_defaults(self)
+    fn presets(&self) -> &'static [Preset] {
+        ConfigBackend::presets(self)
+    }
+
+    fn defaults(&self, preset: &str) -> Result<RunDefaults> {
+        Ok(self.preset_config(preset)?.defaults())
     }
 
     fn demo(&self) -> DemoSettings {
@@ -421,8 +511,8 @@ impl<T: ConfigBackend> Backend for T {
         }
     }
 
-    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<()> {
-        self.config(common, settings).map(|_| ())
+    fn check(&self, common: &CommonSettings, settings: &Settings) -> Result<RunDefaults> {
+        Ok(self.config(common, settings)?.defaults())
     }
 
     fn build(
@@ -453,6 +543,18 @@ impl<T: ConfigBackend> Backend for T {
     fn memory_estimate(&self, shape: &MemoryShape) -> MemoryEstimate {
         ConfigBackend::memory_estimate(self, shape)
     }
+}
+
+/// The error of a preset name that `backend` does not have.
+pub fn unknown_preset(backend: &str, name: &str, presets: &[Preset]) -> Error {
+    let names: Vec<&str> = presets.iter().map(|p| p.name).collect();
+    Error::config(
+        "preset",
+        format!(
+            "{backend}: no preset named '{name}' (presets: {})",
+            names.join(", ")
+        ),
+    )
 }
 
 /// `", key value"` for every leaf of `settings` (dotted keys for nested fields; strings
@@ -536,8 +638,11 @@ pub type SectionDefault = fn() -> Value;
 pub struct ConfigSchema<'a> {
     /// Backend name (prefix of every error).
     pub backend: &'a str,
-    /// Configuration keys the common settings own, with the flag or setting that sets them
-    /// (e.g. `("num_inducing", "--inducing")`): settings may not hold them.
+    /// Configuration keys the common settings own, with the [`CommonSettings`] field that
+    /// sets them (e.g. `("tau", "hidden_width")`; `"backend"` for a key the backend's name
+    /// decides): settings may not hold them. A refusal names the common setting as
+    /// ``the common setting `NAME` `` ([`COMMON_SETTING_MARK`]), which a harness may
+    /// translate into its own spelling (a command-line flag).
     pub reserved: &'a [(&'a str, &'a str)],
     /// Defaults of optional sections that are `null` in the base configuration (e.g.
     /// svi's `natgrad`), so that `natgrad.gamma=1` alone gives a complete section.
@@ -557,6 +662,10 @@ impl ConfigSchema<'_> {
     }
 }
 
+/// How a refusal of a reserved key names the common setting that owns it
+/// ([`ConfigSchema::reserved`]): followed by the setting's name in backquotes.
+pub const COMMON_SETTING_MARK: &str = "the common setting ";
+
 /// Checks that every key of `over` exists in `base` (recursively through objects).
 fn check_keys(
     schema: &ConfigSchema<'_>,
@@ -571,12 +680,12 @@ fn check_keys(
             format!("{path}.{k}")
         };
         if path.is_empty()
-            && let Some((_, flag)) = schema.reserved.iter().find(|(r, _)| r == k)
+            && let Some((_, common)) = schema.reserved.iter().find(|(r, _)| r == k)
         {
             return Err(Error::config(
                 k.to_string(),
                 format!(
-                    "{}: '{k}' is set by {flag}, not by a backend setting",
+                    "{}: '{k}' is set by {COMMON_SETTING_MARK}`{common}`, not by a backend setting",
                     schema.backend
                 ),
             ));
@@ -711,7 +820,7 @@ mod tests {
     fn schema() -> ConfigSchema<'static> {
         ConfigSchema {
             backend: "toy",
-            reserved: &[("layers", "--layers")],
+            reserved: &[("layers", "layers")],
             sections: &[("inner", || serde_json::json!({"a": 0.5, "b": 2}))],
         }
     }
@@ -835,7 +944,7 @@ mod tests {
         let e = apply_settings(&schema(), &base(), &set(&["layers=3"]))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--layers"), "{e}");
+        assert!(e.contains("the common setting `layers`"), "{e}");
         let e = apply_settings(&schema(), &base(), &set(&["beta=abc"]))
             .unwrap_err()
             .to_string();
@@ -845,6 +954,7 @@ mod tests {
     #[test]
     fn common_learning_rate_and_schedule_replace_the_backends_own() {
         let mut common = CommonSettings {
+            preset: "default".into(),
             layers: 2,
             num_inducing: 10,
             hidden_width: None,

@@ -19,12 +19,14 @@
 //! # Model files
 //! [`Fitted::save`] writes one JSON document, atomically (a temporary file in the same
 //! folder, synced, then renamed):
-//! `{"format": "dgp-model", "version": 1, "backend": NAME, "checksum": HEX,
-//!   "standardizer": {...}, "model": "<the backend's own JSON>"}`. The checksum is the
-//! 64-bit FNV-1a hash of the standardizer's JSON and the model's JSON (see
+//! `{"format": "dgp-model", "version": 2, "backend": NAME, "checksum": HEX,
+//!   "standardizer": {...}, "predict": {"samples": S, "seed": SEED},
+//!   "model": "<the backend's own JSON>"}`. The checksum is the 64-bit FNV-1a hash of the
+//! standardizer's JSON, the model's JSON and the prediction settings' JSON (see
 //! [`model_checksum`]). [`Fitted::load`] checks, in order: the document parses, the
-//! format name, the version ([`MODEL_FILE_VERSION`]; another version is refused, not
-//! guessed at), the backend (a file of another backend is refused by name), the checksum
+//! format name, the version ([`MODEL_FILE_VERSION`], or version 1, which has no
+//! `predict` field and predicts with [`PredictConfig::default`]; another version is
+//! refused, not guessed at), the backend (a file of another backend is refused by name), the checksum
 //! (a truncated or edited file is refused), and then the backend's own validated loader
 //! ([`Loadable::from_model_json`]). Every refusal is [`Error::ModelFile`] naming the file
 //! and what is wrong; none panics.
@@ -34,68 +36,104 @@ use std::path::{Path, PathBuf};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{Dataset, Standardizer};
+#[cfg(doc)]
+use crate::data::TargetScaling;
+use crate::data::{Dataset, StandardizeOptions, Standardizer};
 use crate::error::{Error, Result};
 use crate::fit::{FitConfig, FitHooks, FitReport};
+use crate::likelihoods::LikelihoodFamily;
 use crate::model::{Model, PredictConfig};
 use crate::predictive::Predictive;
+use crate::run_defaults::RunDefaults;
 
 /// The `format` field of a model file.
 pub const MODEL_FILE_FORMAT: &str = "dgp-model";
 
 /// The layout version of model files this build writes and reads.
-pub const MODEL_FILE_VERSION: u32 = 1;
+pub const MODEL_FILE_VERSION: u32 = 2;
 
 /// A backend's configuration seen as an estimator: what builds an untrained model on
-/// standardised rows, and the training settings it uses by default.
+/// standardised rows, and the common settings (training schedule, sample counts) it holds.
+///
+/// Every backend configuration's `Default` is the backend's good, fast default — the
+/// model `dgp-bench run --backend NAME` trains — and `Config::paper()` (or the backend's
+/// named presets) the paper's own setting; `fit` trains what the configuration says.
 pub trait Estimator {
     /// The model this configuration builds.
-    type Model: Model;
+    type Model: Model + 'static;
 
     /// An untrained model for the standardised training rows `train` (the backend's
-    /// constructor: inducing inputs by k-means, layer widths, ...).
+    /// constructor: inducing inputs by k-means, layer widths, ...), after choosing the
+    /// hyper-parameters the configuration leaves to a search on validation rows held out
+    /// of `train` (dspp's β and width), whose candidates train with `fit` and end when
+    /// `stop` asks ([`FitHooks::stop_only`]).
     ///
     /// # Errors
-    /// The constructor's error (invalid configuration, too few rows, ...).
-    fn build(&self, train: &Dataset) -> Result<Self::Model>;
+    /// The constructor's error (invalid configuration, too few rows, ...);
+    /// [`Error::Interrupted`] when `stop` ended a search.
+    fn build(&self, train: &Dataset, fit: &FitConfig, stop: &FitHooks<'_>) -> Result<Self::Model>;
 
-    /// The training settings [`Estimator::fit`] uses ([`FitConfig::default`] unless the
-    /// backend says otherwise).
-    fn fit_config(&self) -> FitConfig {
-        FitConfig::default()
+    /// The common settings this configuration holds: inducing points, sample counts,
+    /// learning rate and the training schedule ([`RunDefaults`]).
+    fn defaults(&self) -> RunDefaults;
+
+    /// The family of the configuration's likelihood: a classification likelihood keeps
+    /// the targets (class labels) as they are ([`TargetScaling::Keep`]).
+    fn likelihood_family(&self) -> LikelihoodFamily;
+
+    /// How [`Estimator::fit`] standardises the training rows: inputs always; targets for
+    /// a Gaussian likelihood, kept as class labels otherwise.
+    fn standardize_options(&self) -> StandardizeOptions {
+        match self.likelihood_family() {
+            LikelihoodFamily::Gaussian => StandardizeOptions::default(),
+            _ => StandardizeOptions::default().keep_targets(),
+        }
     }
 
-    /// Standardises `data`, builds and trains a model with [`Estimator::fit_config`] and
-    /// no progress hooks; see the module docs.
+    /// The training settings of a fit on `n_train` standardised rows
+    /// ([`RunDefaults::fit_config`] of [`Estimator::defaults`]).
+    fn fit_config(&self, n_train: usize) -> FitConfig {
+        self.defaults().fit_config(n_train)
+    }
+
+    /// The default settings of [`Fitted::predict`]: the configuration's predictive
+    /// samples, seeded by [`crate::fit::Training::predict_seed`].
+    fn predict_config(&self) -> PredictConfig {
+        let d = self.defaults();
+        PredictConfig {
+            samples: d.predict_samples,
+            seed: d.training.predict_seed(),
+        }
+    }
+
+    /// Standardises `data`, builds and trains a model with the configuration's own
+    /// settings and no hooks; see the module docs.
     ///
     /// # Errors
     /// As [`Estimator::fit_with`].
     fn fit(&self, data: &Dataset) -> Result<Fitted<Self::Model>> {
-        self.fit_with(data, &self.fit_config(), &mut FitHooks::none())
+        self.fit_with(data, &mut FitHooks::none())
     }
 
-    /// [`Estimator::fit`] with explicit training settings and the caller's hooks
-    /// ([`FitHooks`]: progress, run control, checkpoints).
+    /// [`Estimator::fit`] with the caller's hooks ([`FitHooks`]: progress, run control,
+    /// checkpoints).
     ///
     /// # Errors
     /// A target column with zero variance cannot be standardised to a usable scale
     /// ([`Standardizer::check_target_variance_representable`]); the build's and the fit's
     /// errors.
-    fn fit_with(
-        &self,
-        data: &Dataset,
-        cfg: &FitConfig,
-        hooks: &mut FitHooks<'_>,
-    ) -> Result<Fitted<Self::Model>> {
-        let standardizer = Standardizer::fit(data);
+    fn fit_with(&self, data: &Dataset, hooks: &mut FitHooks<'_>) -> Result<Fitted<Self::Model>> {
+        let standardizer = Standardizer::fit_with(data, self.standardize_options())?;
         standardizer.check_target_variance_representable()?;
         let train = standardizer.transform(data)?;
-        let mut model = self.build(&train)?;
-        let report = model.fit(&train, cfg, hooks)?;
+        let cfg = self.fit_config(train.n());
+        let mut model = self.build(&train, &cfg, &hooks.stop_only())?;
+        let report = model.fit(&train, &cfg, hooks)?;
         Ok(Fitted {
             model,
             standardizer,
             report,
+            predict: self.predict_config(),
         })
     }
 }
@@ -120,6 +158,8 @@ pub struct Fitted<M> {
     model: M,
     standardizer: Standardizer,
     report: FitReport,
+    /// The settings [`Fitted::predict`] uses (the configuration's, saved with the model).
+    predict: PredictConfig,
 }
 
 /// The on-disk document of [`Fitted::save`].
@@ -131,17 +171,28 @@ struct ModelFile {
     backend: String,
     checksum: String,
     standardizer: serde_json::Value,
+    /// The default prediction settings (layout version 2; absent in version 1, which
+    /// reads with [`PredictConfig::default`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    predict: Option<PredictConfig>,
     model: String,
 }
 
 /// The 64-bit FNV-1a hash, as 16 hex digits, of `standardizer_json`, a zero byte and
-/// `model_json`: the `checksum` of a model file.
-pub fn model_checksum(standardizer_json: &str, model_json: &str) -> String {
+/// `model_json` (layout version 1), followed in version 2 by a zero byte and
+/// `predict_json`: the `checksum` of a model file.
+pub fn model_checksum(
+    standardizer_json: &str,
+    model_json: &str,
+    predict_json: Option<&str>,
+) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let tail = predict_json.map(|p| std::iter::once(0).chain(p.bytes()));
     let bytes = standardizer_json
         .bytes()
         .chain(std::iter::once(0))
-        .chain(model_json.bytes());
+        .chain(model_json.bytes())
+        .chain(tail.into_iter().flatten());
     for b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
@@ -151,13 +202,25 @@ pub fn model_checksum(standardizer_json: &str, model_json: &str) -> String {
 
 impl<M: Model> Fitted<M> {
     /// A fitted model from its parts (a model trained on rows standardised by
-    /// `standardizer`).
-    pub fn from_parts(model: M, standardizer: Standardizer, report: FitReport) -> Self {
+    /// `standardizer`, predicting with `predict` by default).
+    pub fn from_parts(
+        model: M,
+        standardizer: Standardizer,
+        report: FitReport,
+        predict: PredictConfig,
+    ) -> Self {
         Fitted {
             model,
             standardizer,
             report,
+            predict,
         }
+    }
+
+    /// The settings [`Fitted::predict`] uses: the configuration's predictive samples and
+    /// seed ([`Estimator::predict_config`]).
+    pub fn predict_config(&self) -> &PredictConfig {
+        &self.predict
     }
 
     /// The trained model (model units).
@@ -176,12 +239,13 @@ impl<M: Model> Fitted<M> {
     }
 
     /// The predictive distribution at `x` (N×D, original units) in the targets' original
-    /// units, with [`PredictConfig::default`].
+    /// units, with the fitted configuration's prediction settings
+    /// ([`Fitted::predict_config`]).
     ///
     /// # Errors
     /// As [`Fitted::predict_with`].
     pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Predictive> {
-        self.predict_with(x, &PredictConfig::default())
+        self.predict_with(x, &self.predict)
     }
 
     /// [`Fitted::predict`] with explicit prediction settings.
@@ -203,13 +267,20 @@ impl<M: Model> Fitted<M> {
         let model = self.model.to_json()?;
         let standardizer =
             serde_json::to_value(&self.standardizer).map_err(|e| Error::Serde(e.to_string()))?;
-        let checksum = model_checksum(&standardizer.to_string(), &model);
+        let predict =
+            serde_json::to_value(&self.predict).map_err(|e| Error::Serde(e.to_string()))?;
+        let checksum = model_checksum(
+            &standardizer.to_string(),
+            &model,
+            Some(&predict.to_string()),
+        );
         let doc = ModelFile {
             format: MODEL_FILE_FORMAT.into(),
             version: MODEL_FILE_VERSION,
             backend: self.model.backend().into(),
             checksum,
             standardizer,
+            predict: Some(self.predict.clone()),
             model,
         };
         serde_json::to_string(&doc).map_err(|e| Error::Serde(e.to_string()))
@@ -265,12 +336,22 @@ impl<M: Loadable> Fitted<M> {
                 doc.format
             )));
         }
-        if doc.version != MODEL_FILE_VERSION {
-            return Err(bad(format!(
-                "layout version {} (this build reads version {MODEL_FILE_VERSION})",
-                doc.version
-            )));
-        }
+        let predict = match (doc.version, doc.predict) {
+            (1, None) => None,
+            (MODEL_FILE_VERSION, Some(p)) => Some(p),
+            (1 | MODEL_FILE_VERSION, _) => {
+                return Err(bad(format!(
+                    "layout version {} with{} a \"predict\" field",
+                    doc.version,
+                    if doc.version == 1 { "" } else { "out" }
+                )));
+            }
+            (v, _) => {
+                return Err(bad(format!(
+                    "layout version {v} (this build reads versions 1 and {MODEL_FILE_VERSION})"
+                )));
+            }
+        };
         if !M::BACKENDS.contains(&doc.backend.as_str()) {
             return Err(bad(format!(
                 "the file holds a '{}' model, not a {} model",
@@ -278,7 +359,16 @@ impl<M: Loadable> Fitted<M> {
                 M::BACKENDS.join(" / ")
             )));
         }
-        let sum = model_checksum(&doc.standardizer.to_string(), &doc.model);
+        let predict_json = predict
+            .as_ref()
+            .map(|p| serde_json::to_value(p).map(|v| v.to_string()))
+            .transpose()
+            .map_err(|e| bad(format!("predict: {e}")))?;
+        let sum = model_checksum(
+            &doc.standardizer.to_string(),
+            &doc.model,
+            predict_json.as_deref(),
+        );
         if sum != doc.checksum {
             return Err(bad(format!(
                 "checksum {} does not match the contents ({sum}): the file was edited or damaged",
@@ -296,10 +386,15 @@ impl<M: Loadable> Fitted<M> {
                 model.backend()
             )));
         }
+        let predict = predict.unwrap_or_default();
+        if predict.samples == 0 {
+            return Err(bad("predict: samples must be at least 1".into()));
+        }
         Ok(Fitted {
             model,
             standardizer,
             report: FitReport::default(),
+            predict,
         })
     }
 }

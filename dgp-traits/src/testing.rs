@@ -425,22 +425,30 @@ pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &Fit
 }
 
 /// Asserts the user-facing round trip of an [`crate::fitted::Estimator`]: `est` fitted on
-/// `data` (original units) with `fit` predicts exactly what its model predicts on
-/// standardised inputs, mapped back; the saved model file loads to identical predictions;
-/// and a file of another backend (`other_backend`), of another layout version, truncated,
-/// or with one digit of the model changed, is refused with [`crate::Error::ModelFile`].
+/// `data` (original units) with its own training settings predicts exactly what its model
+/// predicts on standardised inputs, mapped back (by default with the configuration's
+/// prediction settings); the saved model file loads to identical predictions, its default
+/// ones included; and a file of another backend (`other_backend`), of another layout
+/// version, truncated, or with one digit of the model changed, is refused with
+/// [`crate::Error::ModelFile`].
 ///
 /// # Panics
 /// When any of these fails (that is the check).
-pub fn assert_fitted_round_trip<E>(est: &E, data: &Dataset, fit: &FitConfig, other_backend: &str)
+pub fn assert_fitted_round_trip<E>(est: &E, data: &Dataset, other_backend: &str)
 where
     E: crate::fitted::Estimator,
     E::Model: crate::fitted::Loadable,
 {
     use crate::fitted::Fitted;
-    let fitted = est
-        .fit_with(data, fit, &mut FitHooks::none())
-        .unwrap_or_else(|e| panic!("fit failed: {e}"));
+    let fitted = est.fit(data).unwrap_or_else(|e| panic!("fit failed: {e}"));
+    assert_eq!(fitted.predict_config(), &est.predict_config());
+    assert_eq!(
+        fitted.predict(data.x()).expect("predict"),
+        fitted
+            .predict_with(data.x(), &est.predict_config())
+            .expect("predict_with"),
+        "Fitted::predict uses the configuration's prediction settings"
+    );
     let cfg = PredictConfig {
         samples: 5,
         seed: 4,
@@ -463,6 +471,11 @@ where
         back.predict_with(data.x(), &cfg).expect("predict (loaded)"),
         pred
     );
+    assert_eq!(
+        back.predict(data.x()).expect("default predict (loaded)"),
+        fitted.predict(data.x()).expect("default predict"),
+        "the prediction settings are saved with the model"
+    );
     let refused = |t: &str, what: &str| match Fitted::<E::Model>::from_file_json(t) {
         Err(crate::Error::ModelFile { .. }) => {}
         other => panic!(
@@ -477,7 +490,10 @@ where
         "another backend",
     );
     refused(
-        &text.replace("\"version\":1,", "\"version\":0,"),
+        &text.replace(
+            &format!("\"version\":{},", crate::fitted::MODEL_FILE_VERSION),
+            "\"version\":0,",
+        ),
         "older version",
     );
     refused(&text[..text.len() / 2], "truncated");

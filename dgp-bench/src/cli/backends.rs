@@ -23,28 +23,50 @@ pub(super) fn cmd_backends() -> std::io::Result<()> {
             out,
             "    run defaults: M = {}, {}{cap}, {}, batch min(N, {}), {} training sample(s), {} predictive samples",
             d.num_inducing,
-            d.epochs.map_or(format!("{} steps", d.steps), |e| format!(
-                "{e} epochs (at least {} steps)",
-                d.steps
-            )),
+            d.training
+                .epochs
+                .map_or(format!("{} steps", d.training.steps), |e| format!(
+                    "{e} epochs (at least {} steps)",
+                    d.training.steps
+                )),
             if caps.uses_learning_rate {
                 format!("Adam lr {}", d.learning_rate)
             } else {
                 "no learning rate (--lr is refused)".to_string()
             },
-            d.batch_cap,
+            d.training.batch_size,
             d.train_samples,
             d.predict_samples
         )?;
-        if let Some(e) = d.early_stopping {
+        if let Some(dgp_traits::train::HeldOutRule::Patience(e)) = &d.training.early_stopping {
             writeln!(
                 out,
                 "    run  early stopping: {:.3} of the training rows held out, checked every {} steps, stop after {} checks without improvement, on at least {} training rows (--early-stopping none: off)",
                 e.fraction,
-                e.period(d.steps),
+                e.period(d.training.steps),
                 e.patience,
-                dgp_traits::train::HeldOutRule::Patience(e).min_rows()
+                dgp_traits::train::HeldOutRule::Patience(*e).min_rows()
             )?;
+        }
+        if let Some(c) = &d.training.convergence {
+            writeln!(
+                out,
+                "    run  convergence stop: the training objective over windows of {} steps gains less than {:e} nats per row {} windows in a row (--set training.convergence=null: off)",
+                c.window, c.tolerance, c.patience
+            )?;
+        }
+        let presets: Vec<String> = b
+            .backend
+            .presets()
+            .iter()
+            .map(|p| match p.protocol {
+                Some(proto) => format!("{} (--protocol {proto}): {}", p.name, p.summary),
+                None => format!("{}: {}", p.name, p.summary),
+            })
+            .collect();
+        writeln!(out, "    presets (--preset NAME):")?;
+        for p in presets {
+            writeln!(out, "      {p}")?;
         }
         writeln!(
             out,

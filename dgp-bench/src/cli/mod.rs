@@ -309,7 +309,10 @@ impl ModelFlags {
 
     /// `--batch`, or the backend's cap; at least 1.
     fn batch_size(&self, b: &BackendEntry) -> Result<usize> {
-        nonzero("--batch", self.batch.unwrap_or(b.defaults().batch_cap))
+        nonzero(
+            "--batch",
+            self.batch.unwrap_or(b.defaults().training.batch_size),
+        )
     }
 
     /// The settings of `--config`, `--set` and the sugar flags (`natgrad`: `--natgrad`
@@ -569,6 +572,8 @@ fn duplicate_key(text: &str) -> Option<String> {
 
 /// What the command line says about one model.
 struct ArchArgs<'a> {
+    /// The backend's named configuration the model starts from.
+    preset: &'a str,
     layers: usize,
     /// Training samples (svi: Monte Carlo samples of the ELBO).
     train_samples: usize,
@@ -584,18 +589,17 @@ struct ArchArgs<'a> {
 
 /// The architecture of one backend, its settings checked by the backend.
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
+    let d = b.preset_defaults(a.preset)?;
     let (train_samples, predict_samples) = if b.capabilities().samples_are_components {
-        let s = a.samples.unwrap_or(b.defaults().predict_samples);
+        let s = a.samples.unwrap_or(d.predict_samples);
         (s, s)
     } else {
         (a.train_samples, a.predict_samples)
     };
     let arch = ArchSpec {
+        preset: a.preset.to_string(),
         layers: nonzero("--layers", a.layers)?,
-        num_inducing: nonzero(
-            "--inducing",
-            a.flags.inducing.unwrap_or(b.defaults().num_inducing),
-        )?,
+        num_inducing: nonzero("--inducing", a.flags.inducing.unwrap_or(d.num_inducing))?,
         hidden_width: a.flags.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
         train_samples: nonzero("--samples", train_samples)?,
         predict_samples: nonzero("--samples", predict_samples)?,
@@ -605,6 +609,60 @@ fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     };
     b.check(&arch)?;
     Ok(arch)
+}
+
+/// The training schedule of one model's configuration after its settings, and which
+/// of its fields the settings give (`--set training.steps=…`): those take the place of
+/// a protocol's, and may not contradict a flag.
+struct TrainingChoice {
+    /// The common settings of the checked configuration ([`BackendEntry::check`]).
+    defaults: dgp_traits::backend::RunDefaults,
+    set_steps: bool,
+    set_batch: bool,
+    set_early_stopping: bool,
+    set_convergence: bool,
+}
+
+impl TrainingChoice {
+    /// The schedule of `arch` for backend `b`; `steps`, `batch` and `rule_flag` say which
+    /// of `--steps`, `--batch` and `--early-stopping` were given.
+    ///
+    /// # Errors
+    /// [`BenchError::Usage`] for a setting of the schedule that a flag also gives (or
+    /// `training.seed`, which `--seed` gives), and the backend's check.
+    fn of(
+        b: &BackendEntry,
+        arch: &ArchSpec,
+        steps: Option<usize>,
+        batch: Option<usize>,
+        rule_flag: bool,
+    ) -> Result<Self> {
+        let set = arch
+            .settings
+            .get("training")
+            .and_then(serde_json::Value::as_object);
+        let has = |k: &str| set.is_some_and(|m| m.contains_key(k));
+        for (key, flag, given) in [
+            ("steps", "--steps", steps.is_some()),
+            ("batch_size", "--batch", batch.is_some()),
+            ("early_stopping", "--early-stopping", rule_flag),
+            ("seed", "--seed", true),
+        ] {
+            if given && has(key) {
+                return Err(BenchError::Usage(format!(
+                    "{}: the setting training.{key} and {flag} both set the same thing; give one",
+                    b.name()
+                )));
+            }
+        }
+        Ok(TrainingChoice {
+            defaults: b.check(arch)?,
+            set_steps: has("steps") || has("epochs"),
+            set_batch: has("batch_size"),
+            set_early_stopping: has("early_stopping"),
+            set_convergence: has("convergence"),
+        })
+    }
 }
 
 /// The steps of `run` for backend `b` with `settings`: `given` (`--steps`), refused above

@@ -22,6 +22,7 @@ use crate::plots::{
 use crate::protocol::Protocol;
 use crate::report::{JsonLinesWriter, Report, fmt_mean_se, markdown_table, write_report_files};
 use crate::summary::{SummaryRow, summarise};
+use dgp_traits::fit::Training;
 use dgp_traits::optim::LrSchedule;
 use dgp_traits::train::HeldOutRule;
 
@@ -85,6 +86,13 @@ pub struct RunArgs {
     /// evaluation, half the cost) [default: alternate].
     #[arg(long, value_name = "SCHEME", requires = "natgrad")]
     pub natgrad_scheme: Option<String>,
+    /// The named configuration of every backend the run starts from (`dgp-bench backends`
+    /// lists each backend's presets): `default` (the backend's own fast default) or
+    /// `paper` (the paper's setting) [default: the protocol's: `--protocol lindinger`
+    /// selects the structured backends' `paper` preset, `--protocol dspp` dspp's and
+    /// ppgpr's; `default` otherwise]. Flags and settings given override it.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
     /// Evaluation protocol (the `protocol` module of dgp-bench): published (the data set's own
     /// splits, backend defaults) or lindinger (Lindinger et al. 2020 Table 1: 10 random
     /// 90:10 splits seeded 0..9, their held-out early stopping, at most 20000 steps, batch
@@ -312,26 +320,17 @@ pub(super) fn build_specs<'d>(
         Some(&k) => data.split_data(k)?.0.n(),
         None => data.data().n(),
     };
-    let mut settings: SettingsInput =
-        flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
-    settings.defaults = protocol
-        .setting_defaults()
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), v.clone()))
-        .collect();
+    let settings: SettingsInput = flags.settings_input((a.natgrad, a.natgrad_scheme.as_deref()))?;
     settings.check_targets(&backends_wanted.iter().map(|b| b.name()).collect::<Vec<_>>())?;
     // The flag as typed: a protocol's learning rate is a default, not a request.
     a.model.refuse_unused_lr(&backends_wanted)?;
     let mut specs = Vec::new();
     for &b in &backends_wanted {
-        let d = b.defaults();
-        let early_stopping = match &given_rule {
-            Some(rule) => rule.clone(),
-            None => protocol
-                .early_stopping(kind)
-                .or(d.early_stopping.map(HeldOutRule::Patience)),
+        let preset = match &a.preset {
+            Some(p) => p.as_str(),
+            None => b.backend.preset_for_protocol(protocol.name()),
         };
-        let lr = flags.learning_rate_or(d.learning_rate_for(early_stopping.as_ref(), n_train))?;
+        let d = b.preset_defaults(preset)?;
         // A protocol's sample counts apply to Monte Carlo backends, not to backends whose
         // --samples is the number of mixture components of the model (dspp's sites).
         let ps_samples = ps.filter(|_| !b.capabilities().samples_are_components);
@@ -339,6 +338,7 @@ pub(super) fn build_specs<'d>(
             let arch = arch_from(
                 b,
                 &ArchArgs {
+                    preset,
                     layers,
                     train_samples: a
                         .train_samples
@@ -355,10 +355,38 @@ pub(super) fn build_specs<'d>(
                     seed: a.seed,
                 },
             )?;
-            let batch_size = flags.batch_size(b)?;
+            // The configuration's schedule after the settings (`--set training.…`).
+            let t =
+                super::TrainingChoice::of(b, &arch, a.steps, a.model.batch, given_rule.is_some())?;
+            let early_stopping = match (&given_rule, t.set_early_stopping) {
+                (Some(rule), _) => rule.clone(),
+                (None, true) => t.defaults.held_out_rule(),
+                (None, false) => protocol.early_stopping(kind).or(t.defaults.held_out_rule()),
+            };
+            let convergence = if t.set_convergence || protocol != Protocol::Lindinger {
+                t.defaults.training.convergence
+            } else {
+                // Lindinger et al.'s protocol ends a run by its held-out rule or its step
+                // cap only.
+                None
+            };
+            let lr = flags.learning_rate_or(
+                t.defaults
+                    .learning_rate_for(early_stopping.as_ref(), n_train),
+            )?;
+            let batch_size = match (a.model.batch, t.set_batch, ps) {
+                (Some(batch), _, _) => batch,
+                (None, false, Some(s)) => s.batch,
+                _ => t.defaults.training.batch_size,
+            };
+            let batch_size = nonzero("--batch", batch_size)?;
             let default_steps = match ps {
-                Some(s) => s.steps,
-                None => d.steps_for(n_train, batch_size),
+                Some(s) if !t.set_steps => s.steps,
+                _ => Training {
+                    batch_size,
+                    ..t.defaults.training.clone()
+                }
+                .steps_for(n_train),
             };
             let steps = super::steps_for(b, &arch.settings, a.steps, default_steps)?;
             let spec = ExperimentSpec {
@@ -371,7 +399,8 @@ pub(super) fn build_specs<'d>(
                 seed: a.seed,
                 splits: splits.to_vec(),
                 progress: progress_enabled(!a.quiet),
-                early_stopping: early_stopping.clone(),
+                early_stopping,
+                convergence,
                 lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
                 per_point: a.per_point,
                 protocol: protocol.label(kind),
@@ -767,8 +796,8 @@ mod tests {
             .collect()
     }
 
-    fn specs_of(args: &[&str]) -> Vec<(String, Option<serde_json::Value>)> {
-        specs_with(args, |s| s.arch.settings.get("convergence").cloned())
+    fn specs_of(args: &[&str]) -> Vec<(String, Option<dgp_traits::fit::Convergence>)> {
+        specs_with(args, |s| s.convergence)
     }
 
     /// Which held-out rule each backend's runs train with: `--early-stopping` when given
@@ -777,7 +806,10 @@ mod tests {
     #[test]
     fn early_stopping_comes_from_the_flag_then_the_protocol_then_the_backend() {
         let rules = |args: &[&str]| specs_with(args, |s| s.early_stopping.clone());
-        let nested = dgp_nested::NESTED_BACKEND.run_defaults().held_out_rule();
+        let nested = dgp_nested::NESTED_BACKEND
+            .defaults("default")
+            .unwrap()
+            .held_out_rule();
         assert!(nested.is_some());
         assert_eq!(
             rules(&["--backend", "svi,nested"]),
@@ -821,28 +853,33 @@ mod tests {
     /// protocol leaves each backend's default, and backends without the key get nothing.
     #[test]
     fn lindinger_protocol_turns_the_backends_convergence_stops_off() {
-        let null = Some(serde_json::Value::Null);
+        let own = Some(dgp_traits::fit::Convergence::NO_MINIMUM);
         assert_eq!(
             specs_of(&["--backend", "svi,star,nested", "--protocol", "lindinger"]),
             vec![
-                ("svi".to_string(), null.clone()),
-                ("star".to_string(), null.clone()),
+                ("svi".to_string(), None),
+                ("star".to_string(), None),
                 ("nested".to_string(), None)
             ]
         );
         assert_eq!(
-            specs_of(&["--backend", "svi,star"]),
-            vec![("svi".to_string(), None), ("star".to_string(), None)]
+            specs_of(&["--backend", "svi,star,nested"]),
+            vec![
+                ("svi".to_string(), own),
+                ("star".to_string(), own),
+                ("nested".to_string(), None)
+            ]
         );
+        // A stop given in the settings is kept under the protocol.
         let given = specs_of(&[
             "--backend",
             "svi",
             "--protocol",
             "lindinger",
             "--set",
-            "convergence.tolerance=0.01",
+            "training.convergence.tolerance=0.01",
         ]);
         assert_eq!(given.len(), 1);
-        assert_ne!(given[0].1, null);
+        assert_eq!(given[0].1.map(|c| c.tolerance), Some(0.01));
     }
 }

@@ -39,6 +39,7 @@ use clap::Args;
 use dgp_io::labels::class_counts;
 use dgp_io::rowstore::RowStore;
 use dgp_io::standardize::{StandardizedRows, fit_standardizer};
+use dgp_traits::backend::DEFAULT_PRESET;
 use dgp_traits::classification::{
     ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, ReliabilityBin, class_label,
 };
@@ -308,6 +309,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         arch_from(
             b,
             &ArchArgs {
+                preset: DEFAULT_PRESET,
                 layers: a.layers,
                 train_samples: a.train_samples,
                 predict_samples: a.samples,
@@ -325,7 +327,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         Some(super::classify::Requested::Setting(_)) => None,
         _ => {
             let arch = build_arch(&a.model)?;
-            super::steps_for(b, &arch.settings, a.steps, b.defaults().steps)?;
+            super::steps_for(b, &arch.settings, a.steps, b.defaults().training.steps)?;
             Some(arch)
         }
     };
@@ -371,9 +373,10 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         req.check_settings(&arch.settings)?;
         arch.settings = with_likelihood(&arch.settings, lik)
             .map_err(|e| BenchError::Usage(crate::backends::config_message(e)))?;
-        b.check(&arch)?;
     }
-    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults().steps)?;
+    // The configuration's schedule after its settings (its convergence stop).
+    let resolved = b.check(&arch)?;
+    let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults().training.steps)?;
     install_interrupt_handler();
     // Classification standardises the inputs alone: labels are class indices.
     let opts = if class.is_some() {
@@ -402,7 +405,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
             "backend": b.name(),
             "arch": serde_json::to_value(&arch).unwrap_or_default(),
             "steps": steps,
-            "batch_size": a.model.batch.unwrap_or(b.defaults().batch_cap).min(n),
+            "batch_size": a.model.batch.unwrap_or(b.defaults().training.batch_size).min(n),
             "learning_rate": lr,
             "seed": a.seed,
             "init_rows": init_rows,
@@ -431,13 +434,17 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let source = source.as_ref();
     let sample = dgp_io::sample::reservoir_sample(source, init_rows.min(n), a.seed)
         .map_err(|e| BenchError::run("sampling rows for the initialisation", e))?;
-    let batch = a.model.batch.unwrap_or(b.defaults().batch_cap).min(n);
+    let batch = a
+        .model
+        .batch
+        .unwrap_or(b.defaults().training.batch_size)
+        .min(n);
     let fit = FitConfig {
         steps,
         batch_size: nonzero("--batch", batch)?,
         seed: a.seed,
         early_stopping: early_stopping.clone(),
-        ..FitConfig::default()
+        convergence: resolved.training.convergence,
     };
     let mut obs = StreamObserver {
         bar: BarObserver::new(
@@ -998,6 +1005,7 @@ mod tests {
                 backend: find_backend("svi").unwrap().backend,
                 likelihood: "probit".into(),
                 common: CommonSettings {
+                    preset: "default".into(),
                     layers,
                     num_inducing: 8,
                     hidden_width: None,

@@ -14,6 +14,7 @@ use crate::report::write_json;
 use crate::timing::{
     BackendTiming, RatioStats, TimedBackend, TimingResult, TimingSpec, time_backends,
 };
+use dgp_traits::backend::DEFAULT_PRESET;
 
 /// Arguments of `dgp-bench time`.
 #[derive(Debug, Clone, Args)]
@@ -69,15 +70,13 @@ pub struct TimeArgs {
 }
 
 /// What `time` sets for every backend whose configuration has the key, unless the command
-/// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr) and no
-/// convergence stop of its own (svi, star, mf, fc). `time` measures training steps, and in a
-/// fit of a few dozen steps that rule would evaluate the held-out rows after every step
-/// (its period is a hundredth of the fit's steps) and either rule could stop the fit
-/// early.
-pub const TIME_DEFAULTS: &[(&str, serde_json::Value)] = &[
-    ("early_stopping", serde_json::Value::Null),
-    ("convergence", serde_json::Value::Null),
-];
+/// line sets it: no held-out early stopping of the backend's own (dspp, ppgpr). `time`
+/// measures training steps, and in a fit of a few dozen steps that rule would evaluate
+/// the held-out rows after every step (its period is a hundredth of the fit's steps) and
+/// could stop the fit early. (The timed fits have no held-out rule and no convergence
+/// stop of the configuration's training schedule either.)
+pub const TIME_DEFAULTS: &[(&str, serde_json::Value)] =
+    &[("early_stopping", serde_json::Value::Null)];
 
 /// The backends of `--backend` with their architectures and settings.
 fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
@@ -110,6 +109,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
         let arch = arch_from(
             b,
             &ArchArgs {
+                preset: DEFAULT_PRESET,
                 layers: a.layers,
                 train_samples: a.samples.unwrap_or(d.train_samples),
                 predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
@@ -125,9 +125,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
             arch,
             batch_size: a.model.batch_size(b)?,
             // `time` trains without a held-out rule.
-            learning_rate: a
-                .model
-                .learning_rate_or(b.defaults().learning_rate_for(None, 0))?,
+            learning_rate: a.model.learning_rate_or(d.learning_rate_for(None, 0))?,
         });
     }
     Ok(out)

@@ -5,14 +5,13 @@
 //! `hidden_width`, `samples` (the K fixed sample paths: `train_samples`) and `init_seed`.
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
-    LikelihoodFamily, RunDefaults, Settings, Training, Validate,
+    Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
+    LikelihoodFamily, Preset, TrainingMode, Validate,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
-use dgp_traits::model::{FitConfig, FitHooks, Model};
+use dgp_traits::fit::Training;
 
-use super::{DgpsConfig, DgpsModel};
+use super::DgpsConfig;
 
 impl Validate for DgpsConfig {
     fn validate(&self) -> Result<()> {
@@ -23,30 +22,28 @@ impl Validate for DgpsConfig {
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     backend: "dgps",
     reserved: &[
-        ("layers", "--layers"),
-        ("num_inducing", "--inducing"),
-        ("hidden_width", "--hidden"),
-        ("samples", "--train-samples (run) / --samples (time)"),
-        ("init_seed", "--seed"),
+        ("layers", "layers"),
+        ("num_inducing", "num_inducing"),
+        ("hidden_width", "hidden_width"),
+        ("samples", "train_samples"),
+        ("predict_samples", "predict_samples"),
+        ("init_seed", "seed"),
     ],
     sections: &[],
 };
 
-/// DGPS's training defaults ([`dgp_traits::backend::Backend::run_defaults`], Vafa 2016,
-/// §5.1.4): M = 10 pseudo points per unit, K = 10 fixed sample paths, at most 1000 L-BFGS
-/// iterations per restart (best of the model's 10 restarts), full batch (batch size and
-/// learning rate are not used), 100 predictive sample paths.
-pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
-    num_inducing: 10,
-    steps: 1_000,
-    epochs: None,
-    learning_rate: 0.01,
-    batch_cap: 100_000,
-    train_samples: 10,
-    predict_samples: 100,
-    early_stopping: None,
-    unguarded_learning_rate: None,
-};
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: DEFAULT_PRESET,
+        protocol: None,
+        summary: "Vafa 2016 §5.1.4: M = 10, K = 10 paths, at most 1 000 L-BFGS iterations per restart, best of 10 (DgpsConfig::default)",
+    },
+    Preset {
+        name: "paper",
+        protocol: None,
+        summary: "the same as the default (DgpsConfig::paper)",
+    },
+];
 
 /// DGPS in the demonstration job: the step function only (thesis §5.1), SGP and DGP2, with
 /// at most 500 L-BFGS iterations per restart instead of the thesis' 1000.
@@ -81,7 +78,7 @@ impl ConfigBackend for DgpsBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            training: Training::FullBatch,
+            training: TrainingMode::FullBatch,
             held_out_early_stopping: false,
             resumable: false,
             selects_on_validation: false,
@@ -98,8 +95,16 @@ impl ConfigBackend for DgpsBackend {
         }
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<DgpsConfig> {
+        match name {
+            DEFAULT_PRESET => Some(DgpsConfig::default()),
+            "paper" => Some(DgpsConfig::paper()),
+            _ => None,
+        }
     }
 
     fn demo(&self) -> DemoSettings {
@@ -110,28 +115,20 @@ impl ConfigBackend for DgpsBackend {
         &SCHEMA
     }
 
-    /// The common settings' fields (`train_samples` is K); everything else
-    /// [`DgpsConfig::default`].
-    fn base_config(&self, common: &CommonSettings) -> DgpsConfig {
+    /// The common settings' fields (`train_samples` is K).
+    fn apply_common(&self, base: DgpsConfig, common: &CommonSettings) -> DgpsConfig {
         DgpsConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
             samples: common.train_samples,
+            predict_samples: common.predict_samples,
             init_seed: common.seed,
-            ..DgpsConfig::default()
+            training: Training {
+                seed: common.seed,
+                ..base.training.clone()
+            },
+            ..base
         }
-    }
-
-    fn build_checked(
-        &self,
-        config: Checked<DgpsConfig>,
-        _common: &CommonSettings,
-        _settings: &Settings,
-        _fit: &FitConfig,
-        train: &Dataset,
-        _stop: &FitHooks<'_>,
-    ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(DgpsModel::from_checked(config, train)?))
     }
 }

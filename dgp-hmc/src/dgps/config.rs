@@ -4,6 +4,7 @@
 //! Defaults that are ours rather than the thesis' are marked **(ours)**.
 
 use dgp_traits::error::{Error, Result};
+use dgp_traits::fit::Training;
 use dgp_traits::optim::LbfgsConfig;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +55,13 @@ pub struct DgpsConfig {
     pub init_seed: u64,
     /// L-BFGS settings other than the iteration budget ([`DgpsConfig::max_iters`]).
     pub lbfgs: LbfgsConfig,
+    /// The training schedule ([`Training`]) of [`dgp_traits::fitted::Estimator::fit`]:
+    /// full batch (`batch_size` unused); `steps` caps the L-BFGS iterations of each
+    /// restart together with [`DgpsConfig::max_iters`].
+    pub training: Training,
+    /// Fresh sample paths of the hidden layers in a prediction = components of the
+    /// predictive mixture (thesis §4.3.7: 100).
+    pub predict_samples: usize,
 }
 
 impl Default for DgpsConfig {
@@ -73,7 +81,22 @@ impl Default for DgpsConfig {
             kmeans_iters: 25,
             init_seed: 0,
             lbfgs: LbfgsConfig::default(),
+            training: Training {
+                steps: 1_000,
+                batch_size: 100_000,
+                ..Training::default()
+            },
+            predict_samples: 100,
         }
+    }
+}
+
+impl DgpsConfig {
+    /// The thesis' setting (Vafa 2016, §5.1.4), which is also the default: M = 10 pseudo
+    /// points per unit, K = 10 fixed sample paths, at most 1 000 L-BFGS iterations per
+    /// restart, the best of 10 restarts, 100 predictive sample paths.
+    pub fn paper() -> Self {
+        DgpsConfig::default()
     }
 }
 
@@ -83,6 +106,10 @@ impl DgpsConfig {
     /// # Errors
     /// The first field out of range.
     pub fn validate(&self) -> Result<()> {
+        self.training.validate()?;
+        if self.predict_samples == 0 {
+            return Err(Error::config("predict_samples", "must be at least 1"));
+        }
         let bad = |field: &str, range: &str, got: String| {
             Err(Error::config(field, format!("must be {range}, got {got}")))
         };

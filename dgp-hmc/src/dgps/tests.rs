@@ -257,6 +257,7 @@ fn config_errors_name_the_field() {
     assert!(e.to_string().contains("restart"), "{e}");
     // Through the registration: an unknown key and a reserved one.
     let common = CommonSettings {
+        preset: "default".into(),
         layers: 2,
         num_inducing: 10,
         hidden_width: None,
@@ -278,7 +279,7 @@ fn config_errors_name_the_field() {
             .check(&common, &s)
             .unwrap_err()
             .to_string()
-            .contains("--samples")
+            .contains("the common setting `train_samples`")
     );
     let mut s = Settings::new();
     s.insert("max_iters".into(), 0.into());
@@ -439,9 +440,12 @@ fn streamed_rows_are_refused_before_training() {
 #[test]
 fn fitted_model_round_trips_through_a_model_file() {
     let data = toy_regression(30, 2, 1.0, 2);
-    let fit = FitConfig {
-        steps: 20,
-        ..FitConfig::default()
+    let est = DgpsConfig {
+        training: dgp_traits::fit::Training {
+            steps: 20,
+            ..Default::default()
+        },
+        ..tiny(2)
     };
-    dgp_traits::testing::assert_fitted_round_trip(&tiny(2), &data, &fit, "sghmc");
+    dgp_traits::testing::assert_fitted_round_trip(&est, &data, "sghmc");
 }

@@ -7,15 +7,14 @@
 //! one component per kept sample).
 
 use dgp_traits::backend::{
-    Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DemoSettings,
-    LikelihoodFamily, RunDefaults, Settings, Training, Validate,
+    Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
+    LikelihoodFamily, Preset, TrainingMode, Validate,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::error::Result;
+use dgp_traits::fit::Training;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
-use dgp_traits::model::{FitConfig, FitHooks, Model};
 
-use crate::sghmc::{SghmcConfig, SghmcModel};
+use crate::sghmc::SghmcConfig;
 
 impl Validate for SghmcConfig {
     fn validate(&self) -> Result<()> {
@@ -25,10 +24,10 @@ impl Validate for SghmcConfig {
 
 /// Keys of [`SghmcConfig`] that the common settings own, and what sets them.
 const RESERVED: &[(&str, &str)] = &[
-    ("layers", "--layers"),
-    ("num_inducing", "--inducing"),
-    ("hidden_width", "--hidden"),
-    ("init_seed", "--seed"),
+    ("layers", "layers"),
+    ("num_inducing", "num_inducing"),
+    ("hidden_width", "hidden_width"),
+    ("init_seed", "seed"),
 ];
 
 const SCHEMA: ConfigSchema<'static> = ConfigSchema {
@@ -37,26 +36,18 @@ const SCHEMA: ConfigSchema<'static> = ConfigSchema {
     sections: &[],
 };
 
-/// SGHMC's training defaults ([`dgp_traits::backend::Backend::run_defaults`]): M = 100
-/// (the reference's, cambridge-mlg/sghmc_dgp `models.py`), minibatches of min(N, 256)
-/// rows and a budget of 10 000 steps = the model's default schedule
-/// (`SghmcConfig::default`: 2 000 burn-in steps with MCEM, then 100 samples at thinning
-/// 80, step size 0.03, expected data term). The reference runs full batches up to 10 000
-/// rows and 15 000 steps (10 000 burn-in, ε = 0.01); the shorter schedule and the
-/// minibatches keep a split under a minute on the small UCI sets with equal or better
-/// test NLL (`results/sghmc-defaults/`). The fit's `steps` is the budget of the whole run:
-/// a smaller one shrinks burn-in and thinning alike (`SghmcSamplerConfig::schedule`).
-pub const RUN_DEFAULTS: RunDefaults = RunDefaults {
-    num_inducing: 100,
-    steps: 10_000,
-    epochs: None,
-    learning_rate: 0.01,
-    batch_cap: 256,
-    train_samples: 1,
-    predict_samples: 100,
-    early_stopping: None,
-    unguarded_learning_rate: None,
-};
+const PRESETS: &[Preset] = &[
+    Preset {
+        name: DEFAULT_PRESET,
+        protocol: None,
+        summary: "expected data term, 2 000 burn-in steps at ε = 0.03, 100 samples 80 steps apart, minibatches of 256 (SghmcConfig::default)",
+    },
+    Preset {
+        name: "paper",
+        protocol: None,
+        summary: "Havasi et al. 2018's reference code: marginal data term, 10 000 burn-in steps at ε = 0.01, 100 samples 50 steps apart, full batches up to 10 000 rows (SghmcConfig::paper)",
+    },
+];
 
 /// SGHMC in the demonstration job: M = 50, full batch, a budget of 1 500 steps, i.e. the
 /// model's default schedule shrunk to 15 % (burn-in 300 steps with MCEM, then 100 samples
@@ -93,7 +84,7 @@ impl ConfigBackend for SghmcBackend {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            training: Training::Minibatch,
+            training: TrainingMode::Minibatch,
             held_out_early_stopping: false,
             resumable: false,
             selects_on_validation: false,
@@ -104,8 +95,8 @@ impl ConfigBackend for SghmcBackend {
                 LikelihoodFamily::Bernoulli,
                 LikelihoodFamily::Multiclass,
             ],
-            samples_in_prediction: "ignored: the predictive has one component per kept sample (sampler.kept, default 100; set with --set sampler.kept=K)",
-            samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); time measures its real steps, burn-in (with the MCEM hyper step) and sampling reported separately",
+            samples_in_prediction: "ignored: the predictive has one component per kept sample (setting sampler.kept, default 100)",
+            samples_in_training: "ignored: one inner-layer sample per step (Havasi et al. 2018's reference code); a step is a burn-in step (with the MCEM hyper step) or a sampling step",
             samples_are_components: false,
             // The sampler's step sizes and the MCEM hyper step are settings
             // (`sampler.step_size`, `sampler.hyper_lr`), not CommonSettings::learning_rate.
@@ -114,8 +105,16 @@ impl ConfigBackend for SghmcBackend {
         }
     }
 
-    fn run_defaults(&self) -> RunDefaults {
-        RUN_DEFAULTS
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    fn preset(&self, name: &str) -> Option<SghmcConfig> {
+        match name {
+            DEFAULT_PRESET => Some(SghmcConfig::default()),
+            "paper" => Some(SghmcConfig::paper()),
+            _ => None,
+        }
     }
 
     fn demo(&self) -> DemoSettings {
@@ -126,27 +125,20 @@ impl ConfigBackend for SghmcBackend {
         &SCHEMA
     }
 
-    /// The common settings' fields; everything else [`SghmcConfig::default`].
-    fn base_config(&self, common: &CommonSettings) -> SghmcConfig {
+    /// The common settings' fields (sample counts and the learning rate are not
+    /// sghmc's: the kept samples and the sampler's step sizes are settings).
+    fn apply_common(&self, base: SghmcConfig, common: &CommonSettings) -> SghmcConfig {
         SghmcConfig {
             layers: common.layers,
             num_inducing: common.num_inducing,
             hidden_width: common.hidden_width,
             init_seed: common.seed,
-            ..SghmcConfig::default()
+            training: Training {
+                seed: common.seed,
+                ..base.training.clone()
+            },
+            ..base
         }
-    }
-
-    fn build_checked(
-        &self,
-        config: Checked<SghmcConfig>,
-        _common: &CommonSettings,
-        _settings: &Settings,
-        _fit: &FitConfig,
-        train: &Dataset,
-        _stop: &FitHooks<'_>,
-    ) -> Result<Box<dyn Model>> {
-        Ok(Box::new(SghmcModel::from_checked(config, train)?))
     }
 
     /// The default width is the input dimension, and prediction keeps every kept
@@ -166,16 +158,17 @@ impl ConfigBackend for SghmcBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::backend::Backend;
+    use dgp_traits::backend::{Backend, Settings};
 
     /// The run budget is exactly the model's default schedule (burn-in plus kept ·
     /// thinning): a smaller budget would shrink every phase, a larger one is not used.
     #[test]
     fn the_run_budget_is_the_default_schedule() {
         let schedule = SghmcConfig::default().sampler.full_schedule();
+        assert_eq!(SghmcConfig::default().training.steps, schedule.total());
         assert_eq!(
-            ConfigBackend::run_defaults(&SGHMC_BACKEND).steps,
-            schedule.total()
+            SghmcConfig::paper().training.steps,
+            SghmcConfig::paper().sampler.full_schedule().total()
         );
         assert_eq!(
             schedule.thinning,
@@ -186,6 +179,7 @@ mod tests {
 
     fn common() -> CommonSettings {
         CommonSettings {
+            preset: "default".into(),
             layers: 2,
             num_inducing: 7,
             hidden_width: Some(3),
@@ -221,7 +215,7 @@ mod tests {
             ("sampler.mdecay=2", "mdecay"),
             ("kuu_jitter=0", "kuu_jitter"),
             ("bogus=1", "bogus"),
-            ("num_inducing=3", "--inducing"),
+            ("num_inducing=3", "the common setting `num_inducing`"),
         ] {
             let e = SghmcBackend
                 .config(&common(), &set(&[s]))

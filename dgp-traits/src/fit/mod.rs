@@ -8,7 +8,10 @@
 //! * [`FitHooks`] — the caller's hooks, each optional: [`Progress`], [`RunControl`]
 //!   (stop, and the [`RunState`] to resume from) and [`Checkpoints`] (the run's state at
 //!   a cadence);
-//! * [`FitReport`] — what a fit did (with [`FitSummary`] when early stopping ran).
+//! * [`FitReport`] — what a fit did (with [`FitSummary`] when early stopping ran);
+//! * [`Training`] — the schedule a backend's configuration holds (step budget or epochs,
+//!   batch, seed, early stopping, convergence stop), which gives the [`FitConfig`] of a
+//!   fit on `n` rows.
 //!
 //! The implementation (`crate::train`: the executor, steppers and observers;
 //! `crate::optim`) imports this module, never the reverse.
@@ -18,6 +21,7 @@ mod rules;
 mod run_state;
 mod schedule;
 mod summary;
+mod training;
 
 pub use hooks::{Checkpoints, FitHooks, Hooks, Progress, RunControl};
 pub use rules::{
@@ -26,6 +30,7 @@ pub use rules::{
 pub use run_state::{RUN_STATE_VERSION, RunState};
 pub use schedule::LrSchedule;
 pub use summary::FitSummary;
+pub use training::{PREDICT_SEED_OFFSET, Training};
 
 use serde::{Deserialize, Serialize};
 
