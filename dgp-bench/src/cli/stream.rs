@@ -53,9 +53,9 @@ use serde::Serialize;
 use super::{ArchArgs, ModelFlags, TaskFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
 use crate::checkpointing::{
-    CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
-    start_session_for, stop_requested,
+    CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, start_session_for,
 };
+use crate::session::Process;
 use crate::classification::{label_error, with_likelihood};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
@@ -249,7 +249,7 @@ fn open(path: &Path, what: &str) -> Result<RowStore> {
 /// # Errors
 /// Usage errors (a backend that cannot stream, bad sizes, an output that names an input),
 /// read errors of the files, training and prediction errors.
-pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
+pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     let tmp = a
         .predictions
         .as_deref()
@@ -374,7 +374,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         b.check(&arch)?;
     }
     let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults().steps)?;
-    install_interrupt_handler();
+    process.stop_on_signals();
     // Classification standardises the inputs alone: labels are class indices.
     let opts = if class.is_some() {
         StandardizeOptions::default().keep_targets()
@@ -416,7 +416,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         }),
         learning_rate: b.capabilities().uses_learning_rate.then_some(lr),
     };
-    start_session_for(&a.ckpt, std::slice::from_ref(&target))?;
+    let session = start_session_for(&a.ckpt, std::slice::from_ref(&target), process)?;
     let (source, rows_from): (Box<dyn RowSource>, &str) = if a.in_memory {
         let d = train_file
             .to_dataset()
@@ -451,7 +451,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let label = format!("training {}", b.name());
     let start = Instant::now();
     let (model, report) = {
-        let mut control = SplitControl::for_target(&mut obs, target)?;
+        let mut control = SplitControl::for_target(&mut obs, &session, target)?;
         if let (Some(p), Some(step)) = (control.resumed_from(), control.resumed_step()) {
             eprintln!("resuming from step {step} of {}", p.display());
         }
@@ -549,7 +549,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     if let Some(path) = &a.json {
         append_json(path, &record)?;
     }
-    if stop_requested() {
+    if session.stop_requested() {
         return Err(BenchError::Interrupted(format!(
             "training stopped after {} of {} steps; the record above is of that model",
             report.steps, fit.steps
