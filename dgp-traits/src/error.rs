@@ -116,15 +116,13 @@ pub enum CheckpointError {
     /// Another run holds the directory's advisory lock (a second run, or a second resume,
     /// on the same directory while the first is running).
     #[error(
-        "{dir} is in use by another run{}: its lock file {lock} is held; wait for that run to end, or use another directory",
+        "{dir} is in use by another run{}, which holds its lock; wait for that run to end, or use another directory",
         holder.map_or(String::new(), |p| format!(" (process {p})"))
     )]
     Locked {
         /// The checkpoint directory.
         dir: PathBuf,
-        /// Its lock file.
-        lock: PathBuf,
-        /// The process id the holder wrote into the lock file, when readable.
+        /// The process holding the lock, where the system tells (Linux).
         holder: Option<u32>,
     },
     /// The saved state belongs to another run: another backend, configuration, data set

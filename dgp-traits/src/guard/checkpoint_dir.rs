@@ -3,7 +3,6 @@
 //! verified before any of their state is used.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,8 +19,58 @@ use crate::guard::identity::first_difference;
 /// and `S` exactly as written.
 pub const CHECKPOINT_FILE_VERSION: u32 = 2;
 
-/// The name of the lock file in a checkpoint directory.
+/// The name of the lock file of a checkpoint directory on platforms that cannot lock a
+/// directory itself (not Unix); reserved on every platform.
 pub const LOCK_FILE: &str = ".lock";
+
+/// What [`CheckpointDir::open`] locks: on Unix the directory itself (`flock` on a
+/// directory handle: nothing is written into the directory, so a refused run changes no
+/// byte of it), elsewhere the file [`LOCK_FILE`] in it.
+fn lock_handle(dir: &Path) -> std::io::Result<File> {
+    if cfg!(unix) {
+        File::open(dir)
+    } else {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(LOCK_FILE))
+    }
+}
+
+/// The process holding the `flock` of `dir`, from the kernel's table of locks
+/// (`/proc/locks`: `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> ...`, the device
+/// numbers in hex); `None` where there is no such table or no entry.
+#[cfg(target_os = "linux")]
+fn lock_holder(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    let dev = m.dev();
+    // glibc's encoding of a device number (`gnu_dev_major` / `gnu_dev_minor`).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    table.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if !fields.contains(&"FLOCK") || fields.contains(&"->") {
+            return None;
+        }
+        let at = fields.iter().position(|f| f.matches(':').count() == 2)?;
+        let mut id = fields[at].split(':');
+        let (ma, mi, ino) = (id.next()?, id.next()?, id.next()?);
+        let same = u64::from_str_radix(ma, 16).ok()? == major
+            && u64::from_str_radix(mi, 16).ok()? == minor
+            && ino.parse::<u64>().ok()? == m.ino();
+        same.then(|| fields.get(at.checked_sub(1)?)?.parse().ok())?
+    })
+}
+
+/// See the Linux version: no table of locks elsewhere.
+#[cfg(not(target_os = "linux"))]
+fn lock_holder(_dir: &Path) -> Option<u32> {
+    None
+}
 
 /// A 64-bit checksum of the identity's and the state's JSON text, as 16 hex digits:
 /// FNV-1a's xor-multiply step over 8-byte little-endian words in four lanes (then the
@@ -163,17 +212,18 @@ pub enum Start {
 
 struct DirInner {
     path: PathBuf,
-    /// The locked lock file (`None`: opened only to read, see [`CheckpointDir::for_reading`]).
+    /// The locked handle (`None`: opened only to read, see [`CheckpointDir::for_reading`]).
     lock: Option<File>,
 }
 
 /// A directory of checkpoint files (one per run, by name), held by one writing process at
-/// a time: [`CheckpointDir::open`] takes an advisory lock on `DIR/.lock` (`flock` through
-/// the `fs4` crate) that lasts until the last clone of the handle is dropped — or the
-/// process ends, `kill -9` included, when the operating system releases it — so a second
-/// run or a second resume on the same directory is refused
-/// ([`CheckpointError::Locked`]) instead of writing between the first one's saves.
-/// Clones share the lock.
+/// a time: [`CheckpointDir::open`] takes an advisory lock on the directory (`flock`
+/// through the `fs4` crate; on Unix on the directory itself, so that nothing is written
+/// into it but checkpoints) that lasts until the last clone of the handle is dropped — or
+/// the process ends, `kill -9` included, when the operating system releases it — so a
+/// second run or a second resume on the same directory is refused
+/// ([`CheckpointError::Locked`], naming the holder's process where the system tells)
+/// instead of writing between the first one's saves. Clones share the lock.
 ///
 /// Files are written with [`CheckpointDir::save`] (atomically: a temporary file in the
 /// directory, synced, renamed over the file, the directory synced) and read with
@@ -194,8 +244,8 @@ impl std::fmt::Debug for CheckpointDir {
 }
 
 impl CheckpointDir {
-    /// Creates `path` if needed and locks it for this process (see the type docs). The
-    /// lock file records this process's id, which a refused run names.
+    /// Creates `path` if needed, locks it for this process (see the type docs) and checks
+    /// that it takes new files.
     ///
     /// # Errors
     /// [`CheckpointError::Locked`] while another run holds the directory;
@@ -209,35 +259,31 @@ impl CheckpointDir {
             })
         };
         std::fs::create_dir_all(&path).map_err(|e| write_err(&path, "cannot create it", e))?;
-        let lock_path = path.join(LOCK_FILE);
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
+        let lock = lock_handle(&path)
             .map_err(|e| write_err(&path, "cannot write a checkpoint into it", e))?;
         match fs4::FileExt::try_lock(&lock) {
             Ok(()) => {}
             Err(fs4::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&lock_path)
-                    .ok()
-                    .and_then(|t| t.trim().parse().ok());
                 return Err(Error::Checkpoint(CheckpointError::Locked {
+                    holder: lock_holder(&path),
                     dir: path,
-                    lock: lock_path,
-                    holder,
                 }));
             }
             Err(fs4::TryLockError::Error(e)) => {
-                return Err(write_err(&lock_path, "cannot lock it", e));
+                return Err(write_err(&path, "cannot lock it", e));
             }
         }
-        let pid = std::process::id();
-        lock.set_len(0)
-            .and_then(|()| writeln!(lock, "{pid}"))
-            .and_then(|()| lock.flush())
-            .map_err(|e| write_err(&lock_path, "cannot write it", e))?;
+        // A probe: the directory must take new files (the lock alone does not show it).
+        let probe = path.join(format!(".probe-{}.tmp", std::process::id()));
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .and_then(|f| {
+                drop(f);
+                std::fs::remove_file(&probe)
+            })
+            .map_err(|e| write_err(&path, "cannot write a checkpoint into it", e))?;
         Ok(CheckpointDir {
             inner: Arc::new(DirInner {
                 path,
