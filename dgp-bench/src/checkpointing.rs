@@ -407,7 +407,9 @@ impl<'a> SplitControl<'a> {
                 .with_checkpoints(dir, &target.file, target.fingerprint, start)
                 .map_err(resume_error)?;
         }
-        guard.begin().map_err(|e| BenchError::run("starting the split", e))?;
+        guard
+            .begin()
+            .map_err(|e| BenchError::run("starting the split", e))?;
         let resumed_from = guard
             .resumed_step()
             .and(guard.checkpoint_file().map(Path::to_path_buf));

@@ -61,8 +61,8 @@ use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 
-use crate::session::Process;
 use crate::error::{BenchError, Result};
+use crate::session::Process;
 
 /// Environment variables that MPI launchers set in the processes they start: Open MPI's
 /// `mpirun` (`OMPI_COMM_WORLD_SIZE`), MPICH / Intel MPI's Hydra (`PMI_SIZE`, `PMI_RANK`)

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use dgp_bench::session::Process;
 use dgp_bench::cli::{Cli, clap_error_line, execute_in};
+use dgp_bench::session::Process;
 
 /// Training allocates large per-step matrices; glibc's allocator returned them to the OS
 /// every step (page faults were ~20 % of a small model's step), mimalloc keeps them.

@@ -6,9 +6,9 @@ use dgp_traits::optim::LrSchedule;
 use dgp_traits::train::HeldOutRule;
 
 use crate::backends::{ArchSpec, BackendEntry};
-use crate::session::Session;
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::session::Session;
 
 /// Everything that defines an experiment: one backend and architecture on some splits of
 /// one data set.

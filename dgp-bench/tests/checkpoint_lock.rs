@@ -17,9 +17,32 @@ use dgp_bench::report::read_json_lines;
 
 fn args(uci: &str, json: &str, extra: &[&str]) -> Vec<String> {
     [
-        "run", "--backend", "svi", "--layers", "2", "--inducing", "6", "--hidden", "2",
-        "--steps", "20000", "--batch", "16", "--samples", "3", "--splits", "0", "--quiet",
-        "--data", uci, "--json", json,
+        "run",
+        "--backend",
+        "svi",
+        "--layers",
+        "2",
+        "--inducing",
+        "6",
+        "--hidden",
+        "2",
+        "--steps",
+        "30000",
+        "--batch",
+        "16",
+        "--samples",
+        "3",
+        "--splits",
+        "0",
+        "--quiet",
+        // No convergence stop: the first run trains for seconds, long enough for the
+        // refused ones to start while it runs.
+        "--set",
+        "convergence=null",
+        "--data",
+        uci,
+        "--json",
+        json,
     ]
     .iter()
     .chain(extra)
@@ -63,7 +86,11 @@ fn a_second_run_or_resume_on_a_checkpoint_in_use_is_refused_and_the_first_is_int
     assert!(reference.status.success(), "{}", stderr(&reference));
 
     let mut first = Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
-        .args(args(&uci, &s.s("a.jsonl"), &["--checkpoint", &ck, "--checkpoint-every", "100"]))
+        .args(args(
+            &uci,
+            &s.s("a.jsonl"),
+            &["--checkpoint", &ck, "--checkpoint-every", "100"],
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -63,8 +63,15 @@ fn every_resumable_backend_continues_exactly_through_the_library_guard() {
         arch.num_inducing = 5;
         arch.tune = false;
         let build = || {
-            b.build_model(&arch, 0.01, &LrSchedule::Constant, &cfg, &d, &FitHooks::none())
-                .unwrap()
+            b.build_model(
+                &arch,
+                0.01,
+                &LrSchedule::Constant,
+                &cfg,
+                &d,
+                &FitHooks::none(),
+            )
+            .unwrap()
         };
         let mut whole = build();
         let report = whole.fit(&d, &cfg, &mut FitHooks::none()).unwrap();

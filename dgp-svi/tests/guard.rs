@@ -54,7 +54,13 @@ const EVERY: usize = 20;
 /// The model's parameters, its report history and its test log densities, as bits.
 fn outputs(f: &Fitted<SviModel>) -> Vec<u64> {
     let d = toy_regression(40, 2, 1.5, 9);
-    let mut v: Vec<u64> = f.model().params().flat().iter().map(|x| x.to_bits()).collect();
+    let mut v: Vec<u64> = f
+        .model()
+        .params()
+        .flat()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
     v.extend(
         f.report()
             .history
@@ -76,7 +82,10 @@ fn guarded_fit_child() {
     };
     let fitted = Guard::checkpoint_dir(&dir)
         .and_then(Guard::stop_on_signals)
-        .and_then(|g| g.save_every(EVERY).fit_with(&config(), &data(), &fit_config()));
+        .and_then(|g| {
+            g.save_every(EVERY)
+                .fit_with(&config(), &data(), &fit_config())
+        });
     match fitted {
         Ok(f) => {
             let out = std::env::var_os(CHILD_OUT).expect("CHILD_OUT");
@@ -85,14 +94,23 @@ fn guarded_fit_child() {
         }
         Err(e) => {
             eprintln!("child error: {e}");
-            std::process::exit(if matches!(e, Error::Interrupted(_)) { 130 } else { 3 });
+            std::process::exit(if matches!(e, Error::Interrupted(_)) {
+                130
+            } else {
+                3
+            });
         }
     }
 }
 
 fn spawn_child(dir: &Path, out: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "guarded_fit_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "guarded_fit_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir)
         .env(CHILD_OUT, out)
         .stdout(Stdio::null())
@@ -116,7 +134,10 @@ fn wait_for_state(dir: &Path, steps: u64, child: &mut Child) -> u64 {
             return done;
         }
         assert!(child.try_wait().unwrap().is_none(), "the child ended first");
-        assert!(t0.elapsed() < Duration::from_secs(120), "no state of {steps} steps");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no state of {steps} steps"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -140,7 +161,11 @@ impl dgp_traits::fit::Progress for Steps {
 }
 
 fn uninterrupted() -> Vec<u64> {
-    outputs(&config().fit_with(&data(), &fit_config(), &mut Default::default()).unwrap())
+    outputs(
+        &config()
+            .fit_with(&data(), &fit_config(), &mut Default::default())
+            .unwrap(),
+    )
 }
 
 /// The state file verifies (layout, checksum, identity, values) for this fit.
@@ -170,8 +195,15 @@ fn killed_twice_then_continued_equals_the_uninterrupted_fit_bit_for_bit() {
     signal(&second, "-KILL");
     second.wait().unwrap();
     let after_second = verifies(&dir);
-    assert!(after_second > after_first && after_second < 2000, "{after_second}");
-    assert_eq!(after_second % EVERY as u64, 0, "only periodic states were written");
+    assert!(
+        after_second > after_first && after_second < 2000,
+        "{after_second}"
+    );
+    assert_eq!(
+        after_second % EVERY as u64,
+        0,
+        "only periodic states were written"
+    );
     assert!(!out.exists(), "a killed fit returns nothing");
     // The same line once more (here, in this process, counting its steps) finishes the
     // fit: only the steps after the second kill's state are trained.
@@ -184,7 +216,11 @@ fn killed_twice_then_continued_equals_the_uninterrupted_fit_bit_for_bit() {
     assert_eq!(guard.resumed_step(), Some(after_second as usize));
     drop(guard);
     assert_eq!(steps.0 as u64, 2000 - after_second);
-    assert_eq!(outputs(&resumed), reference, "continued = uninterrupted, bit for bit");
+    assert_eq!(
+        outputs(&resumed),
+        reference,
+        "continued = uninterrupted, bit for bit"
+    );
 }
 
 #[test]
@@ -198,15 +234,17 @@ fn stopped_by_sigint_then_continued_equals_the_uninterrupted_fit_bit_for_bit() {
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
-    assert!(err.contains("stopped on request") && err.contains("state.json"), "{err}");
+    assert!(
+        err.contains("stopped on request") && err.contains("state.json"),
+        "{err}"
+    );
     // Stopped after a step, it saved that step's state (not only a periodic one).
     let stopped = verifies(&dir);
     assert!((200..2000).contains(&stopped), "{stopped}");
     let mut child = spawn_child(&dir, &out);
     let o = child.wait().unwrap();
     assert!(o.success());
-    let written: Vec<u64> =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let written: Vec<u64> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(written, reference, "continued = uninterrupted, bit for bit");
     assert_eq!(verifies(&dir), 2000);
 }
@@ -236,8 +274,7 @@ fn a_second_run_on_the_same_directory_refuses_and_the_first_is_intact() {
     assert!(!s.join("second.json").exists());
     // The first run finishes undisturbed, with the uninterrupted outputs.
     assert!(first.wait().unwrap().success());
-    let written: Vec<u64> =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let written: Vec<u64> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(written, reference);
     assert_eq!(verifies(&dir), 2000);
     // Once it ended, the directory is free: the finished state gives the same model.
@@ -280,8 +317,13 @@ fn bad_inputs_are_typed_errors_and_nothing_is_written_over() {
         .fit_with(&other, &data(), &short)
         .unwrap_err()
     {
-        Error::Checkpoint(CheckpointError::OtherRun { field, saved, now, .. }) => {
-            assert_eq!((field.as_str(), saved.as_str(), now.as_str()), ("config.num_inducing", "8", "9"));
+        Error::Checkpoint(CheckpointError::OtherRun {
+            field, saved, now, ..
+        }) => {
+            assert_eq!(
+                (field.as_str(), saved.as_str(), now.as_str()),
+                ("config.num_inducing", "8", "9")
+            );
         }
         e => panic!("{e}"),
     }
@@ -301,7 +343,11 @@ fn bad_inputs_are_typed_errors_and_nothing_is_written_over() {
         }
         e => panic!("{e}"),
     }
-    assert_eq!(std::fs::read(&file).unwrap(), edited, "the edited file is kept as it is");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        edited,
+        "the edited file is kept as it is"
+    );
     std::fs::write(&file, &bytes).unwrap();
     assert!(
         Guard::checkpoint_dir(&dir)

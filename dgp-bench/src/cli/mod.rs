@@ -38,9 +38,9 @@ use dgp_traits::train::HeldOutRule;
 use serde_json::Value;
 
 use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
-use crate::session::Process;
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::session::Process;
 use crate::settings::{parse_assignment, settings_from_json};
 
 mod backends;

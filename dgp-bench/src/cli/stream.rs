@@ -55,10 +55,10 @@ use crate::backends::find_backend;
 use crate::checkpointing::{
     CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, start_session_for,
 };
-use crate::session::Process;
 use crate::classification::{label_error, with_likelihood};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
+use crate::session::Process;
 
 /// Arguments of `dgp-bench stream`.
 #[derive(Debug, Args)]

@@ -148,8 +148,8 @@ pub fn verify_checkpoint(file: &Path, text: &str, identity: &Value) -> Result<Ru
             message,
         })
     };
-    let doc: Value = serde_json::from_str(text)
-        .map_err(|e| damaged(None, format!("not a checkpoint: {e}")))?;
+    let doc: Value =
+        serde_json::from_str(text).map_err(|e| damaged(None, format!("not a checkpoint: {e}")))?;
     let version = doc.get("version").and_then(Value::as_u64);
     if version != Some(u64::from(CHECKPOINT_FILE_VERSION)) {
         return Err(damaged(
@@ -177,8 +177,8 @@ pub fn verify_checkpoint(file: &Path, text: &str, identity: &Value) -> Result<Ru
             ),
         ));
     }
-    let saved: Value = serde_json::from_str(id_text)
-        .map_err(|e| damaged(Some("fingerprint"), e.to_string()))?;
+    let saved: Value =
+        serde_json::from_str(id_text).map_err(|e| damaged(Some("fingerprint"), e.to_string()))?;
     if let Some((field, saved, now)) = first_difference(&saved, identity) {
         return Err(Error::Checkpoint(CheckpointError::OtherRun {
             file: file.to_path_buf(),
@@ -187,8 +187,8 @@ pub fn verify_checkpoint(file: &Path, text: &str, identity: &Value) -> Result<Ru
             now,
         }));
     }
-    let state: RunState = serde_json::from_str(state_text)
-        .map_err(|e| damaged(Some("state"), e.to_string()))?;
+    let state: RunState =
+        serde_json::from_str(state_text).map_err(|e| damaged(Some("state"), e.to_string()))?;
     state.validate().map_err(|e| match e {
         Error::Config(c) => damaged(Some(&c.field), c.message),
         e => damaged(Some("state"), e.to_string()),

@@ -549,10 +549,11 @@ impl<'a> Guard<'a> {
     }
 
     fn stopped_message(&self) -> String {
-        let at = self.progress_at.map_or(
-            "before its first step".to_string(),
-            |(done, total)| format!("after step {done} of {total}"),
-        );
+        let at = self
+            .progress_at
+            .map_or("before its first step".to_string(), |(done, total)| {
+                format!("after step {done} of {total}")
+            });
         let kept = match (&self.slot, self.saved_step) {
             (Some(s), Some(step)) => format!(
                 "its state is saved in {} (step {step}); run the same fit on the same \

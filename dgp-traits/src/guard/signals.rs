@@ -53,7 +53,8 @@ pub const EXIT_ON_SIGNAL: i32 = 130;
 /// [`Error::Unsupported`] when the handler cannot be installed (another handler for these
 /// signals was installed through `ctrlc` already, or the platform refuses).
 pub fn stop_on_signals(flag: &StopFlag, announce: Announce) -> Result<()> {
-    let installed = HANDLER.get_or_init(|| ctrlc::set_handler(on_signal).map_err(|e| e.to_string()));
+    let installed =
+        HANDLER.get_or_init(|| ctrlc::set_handler(on_signal).map_err(|e| e.to_string()));
     if let Err(e) = installed {
         return Err(Error::Unsupported(format!(
             "stopping on SIGINT/SIGTERM: cannot install the signal handler: {e}"

@@ -170,6 +170,10 @@ mod tests {
         others.store(true, Ordering::SeqCst);
         assert!(flag.is_requested() && flag.agreed() && !flag.requested_here());
         assert!(flag.is_requested());
-        assert_eq!(calls.load(Ordering::SeqCst), 3, "latched: no further exchange");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "latched: no further exchange"
+        );
     }
 }

@@ -136,7 +136,12 @@ impl Progress for StopAt {
 }
 
 fn bits(f: &Fitted<Line>) -> Vec<u64> {
-    f.model().params().flat().iter().map(|v| v.to_bits()).collect()
+    f.model()
+        .params()
+        .flat()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
 }
 
 fn state_file(dir: &Path) -> Value {
@@ -163,7 +168,10 @@ fn a_stopped_fit_continues_from_its_directory_bit_for_bit() {
         .fit(&config(), &d)
         .unwrap_err();
     assert!(matches!(e, Error::Interrupted(_)), "{e}");
-    assert!(e.to_string().contains("after step 17 of 40") && e.to_string().contains("(step 17)"), "{e}");
+    assert!(
+        e.to_string().contains("after step 17 of 40") && e.to_string().contains("(step 17)"),
+        "{e}"
+    );
     assert_eq!(state_file(&dir)["state"]["steps_done"], 17);
     // The same line again continues: the 23 remaining steps, the uninterrupted model.
     let mut guard = Guard::checkpoint_dir(&*dir).unwrap().save_every(5);
@@ -174,7 +182,11 @@ fn a_stopped_fit_continues_from_its_directory_bit_for_bit() {
     let pc = PredictConfig::default();
     let (a, b) = (
         whole.predict(d.x()).unwrap().log_density(d.y()).unwrap(),
-        resumed.predict_with(d.x(), &pc).unwrap().log_density(d.y()).unwrap(),
+        resumed
+            .predict_with(d.x(), &pc)
+            .unwrap()
+            .log_density(d.y())
+            .unwrap(),
     );
     assert_eq!(a, b);
     drop(guard);
@@ -202,7 +214,10 @@ fn a_stop_requested_before_the_first_step_trains_and_writes_nothing() {
         .stop_flag(&flag)
         .fit(&config(), &data())
         .unwrap_err();
-    assert!(matches!(&e, Error::Interrupted(m) if m.contains("before the first step")), "{e}");
+    assert!(
+        matches!(&e, Error::Interrupted(m) if m.contains("before the first step")),
+        "{e}"
+    );
     assert!(!dir.join(DEFAULT_FILE).exists(), "nothing written");
 }
 
@@ -231,7 +246,10 @@ fn a_directory_of_another_configuration_or_data_set_is_refused_by_field() {
     match &e {
         Error::Checkpoint(CheckpointError::OtherRun {
             field, saved, now, ..
-        }) => assert_eq!((field.as_str(), saved.as_str(), now.as_str()), ("config.lr", "0.05", "0.02")),
+        }) => assert_eq!(
+            (field.as_str(), saved.as_str(), now.as_str()),
+            ("config.lr", "0.05", "0.02")
+        ),
         e => panic!("{e}"),
     }
     assert!(e.to_string().contains("other settings"), "{e}");
@@ -255,7 +273,11 @@ fn a_directory_of_another_configuration_or_data_set_is_refused_by_field() {
         matches!(&e, Error::Checkpoint(CheckpointError::OtherRun { field, .. }) if field == "fit.seed"),
         "{e}"
     );
-    assert_eq!(std::fs::read(dir.join(DEFAULT_FILE)).unwrap(), bytes, "nothing written over");
+    assert_eq!(
+        std::fs::read(dir.join(DEFAULT_FILE)).unwrap(),
+        bytes,
+        "nothing written over"
+    );
 }
 
 /// `dir`'s state file edited by `edit`; with `rehash` its checksum recomputed, so that only
@@ -302,13 +324,18 @@ fn a_damaged_or_edited_state_is_refused_by_field_and_kept() {
     let (field, message) = refused(&dir, &negative);
     assert_eq!(field.as_deref(), Some("stepper.state.v[1]"));
     assert!(message.contains("negative"), "{message}");
-    let zero_rng = edit_state(&dir, true, |s| s["noise"]["s"] = serde_json::json!([0, 0, 0, 0]));
+    let zero_rng = edit_state(&dir, true, |s| {
+        s["noise"]["s"] = serde_json::json!([0, 0, 0, 0])
+    });
     assert_eq!(refused(&dir, &zero_rng).0.as_deref(), Some("noise.s"));
     let text = String::from_utf8(zero_rng).unwrap();
     let truncated = &text.as_bytes()[..text.len() / 2];
     std::fs::write(dir.join(DEFAULT_FILE), truncated).unwrap();
     let (field, message) = refused(&dir, truncated);
-    assert!(field.is_none() && message.contains("not a checkpoint"), "{message}");
+    assert!(
+        field.is_none() && message.contains("not a checkpoint"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -319,7 +346,10 @@ fn a_fresh_start_never_overwrites_and_a_resume_needs_a_state() {
         .start(Start::Fresh)
         .fit(&config(), &data())
         .unwrap_err();
-    assert!(matches!(e, Error::Checkpoint(CheckpointError::WouldOverwrite { .. })), "{e}");
+    assert!(
+        matches!(e, Error::Checkpoint(CheckpointError::WouldOverwrite { .. })),
+        "{e}"
+    );
     assert_eq!(std::fs::read(dir.join(DEFAULT_FILE)).unwrap(), bytes);
     let empty = ScratchDir::new("guard", "nothing");
     let e = Guard::checkpoint_dir(&*empty)
@@ -327,7 +357,13 @@ fn a_fresh_start_never_overwrites_and_a_resume_needs_a_state() {
         .start(Start::Resume)
         .fit(&config(), &data())
         .unwrap_err();
-    assert!(matches!(e, Error::Checkpoint(CheckpointError::NothingToResume { .. })), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Checkpoint(CheckpointError::NothingToResume { .. })
+        ),
+        "{e}"
+    );
     assert!(!empty.join(DEFAULT_FILE).exists());
 }
 
@@ -354,14 +390,20 @@ fn a_locked_directory_refuses_a_second_run_until_the_first_ends() {
     drop(first);
     assert!(CheckpointDir::open(&*dir).is_err());
     drop(clone);
-    Guard::checkpoint_dir(&*dir).unwrap().fit(&config(), &data()).unwrap();
+    Guard::checkpoint_dir(&*dir)
+        .unwrap()
+        .fit(&config(), &data())
+        .unwrap();
     // A reader neither locks nor writes.
     let reader = CheckpointDir::for_reading(&*dir);
     let _writer = CheckpointDir::open(&*dir).unwrap();
     assert!(!reader.writes());
     let id = Value::Null;
     let state = reader.load(DEFAULT_FILE, &id);
-    assert!(matches!(state, Err(Error::Checkpoint(CheckpointError::OtherRun { .. }))));
+    assert!(matches!(
+        state,
+        Err(Error::Checkpoint(CheckpointError::OtherRun { .. }))
+    ));
 }
 
 /// A state of `done` steps (its values as a run's, no stepper).
@@ -399,7 +441,11 @@ fn a_diverged_state_is_never_saved() {
     assert_eq!(g.every_steps(), 5);
     assert!(g.take_resume_state().is_none());
     for step in 0..12 {
-        let objective = if step < 10 { -10.0 - step as f64 } else { f64::INFINITY };
+        let objective = if step < 10 {
+            -10.0 - step as f64
+        } else {
+            f64::INFINITY
+        };
         g.on_step(step, 20, objective);
         if (step + 1) % 5 == 0 && !g.should_stop() {
             g.save(&state(step + 1)).unwrap();
@@ -410,12 +456,18 @@ fn a_diverged_state_is_never_saved() {
     }
     let d = g.divergence().unwrap();
     assert_eq!((d.step, d.first), (10, -10.0));
-    let saved = ck.load("run.json", &serde_json::json!({"run": 1})).unwrap().unwrap();
+    let saved = ck
+        .load("run.json", &serde_json::json!({"run": 1}))
+        .unwrap()
+        .unwrap();
     assert_eq!(saved.steps_done, 5, "the last good state is kept");
     let e = g.finish(Ok(())).unwrap_err();
     let m = e.to_string();
     assert!(matches!(e, Error::Numerical(_)), "{m}");
-    assert!(m.contains("diverged at step 10") && m.contains("last good state (step 5)"), "{m}");
+    assert!(
+        m.contains("diverged at step 10") && m.contains("last good state (step 5)"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -425,7 +477,10 @@ fn a_checkpointed_fit_that_never_reaches_the_executor_is_an_error() {
         no_executor: true,
         ..config()
     };
-    let e = Guard::checkpoint_dir(&*dir).unwrap().fit(&cfg, &data()).unwrap_err();
+    let e = Guard::checkpoint_dir(&*dir)
+        .unwrap()
+        .fit(&cfg, &data())
+        .unwrap_err();
     assert!(matches!(e, Error::Unsupported(_)), "{e}");
     // Without checkpoints there is nothing to keep, and no error.
     Guard::new().fit(&cfg, &data()).unwrap();
@@ -438,7 +493,10 @@ fn checkpoint_file_names_are_plain() {
     for bad in ["", "a/b", "..", ".", LOCK_FILE, "x.tmp"] {
         assert!(matches!(ck.file(bad), Err(Error::Config(_))), "{bad:?}");
     }
-    assert_eq!(ck.file("svi-L2-split0.json").unwrap(), dir.join("svi-L2-split0.json"));
+    assert_eq!(
+        ck.file("svi-L2-split0.json").unwrap(),
+        dir.join("svi-L2-split0.json")
+    );
 }
 
 /// The checksum catches a one-digit edit and costs little next to the serialisation a

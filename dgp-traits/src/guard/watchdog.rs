@@ -150,7 +150,11 @@ pub(crate) fn spawn(clock: Clock, stop: StopFlag, message: StuckMessage) {
         .spawn(move || watch(&clock, &stop, &*message));
 }
 
-fn watch(clock: &Clock, stop: &StopFlag, message: &(dyn Fn(&Stuck) -> Option<String> + Send + Sync)) {
+fn watch(
+    clock: &Clock,
+    stop: &StopFlag,
+    message: &(dyn Fn(&Stuck) -> Option<String> + Send + Sync),
+) {
     let mut requested: Option<Instant> = None;
     loop {
         std::thread::sleep(POLL);
@@ -215,7 +219,10 @@ mod tests {
             checkpoint: Some((PathBuf::from("ck/state.json"), Some(10))),
         };
         let m = s.message();
-        assert!(m.contains("looks stuck") && m.contains("ck/state.json (step 10), is intact"), "{m}");
+        assert!(
+            m.contains("looks stuck") && m.contains("ck/state.json (step 10), is intact"),
+            "{m}"
+        );
         assert!(s.limit_text().contains("1.000 ms"));
     }
 }
