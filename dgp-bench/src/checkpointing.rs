@@ -1,52 +1,30 @@
 //! Interruption, checkpoints and exact resume of `dgp-bench run` and `stream`: the flags
 //! (`--checkpoint`, `--resume`, `--checkpoint-every`), the file of each run in the
-//! directory, and the messages that name them. The mechanics are the library's
-//! ([`dgp_traits::guard`]: the stop flag and signal handler, the locked checkpoint
-//! directory with atomic, checksummed, verified files, the divergence guard and the
-//! watchdog of a stuck step), so `run` behaves as any guarded library fit:
+//! directory (`<backend>-L<layers>-split<k>.json`, `stream-<backend>-L<layers>.json`),
+//! its identity ([`fingerprint`]: every setting that affects the numbers) and the
+//! messages that name the flags. The mechanics — and their contract: what is saved and
+//! when, the atomic checksummed files, the lock, what a resume verifies and guarantees,
+//! the divergence guard, the watchdog of a stuck step — are the library's
+//! ([`dgp_traits::guard`]); each split trains under a [`dgp_traits::guard::Guard`]
+//! ([`SplitControl`]). What `run` adds:
 //!
-//! * **Interruption.** SIGINT, SIGTERM or SIGHUP ([`crate::session::Process::stop_on_signals`]) asks
-//!   training to stop after the current step. The split being trained is then not
-//!   recorded; `run` writes the outputs of the splits finished so far, prints what it
-//!   saved and how to resume, and exits with 130 ([`BenchError::Interrupted`]). A second
-//!   signal exits at once. A step still running max([`STUCK_STEP_MULTIPLE`] × the median
-//!   of the split's earlier steps, [`STUCK_STEP_MIN_SECONDS`]) after the request counts as
-//!   stuck: the process exits with 130, saying that the last checkpoint (named, with its
-//!   step) is intact, or that nothing of the split was saved. The rule applies while a
-//!   split trains (its model's build included); a signal during prediction still waits
-//!   for it.
-//! * **Checkpoints.** With `--checkpoint DIR`, each split's training state is written to
-//!   `DIR/<backend>-L<layers>-split<k>.json` every `--checkpoint-every` steps, on an
-//!   interruption and at the end of the split, with the run's identity: every setting
-//!   that affects the numbers ([`fingerprint`]). The directory is locked for the run: a
-//!   second run or resume on it while the first runs is refused, naming the process.
-//! * **Resume.** `--resume DIR` (with the same other flags; the identity is checked, and a
-//!   state of other settings is refused naming the first that differs) rebuilds each
-//!   split's model as a fresh run does and continues from the saved state: a finished
-//!   split replays no step, an interrupted one continues where it stopped, a split without
-//!   a state starts fresh. The records are those of a run that was never interrupted, bit
-//!   for bit (timing fields aside).
-//! * **A saved state is never overwritten by a fresh start.** `--checkpoint DIR` on a
-//!   directory that holds a saved state of this run's backends, layers and splits is
-//!   refused, naming `--resume DIR` (refusing rather than resuming: the user asked for a
-//!   fresh start, and guessing would either lose the state or silently mix two runs);
-//!   `--resume DIR` with nothing of this run in DIR is an error, never a silent fresh
-//!   start. Every saved state is verified (checksum, identity, impossible values) for
-//!   every split before any trains, with an error naming the file and the field; a
-//!   numerical failure or divergence of a resumed split names the checkpoint as the
-//!   likely cause.
-//! * **Divergence.** A split whose objective turns non-finite or grows by
-//!   [`DIVERGENCE_FACTOR`] over its first value stops at that step with an error naming
-//!   `--lr` (an error, not a warning: the numbers of a diverged fit are not a result), or
-//!   the backend's step settings when it uses no learning rate; the checkpoint keeps the
-//!   last good state and the error says which step that is (or that nothing was saved).
-//! * **Scope.** Backends whose whole fit is one executor run whose stepper and observers
-//!   save their state ([`dgp_traits::backend::Capabilities::resumable`]) resume; any other
-//!   backend is refused before training ([`check_backend`]).
-//! * **A distributed launch** ([`crate::session::Process`]): the stop decision is agreed between the
-//!   processes after every step, so all stop after the same one; only the writing
-//!   process (rank 0) locks and writes the directory, the others read the states to
-//!   resume from.
+//! * An interrupted split is not recorded; `run` writes the outputs of the splits
+//!   finished so far, prints what it saved and how to resume, and exits with 130
+//!   ([`BenchError::Interrupted`]).
+//! * `--checkpoint DIR` refuses a directory holding a saved state of this run's backends,
+//!   layers and splits, naming `--resume DIR` (refusing rather than resuming: the user
+//!   asked for a fresh start, and guessing would either lose the state or silently mix
+//!   two runs); `--resume DIR` with nothing of this run in DIR is an error, never a silent
+//!   fresh start; a split without a state starts fresh. Every saved state is verified
+//!   for every split before any trains.
+//! * A diverged split names `--lr` (or the backend's step settings when it uses no
+//!   learning rate) and the last good checkpoint; a numerical failure of a resumed split
+//!   names the checkpoint as the likely cause.
+//! * Backends that do not declare [`dgp_traits::backend::Capabilities::resumable`], and
+//!   held-out early stopping, are refused before training ([`check_backend`]).
+//! * In a distributed launch ([`crate::session::Process`]) the stop decision is agreed
+//!   after every step; only rank 0 locks and writes the directory, the others read the
+//!   states to resume from.
 
 use std::path::{Path, PathBuf};
 

@@ -141,7 +141,8 @@ struct Slot {
 /// Use it through [`Guard::fit`] / [`Guard::fit_with`] (which also check before the
 /// first step and turn what happened into the result), or as raw hooks:
 /// [`Guard::begin`], then `model.fit(&data, &cfg, &mut FitHooks::all(&mut guard))`, then
-/// [`Guard::finish`] on the fit's result.
+/// [`Guard::finish`] on the fit's result. A guard serves one fit (one executor run): a
+/// checkpointing guard refuses a second one ([`Error::Unsupported`]).
 pub struct Guard<'a> {
     progress: Option<&'a mut dyn Progress>,
     stop: StopFlag,
