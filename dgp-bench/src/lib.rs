@@ -75,6 +75,7 @@ pub mod reliability;
 pub mod report;
 pub mod resources;
 pub mod results;
+pub mod session;
 pub mod settings;
 pub mod spec;
 pub mod splits;

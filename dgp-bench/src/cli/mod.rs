@@ -40,6 +40,7 @@ use serde_json::Value;
 use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::session::Process;
 use crate::settings::{parse_assignment, settings_from_json};
 
 mod backends;
@@ -151,10 +152,19 @@ pub enum Command {
 /// Any [`BenchError`]; the binary prints it on one line and exits with
 /// [`BenchError::exit_code`].
 pub fn execute(cli: Cli) -> Result<()> {
+    execute_in(cli, &Process::default())
+}
+
+/// [`execute`] in `process` (its stop flag and whether it writes: a process of a
+/// distributed launch, see `crate::distributed`).
+///
+/// # Errors
+/// As [`execute`].
+pub fn execute_in(cli: Cli, process: &Process) -> Result<()> {
     match cli.command {
         None => default::cmd_default(&cli.out, cli.seed, !cli.quiet),
-        Some(Command::Run(a)) => run_command(&a),
-        Some(Command::Stream(a)) => stream::cmd_stream(&a),
+        Some(Command::Run(a)) => run_command(&a, process),
+        Some(Command::Stream(a)) => stream::cmd_stream(&a, process),
         Some(Command::Time(a)) => time::cmd_time(&a),
         Some(Command::Table(a)) => table::cmd_table(&a),
         Some(Command::Results(a)) => results::cmd_results(&a),
@@ -376,10 +386,10 @@ impl ModelFlags {
 
 /// `run`: a classification run when the task or a likelihood asks for one, else the
 /// regression run.
-fn run_command(a: &run::RunArgs) -> Result<()> {
+fn run_command(a: &run::RunArgs, process: &Process) -> Result<()> {
     match classify::requested(a)? {
-        Some(requested) => classify::cmd_run_classification(a, &requested),
-        None => run::cmd_run(a),
+        Some(requested) => classify::cmd_run_classification(a, &requested, process),
+        None => run::cmd_run(a, process),
     }
 }
 

@@ -404,6 +404,7 @@ pub(super) fn build_specs<'d>(
                 lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
                 per_point: a.per_point,
                 protocol: protocol.label(kind),
+                session: crate::session::Session::default(),
             };
             spec.validate()?;
             refuse_unsupported_early_stopping(&spec)?;
@@ -589,17 +590,20 @@ fn write_outputs(
 
 /// `run` for regression targets (classification runs go to `classify`, chosen in
 /// [`super::run_command`]).
-pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
+pub(super) fn cmd_run(a: &RunArgs, process: &crate::session::Process) -> Result<()> {
     // Before the backends' configs see M, so the message names the flag.
     crate::validate::check_inducing(a.model.inducing)?;
     let (protocol, kind) = protocol_of(a)?;
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
-    let specs = build_specs(a, &data, &splits)?;
+    let mut specs = build_specs(a, &data, &splits)?;
     check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     let warnings = crate::validate::check_run(&a.io_paths(), &data, &specs)?;
-    crate::checkpointing::start_session(&a.ckpt, &specs)?;
-    crate::checkpointing::install_interrupt_handler();
+    let session = crate::checkpointing::start_session(&a.ckpt, &specs, process)?;
+    process.stop_on_signals();
+    for spec in &mut specs {
+        spec.session = session.clone();
+    }
     // Output locations are arguments: check them before training (exit code 2).
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
