@@ -10,7 +10,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, FileStamp};
 use dgp_traits::{Error, Result};
 use faer::Mat;
 use parquet::arrow::ProjectionMask;
@@ -70,7 +70,8 @@ fn value(a: &dyn Array, i: usize) -> f64 {
 ///
 /// Accepted column types: 8- to 64-bit integers and 32/64-bit floats (integers beyond
 /// 2⁵³ in magnitude are rounded to the nearest `f64`). Compression codecs: uncompressed
-/// and Snappy.
+/// and Snappy. A file that changes while it is read (checked before each chunk,
+/// [`FileStamp`]) is an [`Error::Io`] saying so.
 pub struct ParquetChunks {
     reader: ParquetRecordBatchReader,
     /// Column positions in the projected batches: inputs, then targets.
@@ -79,6 +80,9 @@ pub struct ParquetChunks {
     path: PathBuf,
     pending: Option<(RecordBatch, usize)>,
     row: usize,
+    /// The file as opened, to detect a change while it is read ([`FileStamp`]).
+    file: File,
+    stamp: FileStamp,
 }
 
 impl std::fmt::Debug for ParquetChunks {
@@ -114,6 +118,11 @@ impl ParquetChunks {
         }
         let schema = Schema::new(features.to_vec(), targets.to_vec())?;
         let file = File::open(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let stamp = FileStamp::of(&file, path)?;
+        let watched = file.try_clone().map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -171,6 +180,8 @@ impl ParquetChunks {
             path: path.to_path_buf(),
             pending: None,
             row: 0,
+            file: watched,
+            stamp,
         })
     }
 }
@@ -182,6 +193,7 @@ impl ChunkReader for ParquetChunks {
 
     fn next_chunk(&mut self, out: &mut Vec<f64>, max_rows: usize) -> Result<usize> {
         out.clear();
+        self.stamp.check(&self.file, &self.path)?;
         let w = self.cols.len();
         let d = self.schema.d();
         let mut rows = 0;

@@ -274,6 +274,7 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
     }
     // Prints the data's warnings (constant features, ...) and checks the outputs.
     crate::validate::check_run(&a.io_paths(), &data, &specs)?;
+    crate::validate::check_checkpoint_dirs(&a.io_paths(), &a.ckpt)?;
     crate::checkpointing::start_session(&a.ckpt, &specs)?;
     crate::checkpointing::install_interrupt_handler();
     if let Some(dir) = &a.out {
