@@ -5,12 +5,14 @@
 #   fuzz/run.sh                      # every target, 60 s of CPU each (the short run)
 #   fuzz/run.sh --cpu 1800 csv uci   # 30 CPU-minutes each for two targets
 #   fuzz/run.sh --jobs 2 --cpu 1800  # two targets at a time
+#   fuzz/run.sh --wall 1200 ...      # and at most 20 minutes of wall-clock time each
 #
 # Each target runs as its own libFuzzer process under `nice -n 15` on the corpus
 # fuzz/corpus/<target> (grown, not committed) seeded from fuzz/seeds/<target>
 # (committed), until it has used the given CPU time (measured from /proc, so a busy
 # machine lengthens the run instead of shortening the fuzzing), or until it finds a
-# crash, a hang (-timeout) or an allocation over -rss_limit_mb / -malloc_limit_mb.
+# crash, a hang (-timeout) or an allocation over -rss_limit_mb / -malloc_limit_mb, or
+# (with --wall) until that many seconds of wall-clock time have passed.
 # Findings go to fuzz/artifacts/<target>/; the script then exits non-zero.
 # A summary line per target is printed at the end and appended to fuzz/campaign.log:
 # target, CPU seconds, executions, coverage (edges) and features, findings.
@@ -18,12 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 CPU=60
+WALL=0
 JOBS=1
 TARGETS=()
 while (($#)); do
   case "$1" in
     --cpu) CPU="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
+    --wall) WALL="$2"; shift 2 ;;
     -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -50,13 +54,13 @@ run_one() {
   mkdir -p "corpus/$t" "artifacts/$t" logs
   nice -n 15 "$BIN/$t" "corpus/$t" "seeds/$t" \
     -artifact_prefix="artifacts/$t/" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-    -max_total_time=$((CPU * 20)) -print_final_stats=1 >"$log" 2>&1 &
-  local pid=$! tck
+    -max_total_time=$((WALL > 0 ? WALL : CPU * 20)) -print_final_stats=1 >"$log" 2>&1 &
+  local pid=$! tck used=0 now
   tck=$(getconf CLK_TCK)
   while kill -0 "$pid" 2>/dev/null; do
     sleep 5
-    local used
-    used=$(awk -v t="$tck" '{print int(($14 + $15) / t)}' "/proc/$pid/stat" 2>/dev/null || echo 0)
+    now=$(awk -v t="$tck" '{print int(($14 + $15) / t)}' "/proc/$pid/stat" 2>/dev/null || echo "$used")
+    used=$now
     if ((used >= CPU)); then kill -INT "$pid" 2>/dev/null || true; fi
   done
   local rc=0
@@ -66,7 +70,7 @@ run_one() {
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   found=$(find "artifacts/$t" -type f | wc -l)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$CPU" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$found" |
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$used" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$found" |
     tee -a campaign.log
   # libFuzzer exits 0 after -max_total_time, 72 when interrupted at the CPU budget.
   [[ "$found" == 0 ]] && { [[ $rc == 0 ]] || [[ $rc == 72 ]] || [[ $rc == 130 ]]; }

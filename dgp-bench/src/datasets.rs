@@ -475,7 +475,6 @@ impl BenchData {
     }
 }
 
-
 /// Whether `path` names a Parquet file (extension `parquet`, any case).
 fn is_parquet(path: &Path) -> bool {
     path.extension()

@@ -58,7 +58,8 @@ impl Drop for Held {
 static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 
 fn held() -> std::sync::MutexGuard<'static, Vec<Held>> {
-    HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn canonical(p: &Path) -> PathBuf {
@@ -97,7 +98,10 @@ pub fn lock_dir(flag: &str, dir: &Path) -> Result<()> {
     match FileExt::try_lock(&file) {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
-            return Err(busy(flag, format!("the directory {} is locked", dir.display())));
+            return Err(busy(
+                flag,
+                format!("the directory {} is locked", dir.display()),
+            ));
         }
         Err(TryLockError::Error(e)) => return Err(failed(flag, dir, e)),
     }
@@ -190,7 +194,10 @@ pub fn lock_file(flag: &str, path: &Path) -> Result<()> {
     }
     // No directory yet: the command's own write reports that (nothing can be writing
     // there); `run` creates its output directories before it locks.
-    if target.parent().is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+    if target
+        .parent()
+        .is_some_and(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
         return Ok(());
     }
     let mut held = held();
@@ -235,7 +242,10 @@ mod tests {
             .unwrap();
         FileExt::try_lock(&other).unwrap();
         let e = lock_file("--json r.jsonl", &out).unwrap_err().to_string();
-        assert!(e.contains("--json r.jsonl") && e.contains("is locked"), "{e}");
+        assert!(
+            e.contains("--json r.jsonl") && e.contains("is locked"),
+            "{e}"
+        );
         drop(other);
         // A stale companion (its holder gone) is taken over, then removed on release.
         lock_file("--json r.jsonl", &out).unwrap();
@@ -250,7 +260,10 @@ mod tests {
         release_all();
         assert!(!c.exists());
         FileExt::try_lock(&second).unwrap();
-        assert!(!out.exists(), "the output itself is never created by its lock");
+        assert!(
+            !out.exists(),
+            "the output itself is never created by its lock"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }

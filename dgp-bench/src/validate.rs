@@ -256,7 +256,10 @@ pub fn check_checkpoint_dirs(
     flags: &crate::checkpointing::CheckpointFlags,
 ) -> Result<()> {
     let inputs = paths.inputs();
-    for (flag, dir) in [("--checkpoint", &flags.checkpoint), ("--resume", &flags.resume)] {
+    for (flag, dir) in [
+        ("--checkpoint", &flags.checkpoint),
+        ("--resume", &flags.resume),
+    ] {
         if let Some(d) = dir {
             check_not_in_data_folder(&inputs, flag, d)?;
         }

@@ -1282,8 +1282,20 @@ fn a_byte_order_mark_at_the_start_of_a_file_is_ignored() {
     std::fs::write(s.path("bom.csv"), format!("\u{feff}{}", csv_text(1.0))).unwrap();
     for data in [u.to_str().unwrap(), &s.s("bom.csv")] {
         let o = bench(&[
-            "run", "--quiet", "--data", data, "--steps", "2", "--splits", "0", "--inducing",
-            "5", "--backend", "svi", "--layers", "1",
+            "run",
+            "--quiet",
+            "--data",
+            data,
+            "--steps",
+            "2",
+            "--splits",
+            "0",
+            "--inducing",
+            "5",
+            "--backend",
+            "svi",
+            "--layers",
+            "1",
         ]);
         assert!(o.status.success(), "{data}: {}", stderr(&o));
     }

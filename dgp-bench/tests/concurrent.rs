@@ -14,16 +14,37 @@ fn a_second_run_on_the_same_outputs_refuses_and_the_first_finishes_intact() {
     let s = Scratch::new("concurrent");
     write_uci(&s.path("uci"));
     let (out, json) = (s.s("out"), s.s("r.jsonl"));
-    let run = |out: &str, json: &str| -> Vec<String> {
+    // Long enough (no convergence stop) for the second commands to start while it runs.
+    let run_steps = |out: &str, json: &str, steps: &str| -> Vec<String> {
         [
-            "run", "--quiet", "--data", &s.s("uci"), "--backend", "svi", "--layers", "1",
-            "--steps", "3000", "--splits", "0,1", "--inducing", "5", "--batch", "16",
-            "--out", out, "--json", json,
+            "run",
+            "--quiet",
+            "--data",
+            &s.s("uci"),
+            "--backend",
+            "svi",
+            "--layers",
+            "1",
+            "--steps",
+            steps,
+            "--splits",
+            "0,1",
+            "--inducing",
+            "5",
+            "--batch",
+            "16",
+            "--set",
+            "convergence=null",
+            "--out",
+            out,
+            "--json",
+            json,
         ]
         .iter()
         .map(|x| x.to_string())
         .collect()
     };
+    let run = |out: &str, json: &str| run_steps(out, json, "20000");
     let mut first = Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
         .args(run(&out, &json))
         .stdout(Stdio::null())
@@ -93,6 +114,11 @@ fn a_second_run_on_the_same_outputs_refuses_and_the_first_finishes_intact() {
     assert!(s.path("out/report.md").is_file());
     // Its locks are gone with it: the lock file removed, and a new run takes the outputs.
     assert!(!lock.exists());
-    let again = bench(&run(&out, &json).iter().map(String::as_str).collect::<Vec<_>>());
+    let again = bench(
+        &run_steps(&out, &json, "5")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
     assert!(again.status.success(), "{}", stderr(&again));
 }

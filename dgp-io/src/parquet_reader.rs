@@ -14,7 +14,9 @@ use dgp_traits::data::{Dataset, FileStamp};
 use dgp_traits::{Error, Result};
 use faer::Mat;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 
 use crate::rowstore::Schema;
 use crate::tabular::ChunkReader;
@@ -29,6 +31,17 @@ fn perr(path: &Path, message: String) -> Error {
         column: 0,
         message,
     }
+}
+
+/// The reader of `file` (at `path`), its column types taken from the Parquet schema alone:
+/// the Arrow schema some writers embed in the file's metadata (`ARROW:schema`, an Arrow
+/// IPC message) is ignored. It adds nothing for numeric columns, and its decoder
+/// (`arrow-ipc`) panics on a malformed one instead of returning an error (a fuzz finding
+/// of issue 56: `fuzz/`, target `parquet`).
+fn reader_builder(path: &Path, file: File) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+    ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))
 }
 
 /// Whether values of this type convert to `f64` (integers above 2⁵³ are rounded).
@@ -126,8 +139,7 @@ impl ParquetChunks {
             path: path.to_path_buf(),
             source,
         })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+        let builder = reader_builder(path, file)?;
         let fields = builder.schema().fields().clone();
         let mut roots = Vec::new();
         for name in schema.inputs.iter().chain(&schema.targets) {
@@ -255,8 +267,7 @@ pub fn parquet_column_names(path: &Path) -> Result<Vec<String>> {
         path: path.to_path_buf(),
         source,
     })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+    let builder = reader_builder(path, file)?;
     Ok(builder
         .schema()
         .fields()

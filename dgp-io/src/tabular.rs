@@ -226,9 +226,13 @@ impl ChunkReader for CsvChunks {
                         format!("record has no field for column '{name}'"),
                     )
                 })?;
+                // Trimmed as text (Unicode white space, as the core's `load_csv` trims its
+                // fields): the reader's own trim of a byte record drops ASCII white space
+                // only, and a vertical tab or a no-break space around a number would make
+                // the two loaders disagree on the same file.
                 let v = std::str::from_utf8(field)
                     .ok()
-                    .and_then(|s| s.parse::<f64>().ok())
+                    .and_then(|s| s.trim().parse::<f64>().ok())
                     .ok_or_else(|| {
                         parse_err(
                             &self.path,
@@ -439,4 +443,19 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Fuzz finding (target `csv`): a field " \u{b}4" (vertical tab) was a number to the
+    /// core's `load_csv` and not to the streaming reader.
+    #[test]
+    fn fields_are_trimmed_as_the_core_loader_trims_them() {
+        let dir = tmp("csvtrim");
+        let csv = dir.join("t.csv");
+        std::fs::write(&csv, "x0,y\r\n1,2\r\n\u{b}4\u{a0},\u{2003}6\r\n").unwrap();
+        let core = dgp_traits::data::load_csv(&csv, "y").unwrap();
+        let mut r = CsvChunks::open(&csv, &names(&["x0"]), &names(&["y"]), 100).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(r.next_chunk(&mut buf, 10).unwrap(), 2);
+        assert_eq!(buf, vec![1.0, 2.0, 4.0, 6.0]);
+        assert_eq!((core.x()[(1, 0)], core.y()[(1, 0)]), (4.0, 6.0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -80,7 +80,11 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     core.y()[(row, 0)]
                 };
-                assert_eq!(buf[i * width + j].to_bits(), want.to_bits(), "row {row} col {j}");
+                assert_eq!(
+                    buf[i * width + j].to_bits(),
+                    want.to_bits(),
+                    "row {row} col {j}"
+                );
             }
             row += 1;
         }

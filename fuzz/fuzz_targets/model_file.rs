@@ -14,7 +14,7 @@
 use dgp_fuzz::selector;
 use dgp_traits::Error;
 use dgp_traits::fitted::{Fitted, Loadable};
-use dgp_traits::model::{Model, PredictConfig};
+use dgp_traits::model::PredictConfig;
 use dgp_traits::predictive::Predictive;
 use faer::Mat;
 use libfuzzer_sys::fuzz_target;
@@ -29,9 +29,16 @@ fn check_prediction(p: Result<Predictive, Error>, rows: usize) {
     for (m, v) in p.means().iter().zip(p.variances()) {
         for i in 0..m.nrows() {
             for j in 0..m.ncols() {
-                assert!(m[(i, j)].is_finite(), "a loaded model predicts mean {}", m[(i, j)]);
+                assert!(
+                    m[(i, j)].is_finite(),
+                    "a loaded model predicts mean {}",
+                    m[(i, j)]
+                );
                 let var = v[(i, j)];
-                assert!(var.is_finite() && var >= 0.0, "a loaded model predicts variance {var}");
+                assert!(
+                    var.is_finite() && var >= 0.0,
+                    "a loaded model predicts variance {var}"
+                );
             }
         }
     }
@@ -52,7 +59,16 @@ fn whole_file<M: Loadable>(text: &str) {
     let d = f.standardizer().input_dim;
     if d <= MAX_PREDICT_DIM {
         let x = Mat::from_fn(2, d, |i, j| (i as f64) - 0.5 * j as f64);
-        check_prediction(f.predict_with(x.as_ref(), &PredictConfig { samples: 2, seed: 1 }), 2);
+        check_prediction(
+            f.predict_with(
+                x.as_ref(),
+                &PredictConfig {
+                    samples: 2,
+                    seed: 1,
+                },
+            ),
+            2,
+        );
     }
 }
 
@@ -63,7 +79,10 @@ fn model_json<M: Loadable>(text: &str) {
     let json = m.to_json().expect("a loaded model serialises");
     let again = M::from_model_json(&json).expect("a serialised model loads");
     assert_eq!(again.to_json().unwrap(), json);
-    let cfg = PredictConfig { samples: 2, seed: 1 };
+    let cfg = PredictConfig {
+        samples: 2,
+        seed: 1,
+    };
     for d in 1..=8 {
         let x = Mat::from_fn(2, d, |i, j| (i as f64) - 0.5 * j as f64);
         match m.predict(x.as_ref(), &cfg) {

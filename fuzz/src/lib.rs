@@ -59,15 +59,17 @@ pub fn assert_finite_dataset(d: &Dataset) {
 
 /// A refused text input: a parse error names a line of the text (1-based, at most one past
 /// its last line: the end of the input) or line 0 (the file as a whole), and its message
-/// is not empty. Returns the error for further checks.
-pub fn assert_text_error(e: &Error, text: &[u8]) -> &Error {
+/// is not empty.
+pub fn assert_text_error(e: &Error, text: &[u8]) {
     let lines = text.iter().filter(|&&b| b == b'\n').count() + 1;
     if let Error::Parse { line, message, .. } = e {
-        assert!(*line <= lines + 1, "error on line {line} of a {lines}-line input: {e}");
+        assert!(
+            *line <= lines + 1,
+            "error on line {line} of a {lines}-line input: {e}"
+        );
         assert!(!message.is_empty());
     }
     assert!(!e.to_string().is_empty());
-    e
 }
 
 /// The part of `data` after its first byte, and that byte (0 for empty input): targets

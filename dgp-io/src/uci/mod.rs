@@ -111,11 +111,14 @@ pub fn parse_matrix(text: &str, path: &Path) -> Result<Mat<f64>> {
         let lineno = li + 1;
         let start = values.len();
         for (fi, tok) in line.split_whitespace().enumerate() {
-            let v: f64 = tok
-                .parse()
-                .map_err(|_| {
-                    parse_err(path, lineno, fi + 1, format!("{} is not a number", quote_field(tok)))
-                })?;
+            let v: f64 = tok.parse().map_err(|_| {
+                parse_err(
+                    path,
+                    lineno,
+                    fi + 1,
+                    format!("{} is not a number", quote_field(tok)),
+                )
+            })?;
             if !v.is_finite() {
                 return Err(parse_err(
                     path,
@@ -398,25 +401,27 @@ fn parse_split_file(text: &str, path: &Path, n: usize) -> Result<Vec<usize>> {
     let mut seen = vec![false; n];
     for &i in &idx {
         if seen[i] {
-            // Locate the repeat for the error message.
-            let mut count = 0;
-            for (li, line) in text.lines().enumerate() {
-                for (fi, tok) in line.split_whitespace().enumerate() {
-                    if tok.parse::<usize>().ok() == Some(i) {
-                        count += 1;
-                        if count == 2 {
-                            return Err(parse_err(
-                                path,
-                                li + 1,
-                                fi + 1,
-                                format!("row index {i} repeated"),
-                            ));
-                        }
-                    }
-                }
-            }
+            return Err(repeat_error(text, path, i));
         }
         seen[i] = true;
     }
     Ok(idx)
+}
+
+/// The error of a row index `i` that `text` holds twice, at the second occurrence (found
+/// as `parse_indices` reads the text: a byte-order mark at the start skipped).
+fn repeat_error(text: &str, path: &Path, i: usize) -> Error {
+    let message = format!("row index {i} repeated");
+    let mut count = 0;
+    for (li, line) in strip_bom(text).lines().enumerate() {
+        for (fi, tok) in line.split_whitespace().enumerate() {
+            if tok.parse::<usize>().ok() == Some(i) {
+                count += 1;
+                if count == 2 {
+                    return parse_err(path, li + 1, fi + 1, message);
+                }
+            }
+        }
+    }
+    parse_err(path, 0, 0, message)
 }

@@ -125,10 +125,7 @@ pub fn long_line_message(line: usize, limit: usize, seen: &[u8]) -> String {
     let numeric = |b: &u8| b.is_ascii_digit() || b".eE+-".contains(b);
     let sep = |b: &u8| b" \t,;\r".contains(b);
     let looks = if seen.iter().all(|b| numeric(b) || sep(b)) {
-        let fields = seen
-            .split(sep)
-            .filter(|f| !f.is_empty())
-            .count();
+        let fields = seen.split(sep).filter(|f| !f.is_empty()).count();
         if fields == 0 {
             format!("its first {} bytes are white space", seen.len())
         } else {
@@ -137,7 +134,10 @@ pub fn long_line_message(line: usize, limit: usize, seen: &[u8]) -> String {
                 seen.len()
             )
         }
-    } else if seen.iter().any(|&b| b == 0 || (b < 0x20 && !b"\t\r".contains(&b))) {
+    } else if seen
+        .iter()
+        .any(|&b| b == 0 || (b < 0x20 && !b"\t\r".contains(&b)))
+    {
         "it holds bytes that are not text: a binary file?".to_string()
     } else {
         "rows without line breaks?".to_string()

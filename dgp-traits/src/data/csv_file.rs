@@ -140,11 +140,14 @@ fn parse_csv_bytes(bytes: &[u8], targets: &[&str], path: &Path) -> Result<Datase
         }
         let line = record.position().map(|p| p.line() as usize).unwrap_or(0);
         for (j, field) in record.iter().enumerate() {
-            let v: f64 = field
-                .parse()
-                .map_err(|_| {
-                    perr(path, line, j + 1, format!("{} is not a number", quote_field(field)))
-                })?;
+            let v: f64 = field.parse().map_err(|_| {
+                perr(
+                    path,
+                    line,
+                    j + 1,
+                    format!("{} is not a number", quote_field(field)),
+                )
+            })?;
             if !v.is_finite() {
                 return Err(perr(
                     path,

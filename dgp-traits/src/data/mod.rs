@@ -47,9 +47,9 @@ pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
-pub use text::{BOM, narrow_header, quote_field, strip_bom, strip_bom_bytes};
 pub use stamp::FileStamp;
 pub use standardize::{
     CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
     StandardizeOptions, Standardizer, TARGET_SCALE_RANGE, TargetScaling,
 };
+pub use text::{BOM, narrow_header, quote_field, strip_bom, strip_bom_bytes};

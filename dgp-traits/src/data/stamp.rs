@@ -99,7 +99,10 @@ mod tests {
         let mut w = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         w.write_all(b"3 4\n").unwrap();
         let e = stamp.check(&f, &p).unwrap_err().to_string();
-        assert!(e.contains("changed while it was read") && e.contains("4 bytes"), "{e}");
+        assert!(
+            e.contains("changed while it was read") && e.contains("4 bytes"),
+            "{e}"
+        );
         // The same length, a new modification time.
         let f = File::open(&p).unwrap();
         let stamp = FileStamp::of(&f, &p).unwrap();

@@ -100,7 +100,11 @@ pub fn narrow_header(first_line: &str, empty: bool) -> String {
                  separator, e.g. `tr '{}' ','`, or for a whitespace-separated table of \
                  numbers give a UCI folder)",
                 short(trimmed),
-                if c == '\t' { "\\t".to_string() } else { c.to_string() }
+                if c == '\t' {
+                    "\\t".to_string()
+                } else {
+                    c.to_string()
+                }
             );
         }
     }
