@@ -542,11 +542,13 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
     match header.len() {
         2.. => Ok(header.iter().map(str::to_string).collect()),
         _ => {
-            // Empty: nothing but white space in the first line and no line after it.
-            let empty = dgp_traits::data::strip_bom_bytes(&first_line)
-                .iter()
-                .all(u8::is_ascii_whitespace)
-                && std::fs::metadata(path).is_ok_and(|m| m.len() <= first_line.len() as u64);
+            // Empty: nothing but white space (a few lines at most; a large file is not).
+            let empty = std::fs::metadata(path).is_ok_and(|m| m.len() <= 1 << 16)
+                && std::fs::read(path).is_ok_and(|b| {
+                    dgp_traits::data::strip_bom_bytes(&b)
+                        .iter()
+                        .all(u8::is_ascii_whitespace)
+                });
             Err(BenchError::Data(dgp_traits::Error::Parse {
                 path: path.to_path_buf(),
                 line: 1,

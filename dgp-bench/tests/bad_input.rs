@@ -1260,6 +1260,20 @@ fn third_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
             &["--checkpoint", "inside the data folder"],
         ),
     ];
+    // Fuzz finding (target `parquet`): a malformed embedded Arrow schema made the
+    // Parquet reader's dependency panic; now the file is read from its Parquet schema.
+    let bad_arrow = s.path("bad-arrow-schema.parquet");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../dgp-io/tests/data/fuzz/parquet-bad-arrow-schema.parquet"),
+        &bad_arrow,
+    )
+    .unwrap();
+    cases.push(case(
+        "Parquet file with a malformed embedded Arrow schema (fuzz finding)",
+        &["run", "--data", bad_arrow.to_str().unwrap()],
+        &["bad-arrow-schema.parquet"],
+    ));
     cases.push(case(
         "--out the UCI data folder itself",
         &["run", "--data", u, "--out", u],

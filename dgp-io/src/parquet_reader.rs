@@ -38,10 +38,39 @@ fn perr(path: &Path, message: String) -> Error {
 /// IPC message) is ignored. It adds nothing for numeric columns, and its decoder
 /// (`arrow-ipc`) panics on a malformed one instead of returning an error (a fuzz finding
 /// of issue 56: `fuzz/`, target `parquet`).
+///
+/// The footer's column chunk locations are checked against the file (offsets and sizes
+/// not negative, every chunk inside the file): the decoder asserts them when it reads a
+/// chunk and would panic on a corrupt footer (a second fuzz finding).
 fn reader_builder(path: &Path, file: File) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
-        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+    for (g, group) in builder.metadata().row_groups().iter().enumerate() {
+        for (c, col) in group.columns().iter().enumerate() {
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or(col.data_page_offset());
+            let size = col.compressed_size();
+            let inside = start >= 0
+                && size >= 0
+                && col.data_page_offset() >= 0
+                && (start as u64)
+                    .checked_add(size as u64)
+                    .is_some_and(|end| end <= len);
+            if !inside {
+                return Err(perr(
+                    path,
+                    format!(
+                        "corrupt Parquet footer: column chunk {c} of row group {g} lies at \
+                         offset {start} with {size} bytes, outside the file of {len} bytes"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(builder)
 }
 
 /// Whether values of this type convert to `f64` (integers above 2⁵³ are rounded).

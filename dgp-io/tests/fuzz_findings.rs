@@ -50,3 +50,22 @@ fn a_parquet_file_with_a_malformed_embedded_arrow_schema_does_not_panic() {
         }
     }
 }
+
+/// Target `parquet`: a footer whose column chunk has a negative offset. The decoder
+/// asserted it when reading the chunk (`ColumnChunkMetaData::byte_range`: "column start
+/// and length should not be negative") and panicked; the reader now checks every chunk's
+/// location against the file when it opens it.
+#[test]
+fn a_parquet_footer_with_a_chunk_outside_the_file_is_refused() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fuzz/parquet-negative-column-offset.parquet");
+    let names = dgp_io::parquet_reader::parquet_column_names(&path);
+    let e = match names {
+        Err(e) => e,
+        Ok(names) => {
+            let target = names.last().cloned().unwrap_or_default();
+            dgp_io::parquet_reader::load_parquet(&path, &target).unwrap_err()
+        }
+    };
+    assert!(e.to_string().contains("corrupt Parquet footer"), "{e}");
+}
