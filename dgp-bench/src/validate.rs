@@ -166,9 +166,6 @@ impl Identity {
 pub fn check_outputs(inputs: &[PathBuf], outputs: &[OutputFile]) -> Result<()> {
     let ins: Vec<(PathBuf, Identity)> = inputs.iter().map(|p| (p.clone(), identity(p))).collect();
     let outs: Vec<Identity> = outputs.iter().map(|o| identity(&o.path)).collect();
-    for o in outputs {
-        check_not_in_data_folder(inputs, &o.flag, &o.path)?;
-    }
     for (o, id) in outputs.iter().zip(&outs) {
         if let Some((p, _)) = ins.iter().find(|(_, i)| i.same(id)) {
             return Err(BenchError::Usage(format!(
@@ -178,6 +175,9 @@ pub fn check_outputs(inputs: &[PathBuf], outputs: &[OutputFile]) -> Result<()> {
                 p.display()
             )));
         }
+    }
+    for o in outputs {
+        check_not_in_data_folder(inputs, &o.flag, &o.path)?;
     }
     for (i, a) in outputs.iter().enumerate() {
         for (j, b) in outputs.iter().enumerate().skip(i + 1) {

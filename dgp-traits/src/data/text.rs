@@ -109,8 +109,8 @@ pub fn narrow_header(first_line: &str, empty: bool) -> String {
         }
     }
     format!(
-        "the header has one column, {}: a CSV file needs at least two comma-separated \
-         columns (features and a target)",
+        "the header has one column, {}: a CSV file needs at least two columns, separated \
+         by commas (features and a target)",
         quote_field(short(trimmed))
     )
 }
