@@ -95,8 +95,13 @@ fn a_second_run_on_the_same_outputs_refuses_and_the_first_finishes_intact() {
             && e.contains(&format!("locked by process {}", first.id())),
         "{e}"
     );
-    // The refused runs wrote nothing: not even their own other outputs.
-    assert!(!s.path("other.jsonl").exists() && !s.path("other-out").exists());
+    // The refused runs wrote no file, not even of their own other outputs (the output
+    // directory a run's checks create before it locks may remain, empty).
+    assert!(!s.path("other.jsonl").exists());
+    let other_out: Vec<_> = std::fs::read_dir(s.path("other-out"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(other_out.is_empty(), "{other_out:?}");
     let status = first.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut err).unwrap();
