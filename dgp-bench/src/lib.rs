@@ -65,6 +65,7 @@ pub mod diagnostics;
 pub mod distributed;
 pub mod error;
 pub mod experiment;
+pub mod locks;
 pub mod memory;
 pub mod plots;
 mod probe;

@@ -278,6 +278,7 @@ pub(super) fn cmd_run_classification(
     }
     // Prints the data's warnings (constant features, ...) and checks the outputs.
     crate::validate::check_run(&a.io_paths(), &data, &specs)?;
+    crate::validate::check_checkpoint_dirs(&a.io_paths(), &a.ckpt)?;
     let session = crate::checkpointing::start_session(&a.ckpt, &specs, process)?;
     process.stop_on_signals();
     for spec in &mut specs {

@@ -34,6 +34,7 @@ pub(super) fn cmd_results(a: &ResultsArgs) -> Result<()> {
         // The records (and notes) are inputs: --out may not be one of them.
         let out = crate::validate::OutputFile::new(format!("--out {}", a.out.display()), &a.out);
         crate::validate::check_outputs(&crate::validate::files_under(&a.dir), &[out])?;
+        crate::locks::lock_file(&format!("--out {}", a.out.display()), &a.out)?;
     }
     let doc = render(&a.dir)?;
     if a.check {

@@ -266,6 +266,11 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
             }
         }
     }
+    for (flag, out) in [("--predictions", &a.predictions), ("--json", &a.json)] {
+        if let Some(p) = out {
+            crate::locks::lock_file(&format!("{flag} {}", p.display()), p)?;
+        }
+    }
     let b = find_backend(&a.backend)?;
     if !a.in_memory && !b.capabilities().streams {
         return Err(BenchError::Usage(format!(
@@ -314,6 +319,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
                 train_samples: a.train_samples,
                 predict_samples: a.samples,
                 samples: Some(a.samples),
+                sample_flags: ["--train-samples", "--samples"],
                 flags,
                 settings: &settings,
                 tune: false,
