@@ -221,7 +221,43 @@ impl Standardizer {
     /// [`Error::Config`] if the threshold is negative or not finite; [`Error::Empty`] if
     /// every feature would be dropped.
     pub fn fit_with(train: &Dataset, opts: StandardizeOptions) -> Result<Self> {
-        let (x, y) = (train.x(), train.y());
+        Self::fit_finite(train.x(), train.y(), opts)
+    }
+
+    /// [`Standardizer::fit_with`] on training inputs `x` (N×D) and targets `y` (N×P) given
+    /// as matrix views of any strides (a row-major buffer, e.g. a caller's array, needs no
+    /// copy); the same numbers as [`Standardizer::fit_with`] on a [`Dataset`] of them.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if the row counts differ; [`Error::Empty`] for no rows, no input or
+    /// no target columns; [`Error::NonFinite`] for the first NaN/∞ entry; as
+    /// [`Standardizer::fit_with`].
+    pub fn fit_views(
+        x: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        opts: StandardizeOptions,
+    ) -> Result<Self> {
+        if x.nrows() != y.nrows() {
+            return Err(Error::shape(
+                "Standardizer::fit_views (rows of x and y)",
+                x.nrows(),
+                y.nrows(),
+            ));
+        }
+        if x.nrows() == 0 {
+            return Err(Error::Empty("standardising data with no rows".into()));
+        }
+        crate::error::check_finite("inputs x", x)?;
+        crate::error::check_finite("targets y", y)?;
+        Self::fit_finite(x, y, opts)
+    }
+
+    /// The statistics of rows already known to be finite, at least one.
+    fn fit_finite(
+        x: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        opts: StandardizeOptions,
+    ) -> Result<Self> {
         let xs: Vec<ColumnStats> = (0..x.ncols()).map(|j| column_stats(x, j)).collect();
         let ys: Vec<ColumnStats> = (0..y.ncols()).map(|j| column_stats(y, j)).collect();
         Self::from_column_stats(&xs, &ys, opts)
