@@ -521,17 +521,36 @@ impl FittedModel {
         self.inner.model().noise_variance().map(|v| v * s * s)
     }
 
-    /// The predictive mixture at `x` (N×D, original units) in the targets' original units
-    /// ([`Fitted::predict_with`]).
+    /// The predictive mixture at `x` (N×D, original units): for regression in the targets'
+    /// original units ([`Fitted::predict_with`]); for classification (`classify`) the
+    /// model's predictive with its class probabilities, at the standardised inputs (the
+    /// labels were never scaled, and a K-class predictive has K latent outputs where the
+    /// standardiser has one label column, which [`Fitted::predict_with`] cannot map back).
     ///
     /// # Errors
     /// A wrong number of columns, NaN/∞ inputs, the model's prediction errors.
-    pub fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+    pub fn predict(
+        &self,
+        x: MatRef<'_, f64>,
+        cfg: &PredictConfig,
+        classify: bool,
+    ) -> Result<Predictive> {
         if x.nrows() == 0 {
             return Err(Error::Empty("prediction at no points".into()));
         }
         dgp_traits::error::check_finite("inputs x", x)?;
-        self.inner.predict_with(x, cfg)
+        if !classify {
+            return self.inner.predict_with(x, cfg);
+        }
+        let xs = self.inner.standardizer().transform_x(x)?;
+        let p = self.inner.model().predict(xs.as_ref(), cfg)?;
+        if p.class_probs().is_none() {
+            return Err(Error::Unsupported(format!(
+                "the '{}' model was not trained with a classification likelihood",
+                self.backend()
+            )));
+        }
+        Ok(p)
     }
 
     /// The model file's text ([`Fitted::to_file_json`]).

@@ -219,13 +219,15 @@ struct Model {
 #[pymethods]
 impl Model {
     /// The predictive distribution at `x` (N×D float64, original units), with `samples`
-    /// mixture components and prediction seed `seed`; the GIL is released meanwhile.
+    /// mixture components and prediction seed `seed` (`classify`: class probabilities of
+    /// a classifier); the GIL is released meanwhile.
     fn predict(
         &self,
         py: Python<'_>,
         x: PyReadonlyArray2<'_, f64>,
         samples: usize,
         seed: u64,
+        classify: bool,
     ) -> PyResult<Prediction> {
         if samples == 0 {
             return Err(PyValueError::new_err("samples must be at least 1"));
@@ -240,7 +242,9 @@ impl Model {
         let xv = view(&x, "X")?;
         let cfg = PredictConfig { samples, seed };
         let inner = &self.inner;
-        let p = py.detach(|| inner.predict(xv, &cfg)).map_err(to_py)?;
+        let p = py
+            .detach(|| inner.predict(xv, &cfg, classify))
+            .map_err(to_py)?;
         Ok(Prediction { p })
     }
 
@@ -511,6 +515,24 @@ fn fit_rowstore(
     Ok((m, r, e, k))
 }
 
+/// The configuration a fit of `n` rows would train with (resolved configuration JSON),
+/// checked by the backend, without data.
+#[pyfunction]
+fn resolve(
+    backend: String,
+    layers: usize,
+    task: &str,
+    num_classes: usize,
+    likelihood: Option<String>,
+    options: &str,
+    settings: &str,
+    n: usize,
+) -> PyResult<String> {
+    let task = task_of(task, num_classes, likelihood)?;
+    let req = request(backend, layers, task, options, settings)?;
+    resolved_json(&engine::resolve(&req, n).map_err(to_py)?)
+}
+
 /// Reads a model file's text; with `expect`, a file of another backend is refused.
 #[pyfunction]
 #[pyo3(signature = (text, expect=None))]
@@ -565,6 +587,7 @@ fn _dgp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(fit_rowstore, m)?)?;
     m.add_function(wrap_pyfunction!(load_text, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(backend_names, m)?)?;
     m.add_function(wrap_pyfunction!(backend_info, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_to_rowstore, m)?)?;

@@ -258,6 +258,23 @@ class _DeepGPBase(BaseEstimator):
             raise TypeError("callback must be callable or None")
         return layers, json.dumps(options, allow_nan=False), _settings_json(self._settings), every
 
+    def _config_for(self, n_samples, n_classes=2):
+        """The resolved configuration a fit on ``n_samples`` rows would train with (as
+        ``config_`` after a fit), checked by the backend, without training."""
+        layers, options, settings, _ = self._options()
+        return json.loads(
+            _dgp.resolve(
+                self.backend,
+                layers,
+                self._task,
+                int(n_classes),
+                getattr(self, "likelihood", None),
+                options,
+                settings,
+                int(n_samples),
+            )
+        )
+
     def _hooks(self):
         progress = None
         if self.verbose or self.callback is not None:
@@ -319,7 +336,7 @@ class _DeepGPBase(BaseEstimator):
         X = _as_float_matrix(X, "X")
         samples = self._predict_samples_ if samples is None else _int_or_none("samples", samples)
         seed = self._predict_seed_ if seed is None else _seed(seed)
-        return self.model_.predict(X, samples, seed)
+        return self.model_.predict(X, samples, seed, self._task == "classification")
 
     def predict_mixture(self, X, *, samples=None, seed=None):
         """The predictive Gaussian mixture at the rows of ``X``.
