@@ -81,8 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         st.check_target_variance_representable()?;
         let train_std: Dataset = st.transform(&train)?;
         let mut hooks = FitHooks::none();
-        let mut model =
-            backend.build(&cfg.common, &cfg.settings, &cfg.fit, &train_std, &hooks)?;
+        let mut model = backend.build(&cfg.common, &cfg.settings, &cfg.fit, &train_std, &hooks)?;
         let report = model.fit(&train_std, &cfg.fit, &mut hooks)?;
         times.push(t0.elapsed().as_secs_f64());
         fitted = Some((model, st, report.steps));

@@ -229,7 +229,9 @@ fn classification_likelihood(name: Option<&str>, k: usize) -> Result<Likelihood>
     if lik.num_classes() != Some(k) {
         return Err(Error::config(
             "likelihood",
-            format!("'{name}' is binary but the targets have {k} classes (use robust-max or softmax)"),
+            format!(
+                "'{name}' is binary but the targets have {k} classes (use robust-max or softmax)"
+            ),
         ));
     }
     Ok(lik)
@@ -517,7 +519,13 @@ impl FittedModel {
     /// The Gaussian noise variance in original units of the first target (σ²·s_y²), when
     /// the model has one.
     pub fn noise_variance(&self) -> Option<f64> {
-        let s = self.inner.standardizer().y_std.first().copied().unwrap_or(1.0);
+        let s = self
+            .inner
+            .standardizer()
+            .y_std
+            .first()
+            .copied()
+            .unwrap_or(1.0);
         self.inner.model().noise_variance().map(|v| v * s * s)
     }
 
@@ -624,7 +632,11 @@ pub fn load_text(text: &str, expect: Option<&str>) -> Result<FittedModel> {
 
 /// Standardises `x`, `y` for `task` (the one copy of the data the fit makes) and checks
 /// the target scale, as [`dgp_traits::fitted::Estimator::fit_with`] does.
-fn standardise(task: &Task, x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Result<(Standardizer, Dataset)> {
+fn standardise(
+    task: &Task,
+    x: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+) -> Result<(Standardizer, Dataset)> {
     let opts = match task {
         Task::Regression => StandardizeOptions::default(),
         Task::Classification { .. } => StandardizeOptions::default().keep_targets(),

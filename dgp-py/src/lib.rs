@@ -26,9 +26,7 @@ use dgp_traits::model::PredictConfig;
 use dgp_traits::predictive::Predictive;
 use faer::{Mat, MatRef};
 use numpy::ndarray::{Array1, Array2, Array3};
-use numpy::{
-    IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray2, PyUntypedArrayMethods,
-};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{
     PyBaseException, PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError,
     PyValueError,
@@ -70,9 +68,9 @@ fn to_py(e: Error) -> PyErr {
 /// A view of a float64 NumPy matrix without copying (C- or Fortran-contiguous).
 fn view<'a>(a: &'a PyReadonlyArray2<'_, f64>, what: &str) -> PyResult<MatRef<'a, f64>> {
     let (n, d) = (a.shape()[0], a.shape()[1]);
-    let slice = a.as_slice().map_err(|_| {
-        PyValueError::new_err(format!("{what} must be a contiguous float64 array"))
-    })?;
+    let slice = a
+        .as_slice()
+        .map_err(|_| PyValueError::new_err(format!("{what} must be a contiguous float64 array")))?;
     if a.is_c_contiguous() {
         Ok(MatRef::from_row_major_slice(slice, n, d))
     } else {
@@ -537,7 +535,9 @@ fn resolve(
 #[pyfunction]
 #[pyo3(signature = (text, expect=None))]
 fn load_text(py: Python<'_>, text: &str, expect: Option<&str>) -> PyResult<Model> {
-    let inner = py.detach(|| engine::load_text(text, expect)).map_err(to_py)?;
+    let inner = py
+        .detach(|| engine::load_text(text, expect))
+        .map_err(to_py)?;
     Ok(Model { inner })
 }
 
@@ -572,7 +572,12 @@ type XY<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>);
 /// written there (returns `None`).
 #[pyfunction]
 #[pyo3(signature = (n, seed=0, path=None))]
-fn synth<'py>(py: Python<'py>, n: usize, seed: u64, path: Option<PathBuf>) -> PyResult<Option<XY<'py>>> {
+fn synth<'py>(
+    py: Python<'py>,
+    n: usize,
+    seed: u64,
+    path: Option<PathBuf>,
+) -> PyResult<Option<XY<'py>>> {
     let d = py
         .detach(|| engine::synth(n, seed, path.as_deref()))
         .map_err(to_py)?;

@@ -745,6 +745,7 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
         -------
         ndarray of shape (n_samples,) with the labels' type.
         """
+        check_is_fitted(self, "model_")
         return self.classes_[self._predictive(X, samples, seed).predicted_classes()]
 
     def score(self, X, y, sample_weight=None):
