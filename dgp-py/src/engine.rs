@@ -24,13 +24,13 @@
 //! caller's [`Hooks`]) and keep the standardiser with the model
 //! ([`dgp_traits::fitted::Fitted`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dgp_traits::backend::{Backend, CommonSettings, Settings, step_cap};
 use dgp_traits::classification::ClassProbs;
 use dgp_traits::data::{Dataset, RowSource, StandardizeOptions, Standardizer};
 use dgp_traits::error::{Error, Result};
-use dgp_traits::fit::{FitHooks, Hooks, LrSchedule};
+use dgp_traits::fit::{FitHooks, Hooks, LrSchedule, RunState};
 use dgp_traits::fitted::{Fitted, Loadable};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, FitReport, Model, Objective, PredictConfig};
@@ -160,6 +160,9 @@ pub struct FitOptions {
     pub seed: u64,
     /// Held-out early stopping.
     pub early_stopping: EarlyStoppingOption,
+    /// The run keeps checkpoints and continues from them (refused for a backend that
+    /// cannot resume, and with held-out early stopping).
+    pub checkpointing: bool,
 }
 
 /// What the targets are.
@@ -328,6 +331,21 @@ pub fn resolve(req: &FitRequest, n: usize) -> Result<Resolved> {
         return Err(Error::config(
             "learning_rate",
             format!("must be a finite number > 0, got {lr}"),
+        ));
+    }
+    if o.checkpointing && !caps.resumable {
+        return Err(Error::config(
+            "checkpoint_dir",
+            format!(
+                "backend '{}' cannot continue a run from a checkpoint",
+                b.name()
+            ),
+        ));
+    }
+    if o.checkpointing && rule.is_some() {
+        return Err(Error::config(
+            "checkpoint_dir",
+            "a run with held-out early stopping cannot be checkpointed yet; pass early_stopping=None",
         ));
     }
     b.check(&common, &settings)?;
@@ -844,4 +862,56 @@ pub fn mean_log_density(p: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
 /// A label count other than N; a label ≥ K; no class probabilities.
 pub fn mean_log_class_prob(p: &Predictive, labels: &[usize]) -> Result<f64> {
     dgp_traits::metrics::class_nll(p, labels).map(|v| -v)
+}
+
+/// A saved run state in a directory (`DIR/run-state.json`, written atomically): the
+/// checkpoints of a fit, and the state a fit started on the same directory continues
+/// from. The library checks that a state matches the run it is given to (steps, seed,
+/// batch, rows, parameter count).
+pub struct CheckpointDir {
+    dir: PathBuf,
+    every: usize,
+}
+
+impl CheckpointDir {
+    /// The directory `dir`, saving every `every` steps (0: only at the end and when the
+    /// run is asked to stop).
+    pub fn new(dir: PathBuf, every: usize) -> Self {
+        CheckpointDir {
+            dir,
+            every: if every == 0 { usize::MAX } else { every },
+        }
+    }
+
+    /// The cadence the library's [`dgp_traits::fit::Checkpoints::every`] asks for.
+    pub fn every(&self) -> usize {
+        self.every
+    }
+
+    /// The state file.
+    pub fn file(&self) -> PathBuf {
+        self.dir.join("run-state.json")
+    }
+
+    /// The saved state, if the directory holds one.
+    pub fn read(&self) -> Option<RunState> {
+        let text = std::fs::read_to_string(self.file()).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Saves `state` (atomically: a temporary file renamed over the old one).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the directory or file cannot be written.
+    pub fn write(&self, state: &RunState) -> Result<()> {
+        let io = |source| Error::Io {
+            path: self.file(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let text = serde_json::to_string(state).map_err(|e| Error::Serde(e.to_string()))?;
+        let tmp = self.dir.join("run-state.json.tmp");
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, self.file()).map_err(io)
+    }
 }

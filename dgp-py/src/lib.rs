@@ -96,38 +96,6 @@ fn stack<'py>(py: Python<'py>, ms: &[Mat<f64>]) -> Bound<'py, PyArray3<f64>> {
     Array3::from_shape_fn((n, s, ms.len()), |(i, c, p)| ms[p][(i, c)]).into_pyarray(py)
 }
 
-/// A saved run state in a directory (`DIR/run-state.json`, written atomically): the
-/// checkpoints of a fit, and the state a fit started on the same directory continues
-/// from. The library checks that a state matches the run it is given to (steps, seed,
-/// batch, rows, parameter count).
-struct CheckpointDir {
-    dir: PathBuf,
-    every: usize,
-}
-
-impl CheckpointDir {
-    fn file(&self) -> PathBuf {
-        self.dir.join("run-state.json")
-    }
-
-    fn read(&self) -> Option<RunState> {
-        let text = std::fs::read_to_string(self.file()).ok()?;
-        serde_json::from_str(&text).ok()
-    }
-
-    fn write(&self, state: &RunState) -> dgp_traits::Result<()> {
-        let io = |source| Error::Io {
-            path: self.file(),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let text = serde_json::to_string(state).map_err(|e| Error::Serde(e.to_string()))?;
-        let tmp = self.dir.join("run-state.json.tmp");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, self.file()).map_err(io)
-    }
-}
-
 /// The hooks of a fit started from Python (see the module docs).
 struct PyHooks {
     callback: Option<Py<PyAny>>,
@@ -137,11 +105,15 @@ struct PyHooks {
     /// The exception to raise once the library returns (KeyboardInterrupt, or one raised
     /// by the callback).
     error: RefCell<Option<PyErr>>,
-    checkpoints: Option<CheckpointDir>,
+    checkpoints: Option<engine::CheckpointDir>,
 }
 
 impl PyHooks {
-    fn new(callback: Option<Py<PyAny>>, interval: f64, checkpoints: Option<CheckpointDir>) -> Self {
+    fn new(
+        callback: Option<Py<PyAny>>,
+        interval: f64,
+        checkpoints: Option<engine::CheckpointDir>,
+    ) -> Self {
         PyHooks {
             callback,
             interval: Duration::from_secs_f64(interval.max(0.0)),
@@ -191,13 +163,17 @@ impl RunControl for PyHooks {
     }
 
     fn take_resume_state(&mut self) -> Option<RunState> {
-        self.checkpoints.as_ref().and_then(CheckpointDir::read)
+        self.checkpoints
+            .as_ref()
+            .and_then(engine::CheckpointDir::read)
     }
 }
 
 impl Checkpoints for PyHooks {
     fn every(&self) -> usize {
-        self.checkpoints.as_ref().map_or(0, |c| c.every)
+        self.checkpoints
+            .as_ref()
+            .map_or(0, engine::CheckpointDir::every)
     }
 
     fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
@@ -433,8 +409,8 @@ fn finish(
     }
 }
 
-fn checkpoint_dir(dir: Option<PathBuf>, every: usize) -> Option<CheckpointDir> {
-    dir.map(|dir| CheckpointDir { dir, every })
+fn checkpoint_dir(dir: Option<PathBuf>, every: usize) -> Option<engine::CheckpointDir> {
+    dir.map(|dir| engine::CheckpointDir::new(dir, every))
 }
 
 /// Fits a backend on arrays: `x` (N×D), `y` (N×P; classification: one column of class

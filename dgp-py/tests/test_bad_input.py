@@ -54,8 +54,8 @@ def test_dtypes(reg, clf, regression_data, classification_data):
     X, y = regression_data
     with pytest.raises(ValueError, match="[Cc]omplex"):
         reg.fit(X + 1j, y)
-    with pytest.raises((ValueError, TypeError)):
-        reg.fit(X.astype(object).astype(str), y)
+    with pytest.raises(ValueError, match="could not convert|dtype"):
+        reg.fit(np.array([["a", "b", "c"]] * len(X)), y)
     Xo = X.astype(object)
     Xo[0, 0] = "a"
     with pytest.raises(ValueError, match="could not convert|string"):
@@ -123,7 +123,7 @@ def test_predict_before_fit(reg, clf, regression_data, tmp_path):
 def test_bad_prediction_arguments(reg, clf, regression_data, classification_data):
     X, y = regression_data
     reg.fit(X, y)
-    with pytest.raises(ValueError, match="levels in \\(0, 1\\)"):
+    with pytest.raises(ValueError, match="quantile levels must lie in"):
         reg.predict_quantiles(X, q=[0.5, 1.0])
     with pytest.raises(ValueError, match="level"):
         reg.predict_interval(X, level=1.5)

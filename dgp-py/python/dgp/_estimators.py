@@ -24,6 +24,10 @@ from . import _dgp
 
 __all__ = ["DeepGPRegressor", "DeepGPClassifier", "load"]
 
+# Seconds between two moments a fit takes the GIL back to run signal handlers and the
+# progress callback (and after the last step).
+_POLL_SECONDS = 0.1
+
 # The parameters every estimator has, with their defaults (backend settings come on top).
 _COMMON_DOC = """
     Parameters
@@ -249,6 +253,7 @@ class _DeepGPBase(BaseEstimator):
             "batch_size": _int_or_none("batch_size", self.batch_size),
             "seed": _seed(self.random_state),
             "early_stopping": early,
+            "checkpointing": self.checkpoint_dir is not None,
         }
         layers = _int_or_none("layers", self.layers)
         if layers is None:
@@ -296,7 +301,7 @@ class _DeepGPBase(BaseEstimator):
             X,
             y2,
             progress,
-            0.1,
+            _POLL_SECONDS,
             ckpt,
             every,
         )
@@ -467,7 +472,7 @@ class _DeepGPBase(BaseEstimator):
             path,
             _int_or_none("init_rows", init_rows),
             progress,
-            0.1,
+            _POLL_SECONDS,
             ckpt,
             every,
         )
