@@ -38,10 +38,10 @@ def backend_info(name):
 
 
 def synth(n, seed=0, path=None):
-    """The library's synthetic regression problem (``dgp-bench synth``): 8 inputs, one
+    """The library's synthetic regression problem (``dgp-bench synth``): 9 inputs, one
     heteroscedastic target with a known Bayes-optimal NLL.
 
-    Returns ``(X, y)`` of shapes (n, 8) and (n,); with ``path``, writes the rows as a row
+    Returns ``(X, y)`` of shapes (n, 9) and (n,); with ``path``, writes the rows as a row
     store there instead (any size, in bounded memory; fit it with ``fit_path``) and
     returns ``None``."""
     out = _dgp.synth(int(n), int(seed), None if path is None else str(path))
