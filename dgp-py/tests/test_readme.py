@@ -13,3 +13,18 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code[0], "README.md", "exec"), {})
     assert (tmp_path / "model.json").exists()
+
+
+def test_gpytorch_comparison_script_runs():
+    import subprocess
+    import sys
+
+    script = REPO / "dgp-py" / "examples" / "gpytorch_vs_dgp.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--n", "600", "--steps", "20", "--inducing", "10", "--batch", "200"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "dgp (svi)" in out and "test NLL" in out
+    assert "GPyTorch" in out
