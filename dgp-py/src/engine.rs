@@ -915,3 +915,122 @@ impl CheckpointDir {
         std::fs::rename(&tmp, self.file()).map_err(io)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dgp_traits::fit::{Checkpoints, Progress, RunControl};
+
+    struct NoHooks;
+    impl Progress for NoHooks {}
+    impl RunControl for NoHooks {}
+    impl Checkpoints for NoHooks {}
+
+    fn request(backend: &str, options: FitOptions) -> FitRequest {
+        FitRequest {
+            backend: backend.into(),
+            layers: 2,
+            task: Task::Regression,
+            options,
+            settings: Settings::new(),
+        }
+    }
+
+    /// Without options a request resolves to the backend's run defaults, as `dgp-bench run`
+    /// resolves them: sizes, sample counts, batch, step count (capped where the backend
+    /// caps it), learning rate for the held-out rule on these rows, seed 0.
+    #[test]
+    fn defaults_are_the_backends_run_defaults() {
+        for b in BACKENDS {
+            let mut req = request(b.name(), FitOptions::default());
+            if b.name() == "ppgpr" {
+                req.layers = 1;
+            }
+            let n = 5_000;
+            let r = resolve(&req, n).unwrap();
+            let d = b.run_defaults();
+            let batch = d.batch_cap.min(n);
+            let steps = d.steps_for(n, batch);
+            let steps = step_cap(*b, &Settings::new()).map_or(steps, |c| steps.min(c));
+            assert_eq!(r.fit.batch_size, batch, "{}", b.name());
+            assert_eq!(r.fit.steps, steps, "{}", b.name());
+            assert_eq!(r.fit.early_stopping, d.held_out_rule(), "{}", b.name());
+            assert_eq!(r.common.num_inducing, d.num_inducing);
+            assert_eq!(r.common.predict_samples, d.predict_samples);
+            let rule = d.held_out_rule();
+            assert_eq!(
+                r.common.learning_rate,
+                Some(d.learning_rate_for(rule.as_ref(), n))
+            );
+            assert_eq!((r.fit.seed, r.predict.seed), (0, PREDICT_SEED_OFFSET));
+        }
+    }
+
+    #[test]
+    fn bad_requests_name_what_is_wrong() {
+        let e = resolve(&request("nope", FitOptions::default()), 10).unwrap_err();
+        assert!(e.to_string().contains("svi, nested"), "{e}");
+        let capped = FitOptions {
+            steps: Some(5_000),
+            ..FitOptions::default()
+        };
+        let e = resolve(&request("dgps", capped), 10).unwrap_err();
+        assert!(e.to_string().contains("max_iters"), "{e}");
+        let rule = FitOptions {
+            early_stopping: EarlyStoppingOption::Rule(HeldOutRule::Patience(Default::default())),
+            ..FitOptions::default()
+        };
+        let e = resolve(&request("dgps", rule), 10).unwrap_err();
+        assert!(e.to_string().contains("early stopping"), "{e}");
+        let mut req = request("svi", FitOptions::default());
+        req.settings.insert("kmeans_itr".into(), 3.into());
+        let e = resolve(&req, 10).unwrap_err();
+        assert!(e.to_string().contains("kmeans_iters"), "{e}");
+        let ckpt = FitOptions {
+            checkpointing: true,
+            ..FitOptions::default()
+        };
+        let e = resolve(&request("sghmc", ckpt), 10).unwrap_err();
+        assert!(e.to_string().contains("checkpoint"), "{e}");
+    }
+
+    /// A fit on a row-major view of the caller's buffer predicts what the library's own
+    /// path (a `Dataset`, `Standardizer::fit_with`, `Backend::build`, `Model::fit`,
+    /// `Fitted::predict_with`) predicts, bit for bit; its model file reads back to the
+    /// same predictions, and not as another backend's.
+    #[test]
+    fn a_fit_on_views_is_the_librarys_fit() {
+        let (n, d) = (120, 2);
+        let buf: Vec<f64> = (0..n * d).map(|k| ((k * 31) % 17) as f64 / 4.0).collect();
+        let y: Vec<f64> = (0..n).map(|i| (i as f64 / 9.0).sin() + 3.0).collect();
+        let xv = MatRef::from_row_major_slice(&buf, n, d);
+        let yv = MatRef::from_column_major_slice(&y, n, 1);
+        let opts = FitOptions {
+            steps: Some(15),
+            num_inducing: Some(6),
+            predict_samples: Some(4),
+            early_stopping: EarlyStoppingOption::None,
+            ..FitOptions::default()
+        };
+        let req = request("svi", opts);
+        let (m, r) = fit(&req, xv, yv, &mut NoHooks).unwrap();
+        let p = m.predict(xv, &r.predict, false).unwrap();
+        // The library's path on a Dataset of the same numbers.
+        let data = Dataset::new(xv.to_owned(), yv.to_owned()).unwrap();
+        let st = Standardizer::fit(&data);
+        let train = st.transform(&data).unwrap();
+        let mut model = r
+            .backend
+            .build(&r.common, &r.settings, &r.fit, &train, &FitHooks::none())
+            .unwrap();
+        let report = model.fit(&train, &r.fit, &mut FitHooks::none()).unwrap();
+        let reference = Fitted::from_parts(DynModel(model), st, report);
+        assert_eq!(p, reference.predict_with(xv, &r.predict).unwrap());
+        let text = m.to_text().unwrap();
+        let back = load_text(&text, Some("svi")).unwrap();
+        assert_eq!(back.predict(xv, &r.predict, false).unwrap(), p);
+        let e = load_text(&text, Some("dspp")).unwrap_err();
+        assert!(e.to_string().contains("not a 'dspp' model"), "{e}");
+        assert!(load_text("{", None).is_err());
+    }
+}

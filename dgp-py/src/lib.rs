@@ -6,10 +6,10 @@
 //!   read in place (a [`faer::MatRef`] over the NumPy buffer): the only copy of the
 //!   training inputs is the standardised one the library makes.
 //! * The GIL is released while the library standardises, trains and predicts; the fit's
-//!   [`PyHooks`] take it back briefly, at most every `interval` seconds, to run Python's
+//!   hooks (`PyHooks`) take it back briefly, at most every `interval` seconds, to run Python's
 //!   signal handlers (so Ctrl-C stops a fit after the current step) and the caller's
 //!   progress callback.
-//! * Every library error becomes a Python exception ([`to_py`]); bad input is validated
+//! * Every library error becomes a Python exception (`to_py`); bad input is validated
 //!   before it reaches code that could panic.
 
 #![allow(clippy::too_many_arguments)]

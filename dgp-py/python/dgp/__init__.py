@@ -10,9 +10,16 @@ See ``DeepGPRegressor``, ``DeepGPClassifier``, ``load``, ``synth``.
 """
 
 import json as _json
+from importlib.metadata import PackageNotFoundError as _NotFound
+from importlib.metadata import version as _version
 
 from . import _dgp
 from ._estimators import DeepGPClassifier, DeepGPRegressor, load
+
+try:
+    __version__ = _version("dgp")
+except _NotFound:  # pragma: no cover - run from a source tree without installing
+    __version__ = "0+unknown"
 
 __all__ = [
     "DeepGPRegressor",

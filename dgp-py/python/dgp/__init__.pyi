@@ -7,6 +7,8 @@ import numpy.typing as npt
 from ._estimators import DeepGPClassifier as DeepGPClassifier
 from ._estimators import DeepGPRegressor as DeepGPRegressor
 
+__version__: str
+
 def backends() -> list[str]: ...
 def backend_info(name: str) -> dict[str, Any]: ...
 def synth(

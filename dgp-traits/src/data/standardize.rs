@@ -518,6 +518,48 @@ mod tests {
         (mean, var.sqrt())
     }
 
+    /// A row-major view of a caller's buffer gives the statistics and the standardised
+    /// rows of the same numbers held in a `Dataset`, bit for bit; bad views are typed
+    /// errors.
+    #[test]
+    fn views_of_a_row_major_buffer_standardise_like_a_dataset() {
+        let (n, d) = (37, 3);
+        let buf: Vec<f64> = (0..n * d)
+            .map(|k| ((k * 7919) % 101) as f64 * 0.37 - 11.0)
+            .collect();
+        let y: Vec<f64> = (0..n).map(|i| (i as f64).sin() * 1e3).collect();
+        let xv = MatRef::from_row_major_slice(&buf, n, d);
+        let yv = MatRef::from_column_major_slice(&y, n, 1);
+        let ds = Dataset::new(xv.to_owned(), yv.to_owned()).unwrap();
+        for opts in [
+            StandardizeOptions::default(),
+            StandardizeOptions::default().keep_targets(),
+        ] {
+            let a = Standardizer::fit_views(xv, yv, opts).unwrap();
+            let b = Standardizer::fit_with(&ds, opts).unwrap();
+            assert_eq!(a, b);
+            assert_eq!(
+                a.transform_x(xv).unwrap(),
+                b.transform(&ds).unwrap().x().to_owned()
+            );
+        }
+        let mut bad = buf.clone();
+        bad[2 * d + 1] = f64::NAN;
+        let e = Standardizer::fit_views(
+            MatRef::from_row_major_slice(&bad, n, d),
+            yv,
+            Default::default(),
+        );
+        assert!(
+            matches!(e, Err(Error::NonFinite { row: 2, col: 1, .. })),
+            "{e:?}"
+        );
+        let e = Standardizer::fit_views(xv, yv.subrows(0, n - 1), Default::default());
+        assert!(matches!(e, Err(Error::Shape { .. })), "{e:?}");
+        let e = Standardizer::fit_views(xv.subrows(0, 0), yv.subrows(0, 0), Default::default());
+        assert!(matches!(e, Err(Error::Empty(_))), "{e:?}");
+    }
+
     #[test]
     fn ordinary_magnitudes_use_the_old_arithmetic_bit_for_bit() {
         let a = vec![0.1, 2.7, -3.3, 1e5, 42.0, 7.0];
