@@ -116,7 +116,7 @@ impl PyHooks {
     ) -> Self {
         PyHooks {
             callback,
-            interval: Duration::from_secs_f64(interval.max(0.0)),
+            interval: Duration::try_from_secs_f64(interval.max(0.0)).unwrap_or(Duration::MAX),
             last: Cell::new(Instant::now()),
             stop: Cell::new(false),
             error: RefCell::new(None),
