@@ -1,11 +1,11 @@
-//! The backend registry: the ONE place where inference backends are listed.
+//! The benchmark's view of the library's backend registry ([`dgp_registry::BACKENDS`],
+//! the ONE list of the backends).
 //!
 //! Every subcommand (`run`, `time`) and the default no-argument job iterate over
 //! [`BACKENDS`]. A backend crate registers itself by exporting a
 //! [`dgp_traits::backend::Backend`] value (its name, its own serde configuration checked
-//! once into a `Checked` type, its build function); adding a backend is one
-//! [`BackendEntry`] in that list (the benchmark's defaults for it) and the crate in
-//! `dgp-bench/Cargo.toml`, with no edits elsewhere. Backend-specific settings reach it
+//! once into a `Checked` type, its presets, its build function); adding a backend is one
+//! entry in the registry, with no edits here. Backend-specific settings reach it
 //! untouched through [`ArchSpec::settings`] (`--set key=value`, `--config FILE`), so
 //! [`ArchSpec`] holds only what every deep GP has. The `dspp` and `ppgpr` entries are the
 //! worked example of a backend with its own hyper-parameters (β_reg, the hidden width),
@@ -240,42 +240,20 @@ pub fn config_message(e: dgp_traits::Error) -> String {
 }
 
 /// The backend a subcommand uses when `--backend` is not given.
-pub const DEFAULT_BACKEND: &str = "svi";
+pub const DEFAULT_BACKEND: &str = dgp_registry::DEFAULT_BACKEND;
 
-/// Every backend the benchmark knows, in the order reports list them.
-pub static BACKENDS: &[BackendEntry] = &[
-    BackendEntry {
-        backend: &dgp_svi::SVI_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_nested::NESTED_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_dspp::DSPP_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_dspp::PPGPR_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_structured::STAR_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_structured::MF_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_structured::FC_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_hmc::DGPS_BACKEND,
-    },
-    BackendEntry {
-        backend: &dgp_hmc::SGHMC_BACKEND,
-    },
-];
+/// Every backend the benchmark knows: the library's registry ([`dgp_registry::BACKENDS`]),
+/// in the order reports list them.
+pub static BACKENDS: std::sync::LazyLock<Vec<BackendEntry>> = std::sync::LazyLock::new(|| {
+    dgp_registry::BACKENDS
+        .iter()
+        .map(|&backend| BackendEntry { backend })
+        .collect()
+});
 
 /// The registry ([`BACKENDS`]).
 pub fn backends() -> &'static [BackendEntry] {
-    BACKENDS
+    &BACKENDS
 }
 
 /// Comma-separated names of the registered backends whose capabilities satisfy `pred`.
@@ -356,7 +334,7 @@ mod tests {
             learning_rate: None,
             lr_schedule: None,
         };
-        for b in BACKENDS {
+        for b in BACKENDS.iter() {
             match b
                 .backend
                 .check(&common, &dgp_traits::backend::Settings::new())

@@ -45,51 +45,16 @@ use crate::summary::MeanSe;
 /// The value of [`ClassSplitRecord::task`].
 pub const CLASSIFICATION_TASK: &str = "classification";
 
-/// The likelihood a classification run uses when none is named: the Bernoulli probit for
-/// two classes (the DSVI paper's binary experiments), robust-max for more (its MNIST
-/// experiment).
-pub fn default_likelihood_name(num_classes: usize) -> &'static str {
-    if num_classes == 2 {
-        "probit"
-    } else {
-        "robust-max"
-    }
-}
-
-/// The name [`likelihood_by_name`] accepts for `lik` (`gaussian` for the Gaussian).
-pub fn likelihood_name(lik: &Likelihood) -> &'static str {
-    match lik {
-        Likelihood::Gaussian(_) => "gaussian",
-        Likelihood::BernoulliProbit(_) => "probit",
-        Likelihood::BernoulliLogit(_) => "logit",
-        Likelihood::RobustMax(_) => "robust-max",
-        Likelihood::Softmax(_) => "softmax",
-    }
-}
-
-/// The likelihood of a classification run, by name: `probit`, `logit` (binary problems
-/// only), `robust-max`, `softmax` (any K ≥ 2; K latent functions).
+/// The likelihood of a classification run, by name ([`Likelihood::for_classes`]; `None`:
+/// the default for K).
 ///
 /// # Errors
 /// [`BenchError::Usage`] for an unknown name or a Bernoulli likelihood with K > 2.
-pub fn likelihood_by_name(name: &str, num_classes: usize) -> Result<Likelihood> {
-    let lik = match name {
-        "probit" => Likelihood::probit(),
-        "logit" => Likelihood::logit(),
-        "robust-max" | "robust_max" | "robustmax" => Likelihood::robust_max(num_classes),
-        "softmax" => Likelihood::softmax(num_classes),
-        other => {
-            return Err(BenchError::Usage(format!(
-                "unknown classification likelihood '{other}' (probit, logit, robust-max, softmax)"
-            )));
-        }
-    };
-    if lik.num_classes() != Some(num_classes) {
-        return Err(BenchError::Usage(format!(
-            "likelihood '{name}' is binary but the data have {num_classes} classes (use robust-max or softmax)"
-        )));
-    }
-    Ok(lik)
+pub fn likelihood_by_name(name: Option<&str>, num_classes: usize) -> Result<Likelihood> {
+    Likelihood::for_classes(name, num_classes).map_err(|e| match e {
+        dgp_traits::Error::Config(c) => BenchError::Usage(c.message),
+        other => BenchError::Usage(other.to_string()),
+    })
 }
 
 /// The likelihood a `likelihood` setting (`--set likelihood.kind=robust_max`, or a
@@ -329,7 +294,7 @@ pub fn evaluate(
 pub fn run_classification(spec: &ClassExperimentSpec) -> Result<Vec<ClassSplitRecord>> {
     let data = ClassDataset::load(&spec.dir, spec.num_classes).map_err(BenchError::data)?;
     let k = data.num_classes;
-    let likelihood = likelihood_by_name(&spec.likelihood, k)?;
+    let likelihood = likelihood_by_name(Some(&spec.likelihood), k)?;
     let backend = spec.backend;
     if !backend.capabilities().supports(likelihood.family()) {
         return Err(BenchError::Usage(format!(
@@ -538,7 +503,7 @@ pub fn reliability_series(
             "{} {} ({})",
             r.backend,
             model_label(r.layers),
-            likelihood_name(&r.likelihood)
+            r.likelihood.name()
         );
         match groups.iter_mut().find(|(l, _)| *l == label) {
             Some((_, v)) => v.push(r.reliability.clone()),
@@ -593,7 +558,7 @@ pub fn summarise_class(records: &[ClassSplitRecord]) -> Vec<ClassSummaryRow> {
             r.dataset.clone(),
             r.backend.clone(),
             r.layers,
-            likelihood_name(&r.likelihood),
+            r.likelihood.name(),
             r.num_inducing,
             r.hidden_width,
             r.batch_size,
@@ -622,7 +587,7 @@ pub fn summarise_class(records: &[ClassSplitRecord]) -> Vec<ClassSummaryRow> {
                 dataset: r0.dataset.clone(),
                 backend: r0.backend.clone(),
                 model: crate::experiment::model_label(r0.layers),
-                likelihood: likelihood_name(&r0.likelihood).to_string(),
+                likelihood: r0.likelihood.name().to_string(),
                 n_splits: rs.len(),
                 steps: (rs.iter().map(|r| r.steps as f64).sum::<f64>() / rs.len() as f64).round()
                     as usize,

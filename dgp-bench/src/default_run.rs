@@ -496,7 +496,7 @@ fn classification_run(
     }
     let data = magic_small()?;
     let (k, labels) = class_labels_of(&data.name, data.data().y(), None)?;
-    let likelihood = likelihood_by_name("probit", k)?;
+    let likelihood = likelihood_by_name(Some("probit"), k)?;
     let q = opts.quick_override.unwrap_or(CLASS_QUICK);
     let mut records = Vec::new();
     for &b in &opts.class_backends {

@@ -389,7 +389,7 @@ pub fn class_records_section(dir: &Path, folder: &str, files: &[PathBuf]) -> Res
             r.split,
             r.backend,
             model_label(r.layers),
-            crate::classification::likelihood_name(&r.likelihood),
+            r.likelihood.name(),
             r.steps,
             r.metrics.error_rate,
             r.metrics.log_loss,

@@ -103,7 +103,7 @@ fn bad_classification_requests_are_usage_errors() {
         Err(BenchError::Usage(_))
     ));
     assert!(matches!(
-        likelihood_by_name("tanh", 2),
+        likelihood_by_name(Some("tanh"), 2),
         Err(BenchError::Usage(_))
     ));
     // nested declares only Gaussian likelihoods.
@@ -365,7 +365,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
     let mut s = spec(dir.clone(), "svi", "robust-max");
     s.fit.steps = 120;
     s.fit.early_stopping = Some(rule.clone());
-    let lik = likelihood_by_name("robust-max", 3).unwrap();
+    let lik = likelihood_by_name(Some("robust-max"), 3).unwrap();
     let mut model = build_model(&s, &lik, &train).unwrap();
     let report = model.fit(&train, &s.fit, &mut FitHooks::none()).unwrap();
     let best = report.held_out.unwrap().best_heldout_nll.unwrap();

@@ -67,7 +67,7 @@ fn write_model_seeds() {
         dgp_hmc::DgpsModel::BACKENDS,
         dgp_hmc::SghmcModel::BACKENDS,
     ];
-    for b in BACKENDS {
+    for b in BACKENDS.iter() {
         for layers in [1, 2] {
             let common = CommonSettings {
                 preset: "default".into(),

@@ -123,7 +123,7 @@ fn the_library_default_fit_is_the_bench_run_bit_for_bit() {
     write_uci(&dir);
     let data = dir.to_str().unwrap().to_string();
     let mut seen = Vec::new();
-    for b in BACKENDS {
+    for b in BACKENDS.iter() {
         let name = b.name();
         match name {
             "svi" => check(name, &SviConfig::default(), 2, &data, &out),

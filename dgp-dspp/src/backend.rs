@@ -21,6 +21,7 @@ use dgp_traits::backend::{
 };
 use dgp_traits::data::Dataset;
 use dgp_traits::error::{Error, Result};
+use dgp_traits::fitted::Fitted;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::Serialize;
 use serde_json::Value;
@@ -180,6 +181,24 @@ fn build_dyn(
     Ok(Box::new(m))
 }
 
+/// A dspp or ppgpr model file, by the model name it carries: a dspp fit whose selection
+/// chose the one-layer model writes a ppgpr file.
+fn load_dspp_or_ppgpr(text: &str) -> Result<Fitted<Box<dyn Model>>> {
+    let named_ppgpr = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("backend")
+                .and_then(Value::as_str)
+                .map(|b| b == "ppgpr")
+        })
+        .unwrap_or(false);
+    if named_ppgpr {
+        Ok(Fitted::<PpgprModel>::from_file_json(text)?.boxed())
+    } else {
+        Ok(Fitted::<DsppModel>::from_file_json(text)?.boxed())
+    }
+}
+
 impl ConfigBackend for DsppBackend {
     type Config = DsppConfig;
 
@@ -224,6 +243,15 @@ impl ConfigBackend for DsppBackend {
 
     fn presets(&self) -> &'static [Preset] {
         PRESETS
+    }
+
+    /// A dspp fit writes a ppgpr model file when its selection chose the one-layer model.
+    fn model_names(&self) -> &'static [&'static str] {
+        &["dspp", "ppgpr"]
+    }
+
+    fn load_fitted(&self, text: &str) -> Result<Fitted<Box<dyn Model>>> {
+        load_dspp_or_ppgpr(text)
     }
 
     fn preset(&self, name: &str) -> Option<DsppConfig> {
@@ -318,6 +346,14 @@ impl ConfigBackend for PpgprBackend {
 
     fn preset(&self, name: &str) -> Option<DsppConfig> {
         DsppBackend.preset(name).map(DsppConfig::ppgpr)
+    }
+
+    fn model_names(&self) -> &'static [&'static str] {
+        &["ppgpr"]
+    }
+
+    fn load_fitted(&self, text: &str) -> Result<Fitted<Box<dyn Model>>> {
+        Ok(Fitted::<PpgprModel>::from_file_json(text)?.boxed())
     }
 
     fn demo(&self) -> DemoSettings {

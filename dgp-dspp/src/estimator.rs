@@ -14,6 +14,7 @@ use crate::{DsppConfig, DsppModel, PpgprModel, Selection};
 /// components in training and prediction alike.
 fn dspp_defaults(c: &DsppConfig) -> RunDefaults {
     RunDefaults {
+        layers: c.layers,
         num_inducing: c.num_inducing,
         train_samples: c.sites,
         predict_samples: c.sites,
@@ -90,7 +91,10 @@ impl Estimator for PpgprConfig {
     }
 
     fn defaults(&self) -> RunDefaults {
-        dspp_defaults(&self.0)
+        RunDefaults {
+            layers: 1,
+            ..dspp_defaults(&self.0)
+        }
     }
 
     fn likelihood_family(&self) -> LikelihoodFamily {

@@ -362,7 +362,19 @@ impl DsppModel {
             s,
             |m: &DsppModel| Checked::new(m.config.clone()),
             |m, config| {
-                let n = m.config.num_inducing.saturating_mul(2);
+                // The skeleton's rows must lead to the saved model's choice of training Z
+                // (`DsppConfig::trains_inducing` decides it from the row count): at least
+                // `train_inducing_min_ratio · M` rows when it trained Z, fewer otherwise
+                // (never fewer than M: a trained model had at least M rows).
+                let m_z = m.config.num_inducing;
+                let threshold = (m.config.train_inducing_min_ratio * m_z as f64).ceil() as usize;
+                let n = if m.trains_inducing() {
+                    m_z.saturating_mul(2).max(threshold)
+                } else {
+                    m_z.saturating_mul(2)
+                        .min(threshold.saturating_sub(1))
+                        .max(m_z)
+                };
                 DsppModel::from_checked(
                     config,
                     &model_json::synthetic_data_for(

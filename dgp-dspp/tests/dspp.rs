@@ -901,6 +901,33 @@ fn checkpoint_round_trip_predicts_identically() {
     );
 }
 
+/// A model trained on enough rows to train its inducing inputs (N ≥ 16·M, the default
+/// `train_inducing_min_ratio`) reads back from its JSON too, DSPP and PPGPR alike.
+#[test]
+fn round_trip_of_a_model_that_trains_its_inducing_inputs() {
+    let data = toy_data(80, 2, 3);
+    let cfg = DsppConfig {
+        num_inducing: 4,
+        sites: 3,
+        ..Default::default()
+    };
+    let m = model_with(cfg.clone(), &data, 0.1, 1);
+    assert!(m.trains_inducing());
+    assert_model_json_round_trip(
+        &m,
+        DsppModel::from_json,
+        data.x(),
+        &PredictConfig::default(),
+    );
+    let p = dgp_dspp::PpgprModel::new(cfg, &data).unwrap();
+    assert_model_json_round_trip(
+        &p,
+        dgp_dspp::PpgprModel::from_json,
+        data.x(),
+        &PredictConfig::default(),
+    );
+}
+
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let data = toy_data(10, 2, 3);

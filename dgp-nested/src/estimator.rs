@@ -33,6 +33,7 @@ impl Estimator for NestedConfig {
 
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
+            layers: self.layers,
             num_inducing: self.num_inducing,
             train_samples: 1,
             predict_samples: self.predict_samples,

@@ -24,6 +24,7 @@ impl Estimator for StructuredConfig {
 
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
+            layers: self.layers,
             num_inducing: self.num_inducing,
             train_samples: self.train_samples,
             predict_samples: self.predict_samples,

@@ -19,6 +19,7 @@ impl Estimator for SviConfig {
 
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
+            layers: self.layers,
             num_inducing: self.num_inducing,
             train_samples: self.train_samples,
             predict_samples: self.predict_samples,

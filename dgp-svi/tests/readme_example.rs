@@ -64,7 +64,11 @@ fn the_readme_example_runs() -> Result<(), Box<dyn std::error::Error>> {
         let guarded = Guard::checkpoint_dir("ckpt")?
             .stop_on_signals()?
             .fit(&config, &train)?;
-        assert_eq!(guarded.predict(test.x())?, pred, "the guard changes no number");
+        assert_eq!(
+            guarded.predict(test.x())?,
+            pred,
+            "the guard changes no number"
+        );
         Ok(())
     };
     let result = run();

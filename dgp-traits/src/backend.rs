@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::fit::LrSchedule;
-use crate::fitted::Estimator;
+use crate::fitted::{Estimator, Fitted, Loadable};
 pub use crate::likelihoods::LikelihoodFamily;
 use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
@@ -287,12 +287,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The backend's settings in a short demonstration job ([`DemoSettings`]).
     fn demo(&self) -> DemoSettings;
 
+    /// The model names this backend's model files carry ([`Model::backend`] of the models
+    /// it builds).
+    fn model_names(&self) -> &'static [&'static str];
+
+    /// A model file of this backend, read and checked ([`Fitted::from_file_json`]), its
+    /// model boxed.
+    ///
+    /// # Errors
+    /// [`Error::ModelFile`] as [`Fitted::from_file_json`] says.
+    fn load_fitted(&self, text: &str) -> Result<Fitted<Box<dyn Model>>>;
+
     /// The keys [`Settings`] may hold (top-level fields of the backend's configuration that
     /// the common settings do not set), sorted.
     fn allowed_keys(&self) -> Vec<String>;
 
-    /// The value setting `key` takes when a run does not give it (the backend
-    /// configuration's default), `None` for a key that is not a setting.
+    /// The value setting `key` takes when a run does not give it (in the backend's
+    /// default preset), `None` for a key that is not a setting.
     fn default_setting(&self, key: &str) -> Option<Value>;
 
     /// Checks `common` and `settings` without data: builds and validates the configuration
@@ -451,6 +462,25 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
         Ok(Box::new(config.build(train, fit, stop)?))
     }
 
+    /// As [`Backend::model_names`]: by default those of the configuration's model type.
+    fn model_names(&self) -> &'static [&'static str]
+    where
+        <Self::Config as Estimator>::Model: Loadable,
+    {
+        <<Self::Config as Estimator>::Model as Loadable>::BACKENDS
+    }
+
+    /// As [`Backend::load_fitted`]: by default a file of the configuration's model type.
+    ///
+    /// # Errors
+    /// As [`Backend::load_fitted`].
+    fn load_fitted(&self, text: &str) -> Result<Fitted<Box<dyn Model>>>
+    where
+        <Self::Config as Estimator>::Model: Loadable,
+    {
+        Ok(Fitted::<<Self::Config as Estimator>::Model>::from_file_json(text)?.boxed())
+    }
+
     /// As [`Backend::describe_settings`].
     fn describe_settings(&self, settings: &Settings) -> String {
         describe_generic(settings)
@@ -472,7 +502,10 @@ pub trait ConfigBackend: Send + Sync + std::fmt::Debug {
     }
 }
 
-impl<T: ConfigBackend> Backend for T {
+impl<T: ConfigBackend> Backend for T
+where
+    <T::Config as Estimator>::Model: Loadable,
+{
     fn name(&self) -> &'static str {
         ConfigBackend::name(self)
     }
@@ -497,15 +530,24 @@ impl<T: ConfigBackend> Backend for T {
         ConfigBackend::demo(self)
     }
 
+    fn model_names(&self) -> &'static [&'static str] {
+        ConfigBackend::model_names(self)
+    }
+
+    fn load_fitted(&self, text: &str) -> Result<Fitted<Box<dyn Model>>> {
+        ConfigBackend::load_fitted(self, text)
+    }
+
     fn allowed_keys(&self) -> Vec<String> {
-        self.schema().allowed_keys(&T::Config::default())
+        self.schema()
+            .allowed_keys(&self.preset(DEFAULT_PRESET).unwrap_or_default())
     }
 
     fn default_setting(&self, key: &str) -> Option<Value> {
         if !self.allowed_keys().iter().any(|k| k == key) {
             return None;
         }
-        match serde_json::to_value(T::Config::default()) {
+        match serde_json::to_value(self.preset(DEFAULT_PRESET).unwrap_or_default()) {
             Ok(Value::Object(mut m)) => m.remove(key),
             _ => None,
         }

@@ -20,10 +20,10 @@
 //! [`Fitted::save`] writes one JSON document, atomically (a temporary file in the same
 //! folder, synced, then renamed):
 //! `{"format": "dgp-model", "version": 2, "backend": NAME, "checksum": HEX,
-//!   "standardizer": {...}, "predict": {"samples": S, "seed": SEED},
-//!   "model": "<the backend's own JSON>"}`. The checksum is the 64-bit FNV-1a hash of the
-//! standardizer's JSON, the model's JSON and the prediction settings' JSON (see
-//! [`model_checksum`]). [`Fitted::load`] checks, in order: the document parses, the
+//!   "standardizer": {...}, "predict": {"samples": S, "seed": SEED}, "metadata": {...},
+//!   "model": "<the backend's own JSON>"}` (`metadata`, the caller's, only when set). The
+//! checksum is the 64-bit FNV-1a hash of the standardizer's JSON, the model's JSON, the
+//! prediction settings' JSON and the metadata (see [`model_checksum`]). [`Fitted::load`] checks, in order: the document parses, the
 //! format name, the version ([`MODEL_FILE_VERSION`], or version 1, which has no
 //! `predict` field and predicts with [`PredictConfig::default`]; another version is
 //! refused, not guessed at), the backend (a file of another backend is refused by name), the checksum
@@ -134,6 +134,7 @@ pub trait Estimator {
             standardizer,
             report,
             predict: self.predict_config(),
+            metadata: serde_json::Value::Null,
         })
     }
 }
@@ -160,6 +161,8 @@ pub struct Fitted<M> {
     report: FitReport,
     /// The settings [`Fitted::predict`] uses (the configuration's, saved with the model).
     predict: PredictConfig,
+    /// The caller's metadata, saved with the model (`null`: none).
+    metadata: serde_json::Value,
 }
 
 /// The on-disk document of [`Fitted::save`].
@@ -175,6 +178,10 @@ struct ModelFile {
     /// reads with [`PredictConfig::default`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     predict: Option<PredictConfig>,
+    /// The caller's metadata ([`Fitted::set_metadata`]; layout version 2, absent when
+    /// `null`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    metadata: serde_json::Value,
     model: String,
 }
 
@@ -214,7 +221,35 @@ impl<M: Model> Fitted<M> {
             standardizer,
             report,
             predict,
+            metadata: serde_json::Value::Null,
         }
+    }
+
+    /// This fitted model with its model boxed: a model of a backend chosen at run time
+    /// (the registry's whole fit and its loader give these).
+    pub fn boxed(self) -> Fitted<Box<dyn Model>>
+    where
+        M: 'static,
+    {
+        Fitted {
+            model: Box::new(self.model),
+            standardizer: self.standardizer,
+            report: self.report,
+            predict: self.predict,
+            metadata: self.metadata,
+        }
+    }
+
+    /// The caller's metadata saved with the model (`null` when none was set).
+    pub fn metadata(&self) -> &serde_json::Value {
+        &self.metadata
+    }
+
+    /// Keeps `metadata` (any JSON: class labels, the caller's own parameters) with the
+    /// model; it is written into the model file, covered by its checksum, and read back by
+    /// [`Fitted::load`].
+    pub fn set_metadata(&mut self, metadata: serde_json::Value) {
+        self.metadata = metadata;
     }
 
     /// The settings [`Fitted::predict`] uses: the configuration's predictive samples and
@@ -256,7 +291,13 @@ impl<M: Model> Fitted<M> {
     pub fn predict_with(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
         let xs = self.standardizer.transform_x(x)?;
         let p = self.model.predict(xs.as_ref(), cfg)?;
-        p.unstandardize(&self.standardizer.y_mean, &self.standardizer.y_std)
+        let s = &self.standardizer;
+        if s.y_mean.iter().all(|&m| m == 0.0) && s.y_std.iter().all(|&v| v == 1.0) {
+            // Targets kept as they are (class labels): a classifier's predictive has one
+            // output per latent function, not per target column.
+            return Ok(p);
+        }
+        p.unstandardize(&s.y_mean, &s.y_std)
     }
 
     /// The model file's text (see the module docs).
@@ -281,6 +322,7 @@ impl<M: Model> Fitted<M> {
             checksum,
             standardizer,
             predict: Some(self.predict.clone()),
+            metadata: self.metadata.clone(),
             model,
         };
         serde_json::to_string(&doc).map_err(|e| Error::Serde(e.to_string()))
@@ -359,9 +401,12 @@ impl<M: Loadable> Fitted<M> {
                 M::BACKENDS.join(" / ")
             )));
         }
+        if doc.version == 1 && !doc.metadata.is_null() {
+            return Err(bad("layout version 1 with a \"metadata\" field".into()));
+        }
         let predict_json = predict
             .as_ref()
-            .map(|p| serde_json::to_value(p).map(|v| v.to_string()))
+            .map(|p| serde_json::to_value(p).map(|v| tail_json(&v, &doc.metadata)))
             .transpose()
             .map_err(|e| bad(format!("predict: {e}")))?;
         let sum = model_checksum(
@@ -395,7 +440,18 @@ impl<M: Loadable> Fitted<M> {
             standardizer,
             report: FitReport::default(),
             predict,
+            metadata: doc.metadata,
         })
+    }
+}
+
+/// The text the checksum covers after the model (layout version 2): the prediction
+/// settings' JSON, and the metadata's after a zero byte when there is any.
+fn tail_json(predict: &serde_json::Value, metadata: &serde_json::Value) -> String {
+    if metadata.is_null() {
+        predict.to_string()
+    } else {
+        format!("{predict}\0{metadata}")
     }
 }
 

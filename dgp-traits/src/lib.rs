@@ -128,6 +128,7 @@ pub mod optim;
 pub mod params;
 pub mod predictive;
 pub mod quadrature;
+pub mod request;
 pub mod rng;
 mod run_defaults;
 pub mod serde_mat;

@@ -517,6 +517,88 @@ pub trait Model: Objective + Send + Sync {
     }
 }
 
+/// A boxed model of any backend is a model: every method forwards, so a trained model of
+/// a backend chosen at run time fits where a [`Model`] type is asked for (a
+/// [`crate::fitted::Fitted`] of `Box<dyn Model>`, the registry's whole fit).
+impl Objective for Box<dyn Model> {
+    fn params(&self) -> &ParamStore {
+        (**self).params()
+    }
+
+    fn record(
+        &self,
+        tape: &mut Tape,
+        params: &[Var],
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<Var> {
+        (**self).record(tape, params, batch, rng)
+    }
+
+    fn value_and_grad(
+        &self,
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        (**self).value_and_grad(tape, batch, rng)
+    }
+
+    fn value_and_grad_at(
+        &self,
+        flat: &[f64],
+        tape: &mut Tape,
+        batch: &Batch<'_>,
+        rng: &mut Rng,
+    ) -> Result<(f64, Vec<f64>)> {
+        (**self).value_and_grad_at(flat, tape, batch, rng)
+    }
+}
+
+impl Model for Box<dyn Model> {
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+
+    fn params_mut(&mut self) -> &mut ParamStore {
+        (**self).params_mut()
+    }
+
+    fn noise_variance(&self) -> Option<f64> {
+        (**self).noise_variance()
+    }
+
+    fn fit(
+        &mut self,
+        data: &dyn RowSource,
+        cfg: &FitConfig,
+        hooks: &mut FitHooks<'_>,
+    ) -> Result<FitReport> {
+        (**self).fit(data, cfg, hooks)
+    }
+
+    fn predict(&self, x: MatRef<'_, f64>, cfg: &PredictConfig) -> Result<Predictive> {
+        (**self).predict(x, cfg)
+    }
+
+    fn to_json(&self) -> Result<String> {
+        (**self).to_json()
+    }
+
+    fn function_samples(
+        &self,
+        x: MatRef<'_, f64>,
+        count: usize,
+        seed: u64,
+    ) -> Result<Option<faer::Mat<f64>>> {
+        (**self).function_samples(x, count, seed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,8 @@ use crate::fit::{FitConfig, HeldOutRule, Training};
 /// a second time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunDefaults {
+    /// GP layers (1 = the sparse-GP baseline).
+    pub layers: usize,
     /// Inducing points per layer.
     pub num_inducing: usize,
     /// Training samples ([`CommonSettings::train_samples`]).
@@ -121,6 +123,7 @@ mod tests {
             rises: 0,
         });
         let d = RunDefaults {
+            layers: 2,
             num_inducing: 100,
             train_samples: 1,
             predict_samples: 100,

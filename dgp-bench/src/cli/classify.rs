@@ -21,9 +21,8 @@ use super::ModelFlags;
 use super::run::{RunArgs, build_specs, check_memory, command_line, protocol_of};
 use crate::classification::{
     CLASS_TABLE_NOTE, CLASSIFICATION_TASK, ClassSplitRecord, check_training_classes,
-    class_labels_of, class_table, default_likelihood_name, likelihood_by_name,
-    likelihood_from_setting, likelihood_name, reliability_file_name, reliability_series,
-    run_class_split, summarise_class, with_likelihood,
+    class_labels_of, class_table, likelihood_by_name, likelihood_from_setting,
+    reliability_file_name, reliability_series, run_class_split, summarise_class, with_likelihood,
 };
 use crate::datasets::{BenchData, parse_splits};
 use crate::error::{BenchError, Result};
@@ -151,17 +150,14 @@ pub(super) fn requested_from(flags: &TaskFlags, model: &ModelFlags) -> Result<Op
 
 impl Requested {
     /// The likelihood asked for, on data with K = `num_classes` classes: the named one (or
-    /// the default for K, [`default_likelihood_name`]), or the setting completed with K
+    /// the default for K, [`dgp_traits::likelihoods::Likelihood::for_classes`]), or the setting completed with K
     /// ([`likelihood_from_setting`]).
     ///
     /// # Errors
     /// [`BenchError::Usage`] for an unknown name or one that does not suit K.
     pub(super) fn resolve(&self, num_classes: usize) -> Result<Likelihood> {
         match self {
-            Requested::Named(n) => likelihood_by_name(
-                n.as_deref().unwrap_or(default_likelihood_name(num_classes)),
-                num_classes,
-            ),
+            Requested::Named(n) => likelihood_by_name(n.as_deref(), num_classes),
             Requested::Setting(v) => likelihood_from_setting(v, num_classes),
         }
     }
@@ -228,7 +224,7 @@ pub(super) fn check_backend_supports(
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
         num_classes,
-        likelihood_name(likelihood)
+        likelihood.name()
     )))
 }
 
@@ -249,7 +245,7 @@ pub(super) fn cmd_run_classification(
     let splits = parse_splits(&a.splits, data.n_splits())?;
     let (k, labels) = class_labels_of(&data.name, data.data().y(), a.task.classes)?;
     let likelihood = requested.resolve(k)?;
-    let name = likelihood_name(&likelihood);
+    let name = likelihood.name();
     let completed = RunArgs {
         model: requested.completed(&a.model, &likelihood)?,
         ..a.clone()
@@ -406,7 +402,7 @@ fn write_class_outputs(
         data.name,
         data.origin,
         data.split_protocol(),
-        likelihood_name(likelihood)
+        likelihood.name()
     );
     md.push_str(&class_table(&rows));
     md.push('\n');

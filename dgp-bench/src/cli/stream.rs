@@ -906,7 +906,7 @@ fn print_record(r: &StreamRecord) {
             format!(
                 "K = {} ({}): test error {:.4}, log loss {:.4}, Brier {:.4}, ECE {:.4}{}{}",
                 c.num_classes,
-                crate::classification::likelihood_name(&c.likelihood),
+                c.likelihood.name(),
                 m.error_rate,
                 m.log_loss,
                 m.brier,
@@ -1034,7 +1034,7 @@ mod tests {
                 },
                 splits: vec![],
             };
-            let lik = crate::classification::likelihood_by_name("probit", 2).unwrap();
+            let lik = crate::classification::likelihood_by_name(Some("probit"), 2).unwrap();
             let mut model = build_model(&spec, &lik, &train_std).unwrap();
             model
                 .fit(

@@ -20,6 +20,7 @@ impl Estimator for DgpsConfig {
     /// `train_samples` is K, the fixed sample paths; L-BFGS uses no learning rate.
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
+            layers: self.layers,
             num_inducing: self.num_inducing,
             train_samples: self.samples,
             predict_samples: self.predict_samples,

@@ -21,6 +21,7 @@ impl Estimator for SghmcConfig {
     /// rate (its step size and the MCEM hyper step are [`SghmcConfig::sampler`]'s).
     fn defaults(&self) -> RunDefaults {
         RunDefaults {
+            layers: self.layers,
             num_inducing: self.num_inducing,
             train_samples: 1,
             predict_samples: self.sampler.kept,

@@ -221,7 +221,43 @@ impl Standardizer {
     /// [`Error::Config`] if the threshold is negative or not finite; [`Error::Empty`] if
     /// every feature would be dropped.
     pub fn fit_with(train: &Dataset, opts: StandardizeOptions) -> Result<Self> {
-        let (x, y) = (train.x(), train.y());
+        Self::fit_finite(train.x(), train.y(), opts)
+    }
+
+    /// [`Standardizer::fit_with`] on training inputs `x` (N×D) and targets `y` (N×P) given
+    /// as matrix views of any strides (a row-major buffer, e.g. a caller's array, needs no
+    /// copy); the same numbers as [`Standardizer::fit_with`] on a [`Dataset`] of them.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] if the row counts differ; [`Error::Empty`] for no rows, no input or
+    /// no target columns; [`Error::NonFinite`] for the first NaN/∞ entry; as
+    /// [`Standardizer::fit_with`].
+    pub fn fit_views(
+        x: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        opts: StandardizeOptions,
+    ) -> Result<Self> {
+        if x.nrows() != y.nrows() {
+            return Err(Error::shape(
+                "Standardizer::fit_views (rows of x and y)",
+                x.nrows(),
+                y.nrows(),
+            ));
+        }
+        if x.nrows() == 0 {
+            return Err(Error::Empty("standardising data with no rows".into()));
+        }
+        crate::error::check_finite("inputs x", x)?;
+        crate::error::check_finite("targets y", y)?;
+        Self::fit_finite(x, y, opts)
+    }
+
+    /// The statistics of rows already known to be finite, at least one.
+    fn fit_finite(
+        x: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        opts: StandardizeOptions,
+    ) -> Result<Self> {
         let xs: Vec<ColumnStats> = (0..x.ncols()).map(|j| column_stats(x, j)).collect();
         let ys: Vec<ColumnStats> = (0..y.ncols()).map(|j| column_stats(y, j)).collect();
         Self::from_column_stats(&xs, &ys, opts)
@@ -480,6 +516,48 @@ mod tests {
         let mean = v.iter().sum::<f64>() / n;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
         (mean, var.sqrt())
+    }
+
+    /// A row-major view of a caller's buffer gives the statistics and the standardised
+    /// rows of the same numbers held in a `Dataset`, bit for bit; bad views are typed
+    /// errors.
+    #[test]
+    fn views_of_a_row_major_buffer_standardise_like_a_dataset() {
+        let (n, d) = (37, 3);
+        let buf: Vec<f64> = (0..n * d)
+            .map(|k| ((k * 7919) % 101) as f64 * 0.37 - 11.0)
+            .collect();
+        let y: Vec<f64> = (0..n).map(|i| (i as f64).sin() * 1e3).collect();
+        let xv = MatRef::from_row_major_slice(&buf, n, d);
+        let yv = MatRef::from_column_major_slice(&y, n, 1);
+        let ds = Dataset::new(xv.to_owned(), yv.to_owned()).unwrap();
+        for opts in [
+            StandardizeOptions::default(),
+            StandardizeOptions::default().keep_targets(),
+        ] {
+            let a = Standardizer::fit_views(xv, yv, opts).unwrap();
+            let b = Standardizer::fit_with(&ds, opts).unwrap();
+            assert_eq!(a, b);
+            assert_eq!(
+                a.transform_x(xv).unwrap(),
+                b.transform(&ds).unwrap().x().to_owned()
+            );
+        }
+        let mut bad = buf.clone();
+        bad[2 * d + 1] = f64::NAN;
+        let e = Standardizer::fit_views(
+            MatRef::from_row_major_slice(&bad, n, d),
+            yv,
+            Default::default(),
+        );
+        assert!(
+            matches!(e, Err(Error::NonFinite { row: 2, col: 1, .. })),
+            "{e:?}"
+        );
+        let e = Standardizer::fit_views(xv, yv.subrows(0, n - 1), Default::default());
+        assert!(matches!(e, Err(Error::Shape { .. })), "{e:?}");
+        let e = Standardizer::fit_views(xv.subrows(0, 0), yv.subrows(0, 0), Default::default());
+        assert!(matches!(e, Err(Error::Empty(_))), "{e:?}");
     }
 
     #[test]

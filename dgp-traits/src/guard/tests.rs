@@ -102,6 +102,7 @@ impl Estimator for LineConfig {
     }
     fn defaults(&self) -> crate::run_defaults::RunDefaults {
         crate::run_defaults::RunDefaults {
+            layers: 1,
             num_inducing: 0,
             train_samples: 1,
             predict_samples: 1,

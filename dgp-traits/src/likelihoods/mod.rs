@@ -336,6 +336,58 @@ impl Likelihood {
         }
     }
 
+    /// The likelihood of a classification problem with `num_classes` classes by name:
+    /// `probit`, `logit` (two classes only), `robust-max`, `softmax` (any K ≥ 2, K latent
+    /// functions); `None` is the default for K: the Bernoulli probit for two classes (the
+    /// DSVI paper's binary experiments), robust-max for more (its MNIST experiment).
+    ///
+    /// # Errors
+    /// [`Error::Config`] (field `likelihood`) for an unknown name, a binary likelihood on
+    /// more than two classes, or fewer than two classes.
+    pub fn for_classes(name: Option<&str>, num_classes: usize) -> Result<Self> {
+        let name = name.unwrap_or(if num_classes == 2 {
+            "probit"
+        } else {
+            "robust-max"
+        });
+        let lik = match name {
+            "probit" => Likelihood::probit(),
+            "logit" => Likelihood::logit(),
+            "robust-max" | "robust_max" | "robustmax" => Likelihood::robust_max(num_classes),
+            "softmax" => Likelihood::softmax(num_classes),
+            other => {
+                return Err(Error::config(
+                    "likelihood",
+                    format!(
+                        "unknown classification likelihood '{other}' (probit, logit, robust-max, softmax)"
+                    ),
+                ));
+            }
+        };
+        lik.validate()?;
+        if lik.num_classes() != Some(num_classes) {
+            return Err(Error::config(
+                "likelihood",
+                format!(
+                    "likelihood '{name}' is binary but the data have {num_classes} classes (use robust-max or softmax)"
+                ),
+            ));
+        }
+        Ok(lik)
+    }
+
+    /// The name [`Likelihood::for_classes`] accepts for this likelihood (`gaussian` for
+    /// the Gaussian).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Likelihood::Gaussian(_) => "gaussian",
+            Likelihood::BernoulliProbit(_) => "probit",
+            Likelihood::BernoulliLogit(_) => "logit",
+            Likelihood::RobustMax(_) => "robust-max",
+            Likelihood::Softmax(_) => "softmax",
+        }
+    }
+
     /// The number of classes: `None` for the Gaussian, 2 for Bernoulli, K for multiclass.
     pub fn num_classes(&self) -> Option<usize> {
         match self {
