@@ -5,11 +5,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use dgp_core::rng::{seeded, standard_normal, stream};
+use dgp_data::Dataset;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
-use dgp_traits::rng::{seeded, standard_normal, stream};
 use dgp_traits::tape::Tape;
 use faer::{Mat, Par};
 

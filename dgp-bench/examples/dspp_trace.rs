@@ -17,9 +17,9 @@
 #[path = "common/trace.rs"]
 mod trace;
 
+use dgp_data::Dataset;
 use dgp_dspp::{DsppConfig, DsppModel};
 use dgp_traits::calibration::{scale_variances, variance_scale};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::predictive::Predictive;

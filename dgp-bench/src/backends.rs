@@ -11,11 +11,11 @@
 //! worked example of a backend with its own hyper-parameters (β_reg, the hidden width),
 //! chosen on validation data inside its build function when [`ArchSpec::tune`] is set.
 
+use dgp_data::Dataset;
 use dgp_traits::backend::{
     Backend, COMMON_SETTING_MARK, Capabilities, CommonSettings, DEFAULT_PRESET, DemoSettings,
     RunDefaults, Settings,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use dgp_traits::optim::LrSchedule;
 
@@ -226,9 +226,9 @@ pub fn with_flag_names(message: &str) -> String {
 /// The message of a configuration error without the generic "invalid configuration: "
 /// prefix (the backend's message names the backend and the key), common settings named
 /// by their flags ([`with_flag_names`]).
-pub fn config_message(e: dgp_traits::Error) -> String {
+pub fn config_message(e: dgp_core::Error) -> String {
     with_flag_names(&match e {
-        dgp_traits::Error::Config(c) => match COMMON_FLAGS
+        dgp_core::Error::Config(c) => match COMMON_FLAGS
             .iter()
             .find(|(name, flag)| *name == c.field && flag.starts_with("--"))
         {
@@ -339,7 +339,7 @@ mod tests {
                 .backend
                 .check(&common, &dgp_traits::backend::Settings::new())
             {
-                Err(dgp_traits::Error::Config(c)) => {
+                Err(dgp_core::Error::Config(c)) => {
                     assert_eq!(c.field, "num_inducing", "{}: {c}", b.name());
                     assert!(!c.message.is_empty(), "{}", b.name());
                 }

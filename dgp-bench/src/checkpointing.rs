@@ -29,10 +29,10 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use dgp_core::{CheckpointError, Error};
 use dgp_traits::fit::{Checkpoints, Progress, RunControl};
 use dgp_traits::guard::{CheckpointDir, Divergence, Guard, Start, Stuck};
 use dgp_traits::train::RunState;
-use dgp_traits::{CheckpointError, Error};
 
 use crate::error::{BenchError, Result};
 use crate::session::{Process, Session, TestHooks};
@@ -595,7 +595,7 @@ impl Checkpoints for SplitControl<'_> {
         self.guard.every()
     }
 
-    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
+    fn save(&mut self, state: &RunState) -> dgp_core::Result<()> {
         self.guard.save(state)
     }
 }

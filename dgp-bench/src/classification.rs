@@ -3,7 +3,7 @@
 //! magic` and `optdigits`) and evaluate its class probabilities on each test split.
 //!
 //! Protocol per split: inputs standardised with the training rows' mean and standard
-//! deviation (labels untouched: [`dgp_traits::data::TargetScaling::Keep`]), the model built with the likelihood (see
+//! deviation (labels untouched: [`dgp_data::TargetScaling::Keep`]), the model built with the likelihood (see
 //! [`build_model`]), trained with the given
 //! [`FitConfig`], its predictive evaluated at the test inputs, and the metrics of
 //! [`dgp_traits::classification::ClassMetrics`] computed from the predictive's class
@@ -25,14 +25,14 @@ use std::path::Path;
 use crate::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, model_label};
 use crate::progress::BarObserver;
 
-use dgp_io::uci::ClassDataset;
+use dgp_core::{Error, LabelError};
+use dgp_data::uci::ClassDataset;
+use dgp_data::{Dataset, StandardizeOptions, Standardizer};
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
 use dgp_traits::classification::{
     ClassMetrics, ClassProbs, ECE_BINS, ReliabilityBin, check_all_classes_present, class_labels,
     infer_num_classes, reliability_bins,
 };
-use dgp_traits::data::{Dataset, StandardizeOptions, Standardizer};
-use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
 use faer::MatRef;
@@ -52,7 +52,7 @@ pub const CLASSIFICATION_TASK: &str = "classification";
 /// [`BenchError::Usage`] for an unknown name or a Bernoulli likelihood with K > 2.
 pub fn likelihood_by_name(name: Option<&str>, num_classes: usize) -> Result<Likelihood> {
     Likelihood::for_classes(name, num_classes).map_err(|e| match e {
-        dgp_traits::Error::Config(c) => BenchError::Usage(c.message),
+        dgp_core::Error::Config(c) => BenchError::Usage(c.message),
         other => BenchError::Usage(other.to_string()),
     })
 }
@@ -277,7 +277,7 @@ pub fn check_training_classes(
 pub fn evaluate(
     pred: &dgp_traits::predictive::Predictive,
     labels: &[usize],
-) -> dgp_traits::Result<(ClassMetrics, Vec<ReliabilityBin>)> {
+) -> dgp_core::Result<(ClassMetrics, Vec<ReliabilityBin>)> {
     let probs = ClassProbs::from_predictive(pred)?;
     let metrics = ClassMetrics::compute(&probs, labels)?;
     let bins = reliability_bins(&probs, labels, ECE_BINS)?;
@@ -372,7 +372,7 @@ pub fn build_model(
     spec: &ClassExperimentSpec,
     likelihood: &Likelihood,
     train: &Dataset,
-) -> dgp_traits::Result<Box<dyn Model>> {
+) -> dgp_core::Result<Box<dyn Model>> {
     let settings = with_likelihood(&spec.settings, likelihood)?;
     spec.backend
         .build(&spec.common, &settings, &spec.fit, train, &FitHooks::none())
@@ -384,10 +384,7 @@ pub fn build_model(
 ///
 /// # Errors
 /// [`Error::Config`] if the likelihood cannot be serialised.
-pub fn with_likelihood(
-    settings: &Settings,
-    likelihood: &Likelihood,
-) -> dgp_traits::Result<Settings> {
+pub fn with_likelihood(settings: &Settings, likelihood: &Likelihood) -> dgp_core::Result<Settings> {
     let mut settings = settings.clone();
     settings.insert(
         "likelihood".into(),

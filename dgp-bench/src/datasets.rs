@@ -12,10 +12,10 @@
 
 use std::path::Path;
 
-use dgp_io::parquet_reader::{load_parquet, parquet_column_names};
-use dgp_io::uci::{UciDataset, UciSources, load_uci, load_uci_from_str};
-use dgp_traits::data::{Dataset, StandardizeOptions, extrapolation_split, load_csv, random_split};
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::parquet_reader::{load_parquet, parquet_column_names};
+use dgp_data::uci::{UciDataset, UciSources, load_uci, load_uci_from_str};
+use dgp_data::{Dataset, StandardizeOptions, extrapolation_split, load_csv, random_split};
 use faer::Mat;
 use rand::Rng as _;
 
@@ -91,11 +91,11 @@ pub fn concrete_sources() -> UciSources<'static> {
 /// y = sign(x) + ε, x ~ U(−2, 2), ε ~ N(0, `noise_std`²), `n` points, all from `seed`.
 ///
 /// # Errors
-/// [`dgp_traits::Error::Empty`] for `n = 0`; [`dgp_traits::Error::Config`] for a negative
+/// [`dgp_core::Error::Empty`] for `n = 0`; [`dgp_core::Error::Config`] for a negative
 /// or non-finite noise level.
-pub fn step_function(n: usize, noise_std: f64, seed: u64) -> dgp_traits::Result<Dataset> {
+pub fn step_function(n: usize, noise_std: f64, seed: u64) -> dgp_core::Result<Dataset> {
     if !(noise_std >= 0.0 && noise_std.is_finite()) {
-        return Err(dgp_traits::Error::config(
+        return Err(dgp_core::Error::config(
             "noise_std",
             format!("step function noise std must be finite and ≥ 0, got {noise_std}"),
         ));
@@ -482,12 +482,12 @@ fn is_parquet(path: &Path) -> bool {
 }
 
 /// The column names of a CSV file's header (at least two; fewer is explained by
-/// [`dgp_traits::data::narrow_header`]: an empty file, or the separator it seems to use).
+/// [`dgp_data::narrow_header`]: an empty file, or the separator it seems to use).
 fn csv_header(path: &Path) -> Result<Vec<String>> {
     let first_line = {
         use std::io::{BufRead, Read};
         let parse = |message: String| {
-            BenchError::Data(dgp_traits::Error::Parse {
+            BenchError::Data(dgp_core::Error::Parse {
                 path: path.to_path_buf(),
                 line: 1,
                 column: 0,
@@ -496,9 +496,9 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
         };
         let f = std::fs::File::open(path).map_err(|e| parse(format!("I/O error: {e}")))?;
         // The header is read with the bound of every data line
-        // (`dgp_traits::data::line_limit`): reading `/dev/zero` or a binary file as a CSV
+        // (`dgp_data::line_limit`): reading `/dev/zero` or a binary file as a CSV
         // stops there instead of exhausting memory.
-        let limit = dgp_traits::data::line_limit();
+        let limit = dgp_data::line_limit();
         let mut line = Vec::new();
         std::io::BufReader::new(f)
             .take(limit as u64 + 1)
@@ -506,11 +506,7 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
             .map_err(|e| parse(format!("I/O error: {e}")))?;
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
         if body.len() > limit {
-            return Err(parse(dgp_traits::data::long_line_message(
-                1,
-                limit,
-                &body[..limit],
-            )));
+            return Err(parse(dgp_data::long_line_message(1, limit, &body[..limit])));
         }
         if line.contains(&0) {
             return Err(parse(
@@ -524,7 +520,7 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
         .trim(csv::Trim::All)
         .from_path(path)
         .map_err(|e| {
-            BenchError::Data(dgp_traits::Error::Parse {
+            BenchError::Data(dgp_core::Error::Parse {
                 path: path.to_path_buf(),
                 line: 1,
                 column: 0,
@@ -532,7 +528,7 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
             })
         })?;
     let header = rdr.headers().map_err(|e| {
-        BenchError::Data(dgp_traits::Error::Parse {
+        BenchError::Data(dgp_core::Error::Parse {
             path: path.to_path_buf(),
             line: 1,
             column: 0,
@@ -545,18 +541,15 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
             // Empty: nothing but white space (a few lines at most; a large file is not).
             let empty = std::fs::metadata(path).is_ok_and(|m| m.len() <= 1 << 16)
                 && std::fs::read(path).is_ok_and(|b| {
-                    dgp_traits::data::strip_bom_bytes(&b)
+                    dgp_data::strip_bom_bytes(&b)
                         .iter()
                         .all(u8::is_ascii_whitespace)
                 });
-            Err(BenchError::Data(dgp_traits::Error::Parse {
+            Err(BenchError::Data(dgp_core::Error::Parse {
                 path: path.to_path_buf(),
                 line: 1,
                 column: 0,
-                message: dgp_traits::data::narrow_header(
-                    &String::from_utf8_lossy(&first_line),
-                    empty,
-                ),
+                message: dgp_data::narrow_header(&String::from_utf8_lossy(&first_line), empty),
             }))
         }
     }

@@ -88,7 +88,7 @@ pub fn magic_small() -> Result<BenchData> {
         include_str!("../data/magic-small/splits/index_train_0.txt"),
         include_str!("../data/magic-small/splits/index_test_0.txt"),
     )];
-    let src = dgp_io::uci::UciSources {
+    let src = dgp_data::uci::UciSources {
         name: "magic-small",
         data: include_str!("../data/magic-small/data.txt"),
         index_features: include_str!("../data/magic-small/index_features.txt"),
@@ -96,7 +96,7 @@ pub fn magic_small() -> Result<BenchData> {
         n_splits: include_str!("../data/magic-small/n_splits.txt"),
         splits: &SPLITS,
     };
-    let uci = dgp_io::uci::load_uci_from_str(&src).map_err(crate::error::BenchError::data)?;
+    let uci = dgp_data::uci::load_uci_from_str(&src).map_err(crate::error::BenchError::data)?;
     Ok(BenchData::from_uci(
         uci,
         "embedded (dgp-bench/data/magic-small)",
@@ -302,7 +302,7 @@ fn plot_step(
         FUNCTION_SAMPLES,
     )
     .map_err(|e| crate::error::BenchError::run(format!("{label} step-function plot"), e))?;
-    let col = |d: &dgp_traits::data::Dataset, c: usize| -> Vec<f64> {
+    let col = |d: &dgp_data::Dataset, c: usize| -> Vec<f64> {
         (0..d.n())
             .map(|i| if c == 0 { d.x()[(i, 0)] } else { d.y()[(i, 0)] })
             .collect()

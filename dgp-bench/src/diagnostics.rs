@@ -4,7 +4,7 @@
 //! and the held-out score trace. These are what a run that misses a paper's number is
 //! diagnosed by (a collapsed or ballooning σ², a stop far before the cap).
 
-use dgp_traits::data::Standardizer;
+use dgp_data::Standardizer;
 use dgp_traits::model::{FitReport, Model};
 use serde::{Deserialize, Serialize};
 

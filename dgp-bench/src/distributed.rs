@@ -99,7 +99,7 @@ fn world() -> SimpleCommunicator {
 
 /// All-gathers this rank's header `[op, a, b, c]`; fails when any rank is at another
 /// operation. Returns every rank's header, rank by rank.
-fn exchange_headers(rank: usize, op: Op, vals: [u64; 3]) -> dgp_traits::Result<Vec<[u64; 4]>> {
+fn exchange_headers(rank: usize, op: Op, vals: [u64; 3]) -> dgp_core::Result<Vec<[u64; 4]>> {
     let comm = world();
     let size = comm.size() as usize;
     let send = [op as u64, vals[0], vals[1], vals[2]];
@@ -110,7 +110,7 @@ fn exchange_headers(rank: usize, op: Op, vals: [u64; 3]) -> dgp_traits::Result<V
         .map(|h| [h[0], h[1], h[2], h[3]])
         .collect();
     if let Some((r, h)) = headers.iter().enumerate().find(|(_, h)| h[0] != op as u64) {
-        return Err(dgp_traits::Error::config(
+        return Err(dgp_core::Error::config(
             "mpi",
             format!(
                 "MPI ranks out of step: rank {rank} is {} while rank {r} is {} (the ranks must \
@@ -186,17 +186,17 @@ impl ChunkRunner for MpiRunner {
     }
 
     /// # Errors
-    /// [`dgp_traits::Error::Shape`] when the ranks disagree on the number of chunks, the
+    /// [`dgp_core::Error::Shape`] when the ranks disagree on the number of chunks, the
     /// row width or the slot count, or `slots` does not hold `chunks × width` numbers;
-    /// [`dgp_traits::Error::Config`] when another rank is at a different operation or the
+    /// [`dgp_core::Error::Config`] when another rank is at a different operation or the
     /// rows exceed what one MPI call can move. Every rank that takes part sees the same
     /// headers and so returns the same error; none waits for a payload that will not come.
-    fn combine(&self, slots: &mut [f64], chunks: usize, width: usize) -> dgp_traits::Result<()> {
+    fn combine(&self, slots: &mut [f64], chunks: usize, width: usize) -> dgp_core::Result<()> {
         let mine = [chunks as u64, width as u64, slots.len() as u64];
         let headers = exchange_headers(self.rank, Op::Combine, mine)?;
         for (r, h) in headers.iter().enumerate() {
             if h[1..] != mine {
-                return Err(dgp_traits::Error::shape(
+                return Err(dgp_core::Error::shape(
                     format!("MPI chunk combine (rank {} against rank {r})", self.rank),
                     format!("{chunks} chunks × {width} numbers in {} slots", slots.len()),
                     format!("{} chunks × {} numbers in {} slots", h[1], h[2], h[3]),
@@ -204,14 +204,14 @@ impl ChunkRunner for MpiRunner {
             }
         }
         if chunks.checked_mul(width) != Some(slots.len()) {
-            return Err(dgp_traits::Error::shape(
+            return Err(dgp_core::Error::shape(
                 "MPI chunk combine (slots)",
                 format!("{chunks} × {width}"),
                 slots.len(),
             ));
         }
         if slots.len() > mpi::Count::MAX as usize {
-            return Err(dgp_traits::Error::config(
+            return Err(dgp_core::Error::config(
                 "mpi",
                 format!(
                     "MPI chunk combine: {} numbers exceed one MPI call's count",

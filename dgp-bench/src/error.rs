@@ -16,7 +16,7 @@ pub enum BenchError {
     /// A data set could not be read or is malformed (the message names the file, and line
     /// and field where known).
     #[error("{0}")]
-    Data(#[source] dgp_traits::Error),
+    Data(#[source] dgp_core::Error),
     /// Training, prediction or evaluation failed.
     #[error("{context}: {source}")]
     Run {
@@ -24,7 +24,7 @@ pub enum BenchError {
         context: String,
         /// The underlying error.
         #[source]
-        source: dgp_traits::Error,
+        source: dgp_core::Error,
     },
     /// Writing an output file failed.
     #[error("cannot write {path}: {message}")]
@@ -65,15 +65,15 @@ impl BenchError {
     }
 
     /// Wraps a data-loading error.
-    pub fn data(e: dgp_traits::Error) -> Self {
+    pub fn data(e: dgp_core::Error) -> Self {
         BenchError::Data(e)
     }
 
     /// Wraps an error raised while running `context`; a run the caller stopped
-    /// ([`dgp_traits::Error::Interrupted`]) becomes [`BenchError::Interrupted`].
-    pub fn run(context: impl Into<String>, source: dgp_traits::Error) -> Self {
+    /// ([`dgp_core::Error::Interrupted`]) becomes [`BenchError::Interrupted`].
+    pub fn run(context: impl Into<String>, source: dgp_core::Error) -> Self {
         match source {
-            dgp_traits::Error::Interrupted(what) => BenchError::Interrupted(format!(
+            dgp_core::Error::Interrupted(what) => BenchError::Interrupted(format!(
                 "interrupted during {}: {what}; nothing of it was saved",
                 context.into()
             )),

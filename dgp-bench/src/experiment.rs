@@ -8,8 +8,8 @@
 
 use std::time::Instant;
 
+use dgp_data::{Dataset, Standardizer};
 use dgp_traits::backend::Settings;
-use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::fit::FitHooks;
 use dgp_traits::metrics::{Metrics, pit};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use dgp_traits::data::Standardizer;
+use dgp_data::Standardizer;
 use dgp_traits::metrics::central_intervals;
 use dgp_traits::model::{Model, PredictConfig};
 use faer::Mat;
@@ -58,7 +58,7 @@ pub fn predict_curve_1d(
     x: &[f64],
     cfg: &PredictConfig,
     n_samples: usize,
-) -> dgp_traits::Result<Curve1d> {
+) -> dgp_core::Result<Curve1d> {
     let xm = Mat::from_fn(x.len(), 1, |i, _| x[i]);
     let xs = st.transform_x(xm.as_ref())?;
     let pred = model

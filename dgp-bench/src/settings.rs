@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use dgp_core::{Error, Result};
 use dgp_traits::backend::Settings;
-use dgp_traits::error::{Error, Result};
 use serde_json::Value;
 
 /// Parses `key=value` (the `--set` syntax): the key may be dotted (`natgrad.gamma`); the

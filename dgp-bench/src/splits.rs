@@ -23,7 +23,7 @@ pub enum SplitKind {
     Random,
     /// The extrapolation split of protocol §1 (Lindinger et al. §4.1), seeds `seed + k`
     /// for k = 0..9: the `floor(N/2)` rows with the smallest projection on a random
-    /// direction are the test set ([`dgp_traits::data::extrapolation_split`]); features with train std ≤
+    /// direction are the test set ([`dgp_data::extrapolation_split`]); features with train std ≤
     /// 1e-3 are dropped when standardising.
     Extrapolate,
     /// The DSPP protocol's random 15:3:2 splits (`crate::protocol::Protocol::Dspp`):

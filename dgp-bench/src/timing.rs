@@ -27,8 +27,8 @@
 
 use std::time::Instant;
 
+use dgp_data::Standardizer;
 use dgp_traits::backend::Settings;
-use dgp_traits::data::Standardizer;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
@@ -220,7 +220,7 @@ fn min(values: &[f64]) -> f64 {
 /// [`likelihood_from_setting`].
 fn classification_archs(
     spec: &TimingSpec<'_>,
-    train: &dgp_traits::data::Dataset,
+    train: &dgp_data::Dataset,
 ) -> Result<Option<Vec<ArchSpec>>> {
     let kind = |b: &TimedBackend| {
         b.arch
@@ -289,7 +289,7 @@ pub fn time_backends(spec: &TimingSpec<'_>) -> Result<TimingResult> {
     let archs = classification_archs(spec, &train)?;
     let train = match archs {
         // Class labels stay labels; the inputs are standardised as in `run`.
-        Some(_) => dgp_traits::data::Dataset::new(
+        Some(_) => dgp_data::Dataset::new(
             st.transform_x(train.x())
                 .map_err(|e| BenchError::run(ctx("standardising"), e))?,
             train.y().to_owned(),
@@ -471,7 +471,7 @@ fn time_predictions(
     spec: &TimingSpec<'_>,
     outputs: &[WorkerOutput],
     x: MatRef<'_, f64>,
-) -> dgp_traits::Result<Vec<(Vec<f64>, usize)>> {
+) -> dgp_core::Result<Vec<(Vec<f64>, usize)>> {
     let k = outputs.len();
     let mut out = vec![(Vec::with_capacity(spec.predict_reps), 0); k];
     for r in 0..spec.predict_reps {

@@ -30,7 +30,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use dgp_traits::data::Standardizer;
+use dgp_data::Standardizer;
 
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
@@ -541,7 +541,7 @@ pub const MIN_TRAIN_ROWS: usize = 2;
 /// known) and warns about constant features. Returns N_train and the warnings.
 fn check_split(data: &BenchData, k: usize) -> Result<(usize, Vec<String>)> {
     let (train, test) = data.split_data(k)?;
-    let ctx = |e: dgp_traits::Error| {
+    let ctx = |e: dgp_core::Error| {
         BenchError::Usage(format!("{} split {k}: {}", data.name, one_line(&e)))
     };
     if train.n() < MIN_TRAIN_ROWS {
@@ -586,7 +586,7 @@ fn check_split(data: &BenchData, k: usize) -> Result<(usize, Vec<String>)> {
     Ok((train.n(), warnings))
 }
 
-fn one_line(e: &dgp_traits::Error) -> String {
+fn one_line(e: &dgp_core::Error) -> String {
     e.to_string()
         .lines()
         .map(str::trim)

@@ -967,8 +967,8 @@ fn ck_state(dir: &Path) -> serde_json::Value {
 /// without a bound in the data readers, and a diverged run that must not replace its
 /// last good checkpoint.
 fn second_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
-    // Data lines over the bound of dgp_traits::data::MAX_LINE_BYTES (1 MiB).
-    let limit = dgp_traits::data::MAX_LINE_BYTES;
+    // Data lines over the bound of dgp_data::MAX_LINE_BYTES (1 MiB).
+    let limit = dgp_data::MAX_LINE_BYTES;
     let long_row = format!("1 2 3\n{}\n", "1 ".repeat(limit / 2 + 1));
     let long_uci = uci_with(s, "u_longline", "data.txt", &long_row);
     let blank_line = format!("0\n{}\n1\n", " ".repeat(limit + 1));
@@ -1271,7 +1271,7 @@ fn third_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
     let bad_arrow = s.path("bad-arrow-schema.parquet");
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../dgp-io/tests/data/fuzz/parquet-bad-arrow-schema.parquet"),
+            .join("../dgp-data/tests/data/fuzz/parquet-bad-arrow-schema.parquet"),
         &bad_arrow,
     )
     .unwrap();

@@ -38,7 +38,7 @@ fn args(uci: &str, json: &str, extra: &[&str]) -> Vec<String> {
         // No convergence stop: the first run trains for seconds, long enough for the
         // refused ones to start while it runs.
         "--set",
-        "convergence=null",
+        "training.convergence=null",
         "--data",
         uci,
         "--json",

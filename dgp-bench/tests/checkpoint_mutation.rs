@@ -7,11 +7,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use dgp_bench::backends::{ArchSpec, find_backend};
-use dgp_traits::data::Dataset;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model, PredictConfig};
 use dgp_traits::optim::LrSchedule;
-use dgp_traits::rng::{seeded, standard_normal};
 use faer::Mat;
 use proptest::prelude::*;
 use serde_json::Value;

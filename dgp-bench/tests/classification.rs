@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use dgp_bench::backends::find_backend;
 use dgp_bench::classification::{ClassExperimentSpec, likelihood_by_name, run_classification};
 use dgp_bench::error::BenchError;
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::backend::{CommonSettings, Settings};
 use dgp_traits::model::{FitConfig, PredictConfig};
-use dgp_traits::rng::{seeded, standard_normal};
 
 /// `k` blobs in 2-D, 90 rows, one published split (first 60 rows train).
 /// A classification folder with `k` classes in a scratch directory of its own (tests run in
@@ -19,8 +19,11 @@ use dgp_traits::rng::{seeded, standard_normal};
 fn write_folder(k: usize) -> PathBuf {
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir =
+    let base =
         std::env::temp_dir().join(format!("dgp-bench-class-{k}-{}-{call}", std::process::id()));
+    // The data folder inside the scratch directory; a run's outputs go beside it, never
+    // among its input data (the bench refuses that).
+    let dir = base.join(format!("dgp-bench-class-{k}"));
     std::fs::create_dir_all(dir.join("splits")).unwrap();
     let raw = standard_normal(&mut seeded(1), 90, 2);
     let centres = [[0.0, 0.0], [3.0, 0.0], [1.5, 2.6]];
@@ -43,6 +46,11 @@ fn write_folder(k: usize) -> PathBuf {
     std::fs::write(dir.join("splits/index_train_0.txt"), train).unwrap();
     std::fs::write(dir.join("splits/index_test_0.txt"), test).unwrap();
     dir
+}
+
+/// `name` in the scratch directory of the data folder `dir` (beside it, not inside it).
+fn out_path(dir: &std::path::Path, name: impl AsRef<std::path::Path>) -> PathBuf {
+    dir.parent().unwrap().join(name)
 }
 
 fn spec(dir: PathBuf, backend: &str, likelihood: &str) -> ClassExperimentSpec {
@@ -92,7 +100,7 @@ fn svi_classifies_a_small_binary_folder() {
         assert!(r.metrics.auc.unwrap() > 0.95, "{lik}: {r:?}");
         assert!(r.metrics.ece >= 0.0 && r.metrics.brier >= 0.0);
     }
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 #[test]
@@ -111,7 +119,7 @@ fn bad_classification_requests_are_usage_errors() {
         run_classification(&spec(dir.clone(), "nested", "robust-max")),
         Err(BenchError::Usage(_))
     ));
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// `dgp-bench run --likelihood robust-max` on a three-class folder: per-split records with
@@ -120,8 +128,8 @@ fn bad_classification_requests_are_usage_errors() {
 #[test]
 fn the_command_line_runs_classification_and_tables_it() {
     let dir = write_folder(3);
-    let out = dir.join("out");
-    let json = dir.join("records.jsonl");
+    let out = out_path(&dir, "out");
+    let json = out_path(&dir, "records.jsonl");
     let bench = env!("CARGO_BIN_EXE_dgp-bench");
     let o = std::process::Command::new(bench)
         .args([
@@ -209,7 +217,7 @@ fn the_command_line_runs_classification_and_tables_it() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("reliability_") && report.contains("| svi | SGP | robust-max |"));
     // `dgp-bench results` renders classification records kept under FOLDER/records/.
-    let results = dir.join("results");
+    let results = out_path(&dir, "results");
     std::fs::create_dir_all(results.join("cls/records")).unwrap();
     std::fs::write(
         results.join("INDEX.md"),
@@ -226,7 +234,7 @@ fn the_command_line_runs_classification_and_tables_it() {
     );
     assert!(doc.contains("| svi | DGP2 | robust-max | 1 |"), "{doc}");
     assert!(doc.contains("Per split:"), "{doc}");
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// `--set likelihood.kind=robust_max` alone makes a classification run whose K comes
@@ -235,7 +243,7 @@ fn the_command_line_runs_classification_and_tables_it() {
 #[test]
 fn a_likelihood_setting_alone_runs_classification() {
     let dir = write_folder(3);
-    let json = dir.join("records.jsonl");
+    let json = out_path(&dir, "records.jsonl");
     let bench = env!("CARGO_BIN_EXE_dgp-bench");
     let run = |extra: &[&str]| {
         std::process::Command::new(bench)
@@ -291,14 +299,14 @@ fn a_likelihood_setting_alone_runs_classification() {
         assert!(!o.status.success(), "{bad:?} should fail");
         assert!(err.contains("likelihood"), "{bad:?}: {err}");
     }
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// The structured, sghmc and dspp backends run classification from the command line.
 #[test]
 fn structured_sghmc_and_dspp_classify_from_the_command_line() {
     let dir = write_folder(3);
-    let json = dir.join("records.jsonl");
+    let json = out_path(&dir, "records.jsonl");
     let bench = env!("CARGO_BIN_EXE_dgp-bench");
     let o = std::process::Command::new(bench)
         .args([
@@ -335,7 +343,7 @@ fn structured_sghmc_and_dspp_classify_from_the_command_line() {
         })
         .collect();
     assert_eq!(backends, ["star", "mf", "sghmc", "dspp"]);
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// Held-out early stopping of a classification model scores the held-out rows by the log
@@ -344,9 +352,9 @@ fn structured_sghmc_and_dspp_classify_from_the_command_line() {
 #[test]
 fn held_out_early_stopping_scores_classification_by_log_loss() {
     use dgp_bench::classification::build_model;
-    use dgp_io::uci::ClassDataset;
+    use dgp_data::uci::ClassDataset;
+    use dgp_data::{Dataset, Standardizer};
     use dgp_traits::classification::{ClassProbs, class_labels, log_loss};
-    use dgp_traits::data::{Dataset, Standardizer};
     use dgp_traits::fit::FitHooks;
     use dgp_traits::train::{EarlyStopping, HeldOutRule, HeldOutSplit, SCORE_SEED_OFFSET};
     let dir = write_folder(3);
@@ -389,7 +397,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
         "best {best} vs log loss {want}"
     );
     assert!(best > 0.0 && best < 3f64.ln(), "{best}");
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// The same classification run at 1 and at 2 threads gives the same records to the last
@@ -398,7 +406,7 @@ fn held_out_early_stopping_scores_classification_by_log_loss() {
 fn classification_runs_are_identical_at_one_and_two_threads() {
     let dir = write_folder(3);
     let run = |threads: &str| -> Vec<serde_json::Value> {
-        let json = dir.join(format!("t{threads}.jsonl"));
+        let json = out_path(&dir, format!("t{threads}.jsonl"));
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_dgp-bench"))
             .args([
                 "run",
@@ -438,7 +446,7 @@ fn classification_runs_are_identical_at_one_and_two_threads() {
     let one = run("1");
     assert_eq!(one.len(), 1);
     assert_eq!(one, run("2"));
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }
 
 /// `time` times a classification model: a likelihood setting alone (K from the data)
@@ -447,7 +455,7 @@ fn classification_runs_are_identical_at_one_and_two_threads() {
 #[test]
 fn time_runs_a_classification_likelihood_with_k_from_the_data() {
     let dir = write_folder(3);
-    let json = dir.join("time.json");
+    let json = out_path(&dir, "time.json");
     let bench = env!("CARGO_BIN_EXE_dgp-bench");
     let time = |extra: &[&str]| {
         std::process::Command::new(bench)
@@ -478,5 +486,5 @@ fn time_runs_a_classification_likelihood_with_k_from_the_data() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("num_classes"), "{err}");
-    std::fs::remove_dir_all(dir).ok();
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
 }

@@ -34,7 +34,7 @@ fn a_second_run_on_the_same_outputs_refuses_and_the_first_finishes_intact() {
             "--batch",
             "16",
             "--set",
-            "convergence=null",
+            "training.convergence=null",
             "--out",
             out,
             "--json",

@@ -90,7 +90,7 @@ fn no_rule_is_bit_identical_to_the_plain_executor_run() {
 struct Snap(Vec<Vec<f64>>);
 
 impl<M: Model> Observer<M> for Snap {
-    fn on_step(&mut self, model: &M, _info: &StepInfo) -> dgp_traits::Result<Control> {
+    fn on_step(&mut self, model: &M, _info: &StepInfo) -> dgp_core::Result<Control> {
         self.0.push(model.params().flat());
         Ok(Control::Continue)
     }

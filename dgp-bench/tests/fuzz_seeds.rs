@@ -14,8 +14,8 @@ use arrow_array::{ArrayRef, Float32Array, Float64Array, Int32Array, Int64Array, 
 use common::Scratch;
 use dgp_bench::BACKENDS;
 use dgp_bench::datasets::BenchData;
+use dgp_data::{Dataset, Standardizer};
 use dgp_traits::backend::CommonSettings;
-use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::fit::{FitConfig, FitHooks};
 use dgp_traits::fitted::{MODEL_FILE_FORMAT, MODEL_FILE_VERSION, model_checksum};
 use dgp_traits::guard::{CHECKPOINT_FILE_VERSION, verify_checkpoint};
@@ -198,7 +198,7 @@ fn write_rowstore_seeds() {
     let s = Scratch::new("fuzz-seeds-rowstore");
     let data = small_data();
     let p = s.path("f.rows");
-    dgp_io::rowstore::write_dataset(&p, &data, &[]).unwrap();
+    dgp_data::rowstore::write_dataset(&p, &data, &[]).unwrap();
     let bytes = std::fs::read(&p).unwrap();
     write(
         "rowstore",
@@ -282,7 +282,7 @@ fn committed_fuzz_seeds_are_accepted_inputs() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
         let p = s.path("f.rows");
         std::fs::write(&p, &bytes[1..]).unwrap();
-        dgp_io::rowstore::RowStore::open(&p)
+        dgp_data::rowstore::RowStore::open(&p)
             .unwrap()
             .to_dataset()
             .unwrap();

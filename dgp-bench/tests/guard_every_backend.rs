@@ -7,8 +7,8 @@
 //! (parameters, report history, predictions).
 
 use dgp_bench::backends::{ArchSpec, backends};
-use dgp_traits::Error;
-use dgp_traits::data::Dataset;
+use dgp_core::Error;
+use dgp_data::Dataset;
 use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
 use dgp_traits::guard::{CheckpointDir, Guard, Start, StopFlag};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};

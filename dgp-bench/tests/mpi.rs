@@ -198,7 +198,7 @@ fn two_ranks_equal_one_process_star_fc_sghmc() {
 /// regression.
 #[test]
 fn two_ranks_classification_stream_equal_one_process() {
-    use dgp_io::synth::{SynthTask, write_synth_task};
+    use dgp_data::synth::{SynthTask, write_synth_task};
     let s = Scratch::new("mpi-stream-class");
     let (train, test) = (s.path("train.rows"), s.path("test.rows"));
     write_synth_task(&train, 3000, 1, SynthTask::Classification, |_| {}).unwrap();
@@ -262,8 +262,8 @@ fn two_ranks_classification_stream_equal_one_process() {
 /// writes them.
 #[test]
 fn two_ranks_stream_with_early_stopping_equal_one_process() {
-    use dgp_io::rowstore::write_dataset;
-    use dgp_io::synth::synth_dataset;
+    use dgp_data::rowstore::write_dataset;
+    use dgp_data::synth::synth_dataset;
     let s = Scratch::new("mpi-stream");
     let (train, test) = (s.path("train.rows"), s.path("test.rows"));
     write_dataset(&train, &synth_dataset(3000, 1).unwrap(), &[]).unwrap();

@@ -11,7 +11,7 @@ use dgp_bench::experiment::{ExperimentSpec, PREDICT_SEED_OFFSET, run_split};
 use dgp_bench::protocol::{DsppPartition, Protocol, dspp_split_count};
 use dgp_bench::report::read_json_lines;
 use dgp_bench::units::standardised;
-use dgp_traits::data::validation_split;
+use dgp_data::validation_split;
 use dgp_traits::metrics::Metrics;
 use dgp_traits::model::PredictConfig;
 

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use dgp_bench::backends::{ArchSpec, find_backend};
 use dgp_bench::report::read_json_lines;
-use dgp_traits::data::Dataset;
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::Dataset;
 use dgp_traits::fit::{Checkpoints, FitHooks, LrSchedule, Progress, RunControl};
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::train::RunState;
 use faer::Mat;
 
@@ -45,7 +45,7 @@ impl Checkpoints for Recorder {
     fn every(&self) -> usize {
         self.every
     }
-    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
+    fn save(&mut self, state: &RunState) -> dgp_core::Result<()> {
         self.saved.push(state.clone());
         Ok(())
     }
@@ -58,7 +58,7 @@ fn data() -> Dataset {
     Dataset::new(x, y).unwrap()
 }
 
-type Loader = fn(&str) -> dgp_traits::Result<Box<dyn Model>>;
+type Loader = fn(&str) -> dgp_core::Result<Box<dyn Model>>;
 
 /// Fit 40 steps at once, and 17 + 23 steps with a save (state through JSON) and a model
 /// reloaded from its checkpoint in between: the same parameters, report and predictions.

@@ -5,8 +5,8 @@
 
 mod common;
 
+use dgp_data::Standardizer;
 use dgp_svi::prelude::*;
-use dgp_traits::data::Standardizer;
 use dgp_traits::model::{FitHooks, PredictConfig};
 use faer::Mat;
 

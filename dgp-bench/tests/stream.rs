@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use dgp_io::rowstore::write_dataset;
-use dgp_io::synth::synth_dataset;
+use dgp_data::rowstore::write_dataset;
+use dgp_data::synth::synth_dataset;
 
 struct Scratch(PathBuf);
 
@@ -395,11 +395,11 @@ fn an_unknown_early_stopping_rule_a_backend_without_it_or_a_class_likelihood_is_
 /// stores: `dgp-bench synth --task classification`'s labels 1[y > 0].
 fn write_class_files(s: &Scratch) {
     for (name, rows, seed) in [("ctrain.rows", 1500, 1), ("ctest.rows", 300, 2)] {
-        dgp_io::synth::write_synth_task(
+        dgp_data::synth::write_synth_task(
             &s.path(name),
             rows,
             seed,
-            dgp_io::synth::SynthTask::Classification,
+            dgp_data::synth::SynthTask::Classification,
             |_| {},
         )
         .unwrap();
@@ -409,7 +409,7 @@ fn write_class_files(s: &Scratch) {
 /// A row store of 2 inputs and the given labels.
 fn write_labels(s: &Scratch, name: &str, labels: &[f64]) {
     let n = labels.len();
-    let data = dgp_traits::data::Dataset::new(
+    let data = dgp_data::Dataset::new(
         faer::Mat::from_fn(n, 2, |i, j| ((i * 7 + j * 3) % 11) as f64),
         faer::Mat::from_fn(n, 1, |i, _| labels[i]),
     )

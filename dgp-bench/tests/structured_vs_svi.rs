@@ -3,11 +3,11 @@
 //! noise stream ("the mean-field equivalence needs S_M
 //! block-diagonal per GP and the same whitening on both sides").
 
+use dgp_core::rng::seeded;
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_svi::{SviConfig, SviModel};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, Model, Objective};
-use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{copy_blocks, lower_factor, perturb, toy_regression};
 use faer::Mat;

@@ -15,12 +15,12 @@
 
 use std::str::FromStr;
 
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::backend::{
     Capabilities, Checked, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET,
     DemoSettings, LikelihoodFamily, Preset, Settings, TrainingMode, Validate,
 };
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::fitted::Fitted;
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::Serialize;

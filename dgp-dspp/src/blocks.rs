@@ -3,15 +3,15 @@
 //! (GPyTorch's DSPP example).
 
 use crate::config::{DsppConfig, QCov};
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_core::transforms::inv_softplus;
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit};
 use dgp_traits::mean::MeanParams;
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::rng::{Rng, standard_normal};
 use dgp_traits::skeleton::stack::{LayerPlan, StackMean};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::inv_softplus;
 use faer::Mat;
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! Configuration of a deep sigma point process, with the defaults of the paper and of its
 //! GPyTorch reference (its DSPP example).
 
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::fit::Training;
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;

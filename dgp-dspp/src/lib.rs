@@ -62,7 +62,7 @@
 //! ```
 //! use dgp_dspp::prelude::*;
 //!
-//! # fn main() -> dgp_dspp::dgp_traits::Result<()> {
+//! # fn main() -> dgp_dspp::dgp_core::Result<()> {
 //! let x = Mat::from_fn(60, 1, |i, _| i as f64 / 30.0 - 1.0);
 //! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 //! let data = Dataset::new(x, y)?;
@@ -98,6 +98,8 @@ pub use blocks::{DsppLayer, GpBlock, Q_MEAN_INIT_SD, Q_SD_FLOOR, QSqrtParams, Z_
 pub use config::{
     DSPP_RISES, DsppConfig, LaterZInit, LrDrops, MAX_GRID_COMPONENTS, QCov, Rule, SiteInit,
 };
+pub use dgp_core;
+pub use dgp_data;
 pub use dgp_traits;
 pub use model::{DsppModel, GRAD_CHUNK_ROWS, SITE_VAR_JITTER};
 pub use ppgpr::PpgprModel;
@@ -111,7 +113,7 @@ pub use train::{EarlyStopping, FitSummary};
 pub mod prelude {
     pub use crate::estimator::PpgprConfig;
     pub use crate::{DsppConfig, DsppModel, PpgprModel, QCov, Rule, SiteInit, select_beta};
-    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::guard::Guard;

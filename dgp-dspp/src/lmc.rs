@@ -12,8 +12,8 @@
 //! `G = ½ ḡ (ααᵀ − C⁻¹)`: `μ̄_w = ḡ (Aα)_w`, `v̄_w = a_wᵀ G a_w`,
 //! `Ā_wd += ḡ μ_w α_d + 2 v_w (G a_w)_d`, `σ̄²_d += G_dd` (a_w is row w of A).
 
+use dgp_core::special::LN_SQRT_2PI;
 use dgp_traits::skeleton::ChunkMoments;
-use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef};
 
@@ -288,7 +288,7 @@ pub(crate) fn lmc_marginals(a: MatRef<'_, f64>, latent: ChunkMoments) -> ChunkMo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::rng::{seeded, standard_normal};
+    use dgp_core::rng::{seeded, standard_normal};
     use dgp_traits::tape::check::{GradCheck, check_gradient};
 
     #[test]

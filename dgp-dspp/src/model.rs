@@ -5,16 +5,16 @@
 use crate::blocks::{DsppLayer, ZStart, new_blocks};
 use crate::config::{DsppConfig, LaterZInit};
 use crate::quadrature::QuadRule;
+use dgp_core::rng::{Rng, seeded, standard_normal};
+use dgp_core::transforms::{inv_softplus, softplus};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::backend::Checked;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::optim::{AdamConfig, LrSchedule};
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::skeleton::model_json;
 use dgp_traits::skeleton::stack::{InitRun, LayerPlan, MeanData, StackMean, layer_plans};
 use dgp_traits::train::FitSummary;
-use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 

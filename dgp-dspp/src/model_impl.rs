@@ -4,8 +4,8 @@
 
 use crate::lmc::lmc_marginals;
 use crate::model::{DsppModel, PREDICT_POINTS, PREDICT_ROWS};
-use dgp_traits::data::RowSource;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_data::RowSource;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
@@ -98,13 +98,13 @@ impl Model for DsppModel {
     ) -> Result<Option<Mat<f64>>> {
         let pred = self.predict(x, &PredictConfig::default())?;
         let w = pred.weights();
-        let mut rng = dgp_traits::rng::seeded(seed);
-        let u = dgp_traits::rng::standard_normal(&mut rng, count, 1);
+        let mut rng = dgp_core::rng::seeded(seed);
+        let u = dgp_core::rng::standard_normal(&mut rng, count, 1);
         let means = &pred.means()[0];
         let mut out = Mat::zeros(x.nrows(), count);
         for c in 0..count {
             // A uniform draw (Φ of a normal draw), then the inverse CDF of ω.
-            let p = dgp_traits::special::norm_cdf(u[(c, 0)]);
+            let p = dgp_core::special::norm_cdf(u[(c, 0)]);
             let mut acc = 0.0;
             let mut k = w.len() - 1;
             for (j, wj) in w.iter().enumerate() {

@@ -3,11 +3,11 @@
 //! `chunked_value_and_grad`).
 
 use crate::model::{DsppModel, GRAD_CHUNK_ROWS};
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::Rng;
 use dgp_traits::layer::kl_divergence;
 use dgp_traits::model::{Batch, Objective, chunked_value_and_grad};
 use dgp_traits::params::ParamStore;
-use dgp_traits::rng::Rng;
 use dgp_traits::tape::{Tape, Var};
 
 impl Objective for DsppModel {

@@ -2,13 +2,13 @@
 
 use crate::config::DsppConfig;
 use crate::model::DsppModel;
+use dgp_core::rng::Rng;
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource};
 use dgp_traits::backend::Checked;
-use dgp_traits::data::{Dataset, RowSource};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::Rng;
 use dgp_traits::tape::{Tape, Var};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 /// use dgp_dspp::prelude::*;
 ///
-/// # fn main() -> dgp_dspp::dgp_traits::Result<()> {
+/// # fn main() -> dgp_dspp::dgp_core::Result<()> {
 /// let x = Mat::from_fn(40, 1, |i, _| i as f64 / 20.0 - 1.0);
 /// let y = Mat::from_fn(40, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 /// let data = Dataset::new(x, y)?;

@@ -4,8 +4,8 @@
 
 use crate::lmc::LmcTape;
 use crate::model::{DsppModel, PREDICT_POINTS, PREDICT_ROWS, SITE_VAR_JITTER};
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::layer::{QVars, marginals};
 use dgp_traits::model::{Model, PredictConfig};
 use dgp_traits::skeleton::{ChunkMoments, Propagated, propagate, tile_rows};
@@ -190,7 +190,7 @@ impl DsppModel {
         if x.nrows() == 0 {
             return Err(Error::Empty("dspp: no points".into()));
         }
-        dgp_traits::error::check_finite("dspp inputs", x)?;
+        dgp_core::check_finite("dspp inputs", x)?;
         self.config.likelihood.check_targets(y)
     }
 

@@ -15,9 +15,9 @@
 //! shared by all layers.
 
 use crate::config::{Rule, SiteInit};
-use dgp_traits::error::{Error, Result};
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_core::{Error, Result};
 use dgp_traits::quadrature::GaussHermite;
-use dgp_traits::rng::{Rng, standard_normal};
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
 use serde::{Deserialize, Serialize};
@@ -162,8 +162,8 @@ impl QuadRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dgp_core::rng::seeded;
     use dgp_traits::quadrature::gh_grid;
-    use dgp_traits::rng::seeded;
 
     #[test]
     fn grid_digits_match_gh_grid_layout() {

@@ -14,8 +14,8 @@
 //! full), so both ways give the same model bit for bit.
 
 use crate::model::{DsppModel, GRAD_CHUNK_ROWS};
-use dgp_traits::data::{Dataset, RowSource};
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource};
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, Objective};
 use dgp_traits::optim::AdamConfig;
 use dgp_traits::train::{

@@ -6,8 +6,8 @@
 
 use crate::config::DsppConfig;
 use crate::model::DsppModel;
-use dgp_traits::data::{Dataset, validation_split};
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, validation_split};
 use dgp_traits::model::{FitConfig, FitHooks, Model};
 use serde::{Deserialize, Serialize};
 
@@ -158,7 +158,7 @@ impl DsppConfig {
 ///
 /// `train` is the training split in model units (standardised with training statistics);
 /// `VALIDATION_FRACTION` of its rows, drawn with `seed` by
-/// [`dgp_traits::data::validation_split`], are held out. Every candidate `base` with
+/// [`dgp_data::validation_split`], are held out. Every candidate `base` with
 /// `beta = b`, `hidden_width = w` (for `b` in `betas`, `w` in `widths`; the widths are
 /// ignored for one-layer models) is built on the remaining rows, trained with `fit`, and
 /// scored by its mean validation NLL; with `with_one_layer`, so is `base` with one layer

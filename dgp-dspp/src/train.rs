@@ -45,9 +45,9 @@
 
 use crate::model::DsppModel;
 use crate::refit;
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource};
 use dgp_traits::calibration::variance_scale;
-use dgp_traits::data::{Dataset, RowSource};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
 use dgp_traits::train::{
@@ -161,7 +161,7 @@ impl TrainRows<'_> {
 /// early stopping when configured.
 ///
 /// The held-out rows are the patience rule's ([`HeldOutSplit::draw`], from the row count
-/// and the fit seed alone, at most [`dgp_traits::data::held_out::MAX_HELD_OUT_ROWS`]);
+/// and the fit seed alone, at most [`dgp_data::held_out::MAX_HELD_OUT_ROWS`]);
 /// from a source that does not hold its rows in memory they are read into memory and the
 /// training rows are a view of the rest ([`HeldOutSplit::split`]), so a streamed fit
 /// equals the in-memory fit bit for bit, in memory bounded by the held-out rows. Random

@@ -5,9 +5,9 @@
 //! objective's log density is the log of the label's probability; zero training error on
 //! separable blobs; one vs two threads; checkpoints.
 
+use dgp_data::Dataset;
 use dgp_dspp::{DsppConfig, DsppModel, PpgprModel, Rule};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
-use dgp_traits::data::Dataset;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, PredictConfig};
 use dgp_traits::predictive::SIMPLEX_TOL;

@@ -3,25 +3,25 @@
 //! case, finite-difference gradients of the whole objective, the simplex weights, the
 //! chunked gradient, determinism, checkpoints and input validation.
 
+use dgp_core::linalg::cholesky_jittered;
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_core::special::LN_SQRT_2PI;
+use dgp_core::transforms::softplus;
+use dgp_data::Dataset;
 use dgp_dspp::lmc::LmcTape;
 use dgp_dspp::{
     DsppConfig, DsppModel, GRAD_CHUNK_ROWS, PpgprModel, Q_SD_FLOOR, QCov, QSqrtParams, Rule,
     SITE_VAR_JITTER, SiteInit,
 };
-use dgp_traits::data::Dataset;
 use dgp_traits::layer::{QSqrt, QVars, kl_divergence, marginals};
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::linalg::cholesky_jittered;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
-use dgp_traits::rng::{seeded, standard_normal};
-use dgp_traits::special::LN_SQRT_2PI;
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::testing::{
     assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
     assert_objective_gradient, assert_predict_rejects_bad_inputs, copy_blocks, perturb,
     toy_regression,
 };
-use dgp_traits::transforms::softplus;
 use faer::{Mat, MatRef};
 use proptest::prelude::*;
 
@@ -308,28 +308,28 @@ fn gh_limit(width: usize, sites: &[usize]) -> (Vec<(usize, f64)>, f64) {
         set(
             &mut proto,
             &format!("{pre}.q.sd"),
-            dgp_traits::transforms::inv_softplus(1.0),
+            dgp_core::transforms::inv_softplus(1.0),
         );
         set(
             &mut proto,
             &format!("{pre}.kernel.variance"),
-            dgp_traits::transforms::inv_softplus(1.0),
+            dgp_core::transforms::inv_softplus(1.0),
         );
     }
     set(
         &mut proto,
         "layer2.kernel.lengthscales",
-        dgp_traits::transforms::inv_softplus(1.5),
+        dgp_core::transforms::inv_softplus(1.5),
     );
     set(
         &mut proto,
         "layer2.kernel.variance",
-        dgp_traits::transforms::inv_softplus(2.0),
+        dgp_core::transforms::inv_softplus(2.0),
     );
     set(
         &mut proto,
         "layer2.q.sd",
-        dgp_traits::transforms::inv_softplus(0.05),
+        dgp_core::transforms::inv_softplus(0.05),
     );
     let id = proto.params().id("layer2.q.mean").unwrap();
     let qm = standard_normal(&mut seeded(5), 6, 1);
@@ -455,10 +455,10 @@ fn one_layer_dspp_is_ppgpr_and_matches_eq16() {
         let mut ll = 0.0;
         for i in 0..data.n() {
             let kf = Mat::from_fn(m, 1, |j, _| k(z, j, x, i));
-            let a = dgp_traits::linalg::tri_solve(
+            let a = dgp_core::linalg::tri_solve(
                 l.as_ref(),
                 kf.as_ref(),
-                dgp_traits::linalg::Tri::Lower,
+                dgp_core::linalg::Tri::Lower,
                 faer::Par::Seq,
             );
             let mu = bias + (0..m).map(|j| a[(j, 0)] * qm[(j, 0)]).sum::<f64>();
@@ -1084,7 +1084,7 @@ fn select_beta_ends_with_interrupted_when_the_caller_asks() {
             .unwrap_err();
         (e, stop.polls.get())
     });
-    assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
+    assert!(matches!(e, dgp_core::Error::Interrupted(_)), "{e}");
     assert!(e.to_string().contains("candidate 1 of 4"), "{e}");
     // One step of the first candidate (its executor polls once), then the search's own
     // check: not 100 000 steps, not four candidates.
@@ -1393,9 +1393,9 @@ fn fitted_ppgpr_round_trips_through_a_model_file() {
 /// `from_checked` on the forced configuration.
 #[test]
 fn ppgpr_from_checked_takes_one_layer_only() {
+    use dgp_core::Error;
     use dgp_dspp::PpgprModel;
     use dgp_traits::backend::Checked;
-    use dgp_traits::error::Error;
     let data = toy_data(30, 2, 4);
     let two = DsppConfig {
         layers: 2,

@@ -5,8 +5,8 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use dgp_core::Error;
 use dgp_dspp::{DsppConfig, select_model};
-use dgp_traits::Error;
 use dgp_traits::fit::RunControl;
 use dgp_traits::model::{FitConfig, FitHooks};
 use dgp_traits::testing::{StopAfter, assert_same_on_one_and_two_threads, toy_regression};

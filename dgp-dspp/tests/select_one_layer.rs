@@ -3,11 +3,11 @@
 //! candidates are exactly the ppgpr selection's, the winner is the best validation score,
 //! the backend builds the PPGPR when it wins and says so, and the setting is checked.
 
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::Dataset;
 use dgp_dspp::{DSPP_BACKEND, DsppConfig, select_beta, select_model};
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::testing::toy_regression;
 use faer::Mat;
 use serde_json::Value;

@@ -2,9 +2,9 @@
 //! initial values on small training sets (`train_inducing_min_ratio`) and the held-out
 //! variance calibration (`calibrate_variance`).
 
+use dgp_data::Dataset;
 use dgp_dspp::{DsppConfig, DsppModel};
 use dgp_traits::calibration::scale_variances;
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
 use dgp_traits::testing::toy_regression;

@@ -6,14 +6,14 @@
 //! SGHMC burn-in step (sampler gradient + MCEM hyper gradient + Adam) and an SGHMC
 //! sampling step (one gradient), each through the same machinery as training.
 
+use dgp_core::rng::stream;
+use dgp_data::uci::load_uci;
+use dgp_data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_hmc::sghmc::{SghmcSamplerConfig, SghmcSchedule, SghmcStepper};
 use dgp_hmc::{SghmcConfig, SghmcModel};
-use dgp_io::uci::load_uci;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::optim::{Adam, AdamConfig};
-use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
 use dgp_traits::train::Executor;
 use faer::{Mat, Par};
@@ -27,7 +27,7 @@ fn stats(v: &mut [f64]) -> (f64, f64) {
     (v[0], v[v.len() / 2])
 }
 
-fn main() -> dgp_traits::Result<()> {
+fn main() -> dgp_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 2 {
         eprintln!("usage: sghmc_time <uci-folder> [steps] [threads]");

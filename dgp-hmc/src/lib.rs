@@ -42,6 +42,8 @@
 pub mod dgps;
 pub mod sghmc;
 
+pub use dgp_core;
+pub use dgp_data;
 pub use dgp_traits;
 pub use dgps::{DGPS_BACKEND, DgpsConfig, DgpsModel};
 pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcConfig, SghmcModel};
@@ -50,7 +52,7 @@ pub use sghmc::{SGHMC_BACKEND, SghmcBackend, SghmcConfig, SghmcModel};
 /// the shared estimator API (fit, predict in original units, save, load).
 pub mod prelude {
     pub use crate::{DgpsConfig, DgpsModel, SghmcConfig, SghmcModel};
-    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::guard::Guard;

@@ -2,11 +2,11 @@
 //! and input checks through the core test kit). The update rule (test 1) and the MCEM
 //! semantics (test 4) are unit tests of the stepper (`dgp-hmc/src/sghmc/sampler/tests.rs`).
 
+use dgp_data::Dataset;
 use dgp_hmc::sghmc::Potential;
 use dgp_hmc::sghmc::SghmcSamplerConfig;
 use dgp_hmc::sghmc::diagnostics::effective_sample_size;
 use dgp_hmc::{SghmcConfig, SghmcModel};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::testing::{
     assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
@@ -199,7 +199,7 @@ fn resumed_run_equals_uninterrupted_run() {
             if done == k {
                 saved = Some(json);
                 // Simulate the interruption: stop the run here.
-                return Err(dgp_traits::Error::config("test", "interrupted"));
+                return Err(dgp_core::Error::config("test", "interrupted"));
             }
             Ok(())
         });
@@ -447,7 +447,7 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
             continue;
         };
         let msg = e.to_string();
-        assert!(matches!(e, dgp_traits::Error::Numerical(_)), "{msg}");
+        assert!(matches!(e, dgp_core::Error::Numerical(_)), "{msg}");
         let step = model.sampler_state().unwrap().step;
         assert!(msg.contains(&format!("sghmc step {step} ")), "{eps}: {msg}");
         let json = model.to_json().unwrap();
@@ -457,7 +457,7 @@ fn diverging_chain_stops_with_the_step_and_keeps_the_last_good_state() {
         // validation's typed error naming the value — never a panic or a NaN state.
         match SghmcModel::from_json(&json) {
             Ok(restored) => assert!(restored.params().flat().iter().all(|v| v.is_finite())),
-            Err(dgp_traits::Error::Config(m)) => {
+            Err(dgp_core::Error::Config(m)) => {
                 assert!(m.to_string().contains("magnitude"), "{eps}: {m}")
             }
             Err(e) => panic!("{eps}: unexpected error restoring the last good state: {e}"),
@@ -523,7 +523,7 @@ fn streamed_rows_sample_bit_identically_to_in_memory() {
         &predict,
     );
     // The ESS diagnostic too (the rows are read from the source once).
-    let run = |rows: &dyn dgp_traits::data::RowSource| {
+    let run = |rows: &dyn dgp_data::RowSource| {
         let mut model = SghmcModel::new(small_config(2), &data).unwrap();
         model.fit(rows, &fit, &mut FitHooks::none()).unwrap();
         (model.potential_ess(), model.describe())

@@ -4,12 +4,12 @@
 //! over kept samples; the marginal data term refused for classification; determinism
 //! with one and two threads; checkpoints; zero training error on separable toy data.
 
+use dgp_core::{Error, LabelError};
+use dgp_data::Dataset;
 use dgp_hmc::sghmc::Potential;
 use dgp_hmc::sghmc::SghmcSamplerConfig;
 use dgp_hmc::{SghmcConfig, SghmcModel};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, PredictConfig};
 use dgp_traits::predictive::SIMPLEX_TOL;

@@ -12,13 +12,13 @@
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{Criterion, Throughput, criterion_group};
-use dgp_io::uci::load_uci;
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::uci::load_uci;
+use dgp_data::{Standardizer, gather_rows_into, permutation};
 use dgp_nested::prelude::*;
 use dgp_nested::psi::{psi0_rbf, psi1_rbf, psi2_rbf};
-use dgp_traits::data::{Standardizer, gather_rows_into, permutation};
 use dgp_traits::model::Batch;
 use dgp_traits::optim::{Adam, AdamConfig};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use faer::Mat;
 use std::hint::black_box;

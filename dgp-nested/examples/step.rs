@@ -9,11 +9,11 @@
 //! `cargo run --release -p dgp-nested --example step [-- --optimiser lbfgs|adam]
 //! [--steps N] [--inducing M] [--seed S]`
 
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::Standardizer;
+use dgp_data::random_split;
 use dgp_nested::prelude::*;
-use dgp_traits::data::Standardizer;
-use dgp_traits::data::random_split;
 use dgp_traits::metrics::Metrics;
-use dgp_traits::rng::{seeded, standard_normal};
 use rand::RngExt;
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn main() -> dgp_traits::Result<()> {
+fn main() -> dgp_core::Result<()> {
     let seed: u64 = arg("--seed", 0);
     let steps_arg: usize = arg("--steps", 0);
     let m: usize = arg("--inducing", 20);

@@ -5,11 +5,11 @@
 //! `num_inducing`, `hidden_width`, `init_seed` and the learning rate and schedule of
 //! `adam`.
 
+use dgp_core::Result;
 use dgp_traits::backend::{
     Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
     LikelihoodFamily, Preset, Settings, TrainingMode, Validate, describe_generic,
 };
-use dgp_traits::error::Result;
 use dgp_traits::fit::Training;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 use serde_json::Value;
@@ -55,7 +55,7 @@ pub const DEMO: DemoSettings = DemoSettings {
     ..DemoSettings::DEFAULT
 };
 
-/// The nested backend ([`NestedModel`]).
+/// The nested backend ([`crate::NestedModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NestedBackend;
 

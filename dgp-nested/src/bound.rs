@@ -3,10 +3,10 @@
 
 use crate::layer::{LayerInput, Need};
 use crate::model::NestedModel;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::Rng;
 use dgp_traits::model::{Batch, Objective};
 use dgp_traits::params::ParamStore;
-use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::check_batch;
 use dgp_traits::tape::{Tape, Var};
 use serde::{Deserialize, Serialize};

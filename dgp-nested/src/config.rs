@@ -4,7 +4,7 @@
 //! that is ours rather than the paper's is marked **(ours)**.
 
 use crate::psi::ExpectationRule;
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::fit::{HeldOutRule, Training};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::optim::{AdamConfig, LbfgsConfig};
@@ -51,7 +51,8 @@ pub enum PredictMode {
 ///
 /// ```
 /// let cfg = dgp_nested::NestedConfig { layers: 3, ..Default::default() };
-/// assert_eq!(cfg.num_inducing, 50);
+/// assert_eq!(cfg.num_inducing, 100); // the run default; the paper's preset has 50
+/// assert_eq!(dgp_nested::NestedConfig::paper().num_inducing, 50);
 /// assert!(cfg.validate().is_ok());
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -5,16 +5,16 @@
 
 use crate::config::NestedConfig;
 use crate::layer::{NOISE_FLOOR, NestedLayer, Q_SQRT_FLOOR};
-use dgp_traits::data::kmeans;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::linalg::{JitterConfig, Tri, cholesky_jittered, tri_solve_in_place};
+use dgp_core::rng::Rng;
+use dgp_core::transforms::{inv_softplus, raw_lower_factor};
+use dgp_data::kmeans;
 use dgp_traits::kernels::{Kernel, KernelHyper};
 use dgp_traits::layer::HYPER_FLOOR;
-use dgp_traits::linalg::{JitterConfig, Tri, cholesky_jittered, tri_solve_in_place};
 use dgp_traits::mean::pca_projection;
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::LayerPlan;
-use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef, Par};
 
 /// Registers the parameters of layer `plan` whose inputs have the running means `inputs`

@@ -4,11 +4,11 @@
 
 use crate::config::NestedConfig;
 use crate::psi::{self, ExpectationRule};
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::linalg::JitterConfig;
+use dgp_core::linalg::Tri;
 use dgp_traits::kernels::{Kernel, KernelVars};
 use dgp_traits::layer::{HYPER_FLOOR, QSqrt, QVars, kl_divergence};
-use dgp_traits::linalg::JitterConfig;
-use dgp_traits::linalg::Tri;
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::tape::{Tape, Var};
 use faer::{Mat, MatRef};
@@ -400,7 +400,7 @@ fn propagated_variance(tape: &mut Tape, q_factors: &[Var], at: Var) -> Var {
 
 /// `softplus(raw) + floor`.
 pub(crate) fn positive(raw: f64, floor: f64) -> f64 {
-    dgp_traits::transforms::softplus(raw) + floor
+    dgp_core::transforms::softplus(raw) + floor
 }
 
 /// Propagated q(h) of one layer for inputs N(mean, diag var) (`var = None`: points):

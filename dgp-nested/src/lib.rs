@@ -84,7 +84,7 @@
 //! ```
 //! use dgp_nested::prelude::*;
 //!
-//! # fn main() -> dgp_nested::dgp_traits::Result<()> {
+//! # fn main() -> dgp_nested::dgp_core::Result<()> {
 //! let x = Mat::from_fn(40, 1, |i, _| i as f64 / 10.0 - 2.0);
 //! let y = Mat::from_fn(40, 1, |i, _| if x[(i, 0)] < 0.0 { -1.0 } else { 1.0 });
 //! let data = Dataset::new(x, y)?;
@@ -113,7 +113,9 @@ pub mod psi;
 
 pub use backend::{NESTED_BACKEND, NestedBackend};
 pub use bound::BoundTerms;
-pub use config::{NestedConfig, Optimiser, PredictMode};
+pub use config::{EARLY_STOPPING, NestedConfig, Optimiser, PredictMode};
+pub use dgp_core;
+pub use dgp_data;
 pub use dgp_traits;
 pub use layer::{NOISE_FLOOR, NestedLayer, Q_SQRT_FLOOR};
 pub use model::NestedModel;
@@ -121,7 +123,7 @@ pub use model::NestedModel;
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::{NestedConfig, NestedModel, Optimiser, PredictMode};
-    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::guard::Guard;

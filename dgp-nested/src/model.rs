@@ -4,16 +4,16 @@
 use crate::config::{NestedConfig, Optimiser, PredictMode};
 use crate::init::init_layer;
 use crate::layer::{NOISE_FLOOR, NestedLayer, layer_moments, positive};
+use dgp_core::rng::seeded;
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::backend::Checked;
-use dgp_traits::data::{Dataset, RowSource, require_in_memory};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::HYPER_FLOOR;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use dgp_traits::optim::{AdamConfig, LbfgsConfig, LrSchedule};
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
     check_inputs, describe_stack, layer_plans, model_json, predict_chunked,
 };

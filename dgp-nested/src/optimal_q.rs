@@ -4,11 +4,11 @@
 use crate::layer::{LayerInput, Need, Q_SQRT_FLOOR};
 use crate::model::NestedModel;
 use crate::psi;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result, check_finite};
-use dgp_traits::linalg::{JitterConfig, chol_solve_in_place, cholesky_jittered};
+use dgp_core::linalg::{JitterConfig, chol_solve_in_place, cholesky_jittered};
+use dgp_core::transforms::raw_lower_factor;
+use dgp_core::{Error, Result, check_finite};
+use dgp_data::Dataset;
 use dgp_traits::tape::Tape;
-use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef, Par};
 
 impl NestedModel {

@@ -4,6 +4,7 @@
 //! through the fallback); minibatch unbiasedness; the moment identity of spec §8;
 //! determinism across thread counts; prediction modes; checkpoints; bad inputs.
 
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_nested::prelude::*;
 use dgp_nested::psi::ExpectationRule;
 use dgp_nested::{BoundTerms, Q_SQRT_FLOOR};
@@ -12,7 +13,6 @@ use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::optim::AdamConfig;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     self, assert_config_errors, assert_fit_same_on_one_and_two_threads,
@@ -253,7 +253,7 @@ fn whitened_and_non_whitened_bounds_agree() {
             .kernel
             .gram(z.as_ref(), white.kernel_hyper(l).as_ref());
         let (lk, _) =
-            dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+            dgp_core::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
         let mu = &lk * white.params().get(layer.q_mean);
         plain.params_mut().set(layer.q_mean, mu).unwrap();
         for &id in &layer.q_sqrt {
@@ -362,8 +362,7 @@ fn moment_identity_of_the_propagated_layer() {
     let z = p.get(layer.z).to_owned();
     let hyper = model.kernel_hyper(1);
     let kuu = layer.kernel.gram(z.as_ref(), hyper.as_ref());
-    let (lk, _) =
-        dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+    let (lk, _) = dgp_core::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
     let kjit = &lk * lk.transpose();
     let kinv = kjit.llt(Side::Lower).unwrap().inverse();
     let qm = p.get(layer.q_mean).to_owned();
@@ -460,8 +459,7 @@ fn linear_mean_propagation_penalty_matches_quadrature() {
     let z = p.get(layer.z).to_owned();
     let hyper = model.kernel_hyper(1);
     let kuu = layer.kernel.gram(z.as_ref(), hyper.as_ref());
-    let (lk, _) =
-        dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+    let (lk, _) = dgp_core::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
     let kinv = (&lk * lk.transpose()).llt(Side::Lower).unwrap().inverse();
     let qm = p.get(layer.q_mean).to_owned();
     let (nodes, weights) = dgp_traits::quadrature::gh_grid(30, 2).unwrap();

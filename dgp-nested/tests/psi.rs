@@ -3,11 +3,11 @@
 //! evaluations), finite-difference checks of every backward rule, the quadrature fallback
 //! against the closed form, and determinism across thread counts.
 
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_nested::psi::{
     self, ExpectationRule, psi0_linear, psi0_rbf, psi1_linear, psi1_rbf, psi2_linear, psi2_rbf,
 };
 use dgp_traits::kernels::{Kernel, KernelHyper, KernelKind, KernelVars};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
 use faer::Mat;

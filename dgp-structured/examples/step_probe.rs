@@ -6,15 +6,15 @@
 //! `cargo run --release -p dgp-structured --example step_probe -- [star|fc|mf] [fit]`
 //! (one thread: `RAYON_NUM_THREADS=1`).
 
+use dgp_core::rng::seeded;
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective};
 use dgp_traits::optim::AdamConfig;
-use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::toy_regression;
 use std::time::Instant;
 
-fn main() -> dgp_traits::error::Result<()> {
+fn main() -> dgp_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let family = match args.get(1).map(String::as_str) {
         Some("fc") => Family::FullyCoupled,

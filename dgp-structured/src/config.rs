@@ -1,8 +1,8 @@
 //! Configuration of a structured deep GP with the defaults of the reference code
 //! (Lindinger et al. 2020, §4, and their reference code, Structured_DGP).
 
+use dgp_core::{Error, Result};
 use dgp_traits::backend::Validate;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::fit::{Convergence, HeldOutRule, LrSchedule, Training};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::optim::{AdamConfig, NatGradConfig, NatGradScheme};

@@ -2,9 +2,9 @@
 
 use crate::model::{NOISE_FLOOR, StructuredModel};
 use crate::q::QTape;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::{Rng, seeded};
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::skeleton::check_batch;
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
@@ -29,7 +29,7 @@ impl StructuredModel {
     ) -> Result<(Var, Var, QTape)> {
         check_batch("structured", batch, self.input_dim, 1)?;
         let (elbo, kl, q) = self.elbo_share(tape, leaves, batch, batch.len(), true, rng)?;
-        let kl = kl.ok_or_else(|| dgp_traits::Error::Empty("structured: no KL".into()))?;
+        let kl = kl.ok_or_else(|| dgp_core::Error::Empty("structured: no KL".into()))?;
         Ok((elbo, kl, q))
     }
 

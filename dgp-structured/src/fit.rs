@@ -7,9 +7,11 @@ use crate::elbo::GRAD_CHUNK_ROWS;
 use crate::model::StructuredModel;
 use crate::q::{FactorTape, Q_SQRT_FLOOR, QParams};
 use crate::warm_start::Resumed;
+use dgp_core::rng::Rng;
+use dgp_core::transforms::raw_lower_factor;
+use dgp_core::{Error, Result};
+use dgp_data::RowSource;
 use dgp_traits::backend::Checked;
-use dgp_traits::data::RowSource;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{
     Batch, ChunkSpec, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig,
     chunked_value_and_grad, chunked_value_and_grads,
@@ -17,14 +19,12 @@ use dgp_traits::model::{
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::Rng;
 use dgp_traits::skeleton::{
     ChunkMoments, check_batch, check_inputs, describe_stack, finish_predictive, model_json,
     predict_chunked,
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
-use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef};
 
 /// Largest number of rows (points × samples) pushed through the layers at once when
@@ -396,15 +396,11 @@ impl StructuredModel {
 mod tests {
     use super::*;
     use crate::StructuredConfig;
+    use dgp_core::rng::seeded;
     use dgp_traits::model::checked_backward;
-    use dgp_traits::rng::seeded;
     use dgp_traits::testing::{assert_chunked_value_and_grad, toy_regression};
 
-    fn model(
-        family: Family,
-        layers: usize,
-        n: usize,
-    ) -> (StructuredModel, dgp_traits::data::Dataset) {
+    fn model(family: Family, layers: usize, n: usize) -> (StructuredModel, dgp_data::Dataset) {
         let data = toy_regression(n, 2, 1.5, 3);
         let c = StructuredConfig {
             family,

@@ -79,12 +79,12 @@ fn col(m: MatRef<'_, f64>, j: usize) -> Option<&[f64]> {
 }
 
 /// `Σ_m u[m, j] v[m, k]` (column `j` of `u`, column `k` of `v`), in the fixed lane order
-/// of [`dgp_traits::lanes::dot`] (vectorised; one chain of additions in row order ran at
+/// of [`dgp_core::lanes::dot`] (vectorised; one chain of additions in row order ran at
 /// one element per add latency).
 #[inline]
 fn col_dot(u: MatRef<'_, f64>, j: usize, v: MatRef<'_, f64>, k: usize) -> f64 {
     match (col(u, j), col(v, k)) {
-        (Some(x), Some(y)) => dgp_traits::lanes::dot(x, y),
+        (Some(x), Some(y)) => dgp_core::lanes::dot(x, y),
         _ => (0..u.nrows()).fold(0.0, |s, i| s + u[(i, j)] * v[(i, k)]),
     }
 }

@@ -62,7 +62,7 @@
 //! use dgp_traits::model::{FitConfig, Model, PredictConfig, FitHooks};
 //! use dgp_traits::optim::AdamConfig;
 //!
-//! # fn main() -> dgp_traits::Result<()> {
+//! # fn main() -> dgp_core::Result<()> {
 //! let data = dgp_traits::testing::toy_regression(40, 2, 1.5, 0);
 //! let config = StructuredConfig {
 //!     family: Family::Star, layers: 3, tau: 2, num_inducing: 8,
@@ -145,6 +145,8 @@ pub use config::{
     DEFAULT_CONVERGENCE, DEFAULT_INIT_NOISE_VARIANCE, DEFAULT_NATGRAD, DEFAULT_WARM_START, Family,
     StructuredConfig, WarmStart,
 };
+pub use dgp_core;
+pub use dgp_data;
 pub use dgp_traits;
 pub use elbo::GRAD_CHUNK_ROWS;
 pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredModel};
@@ -153,7 +155,7 @@ pub use model::{NOISE_FLOOR, SAMPLE_JITTER, StructuredModel};
 /// estimator API (fit, predict in original units, save, load).
 pub mod prelude {
     pub use crate::{Family, StructuredConfig, StructuredModel};
-    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::guard::Guard;

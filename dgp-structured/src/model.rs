@@ -3,19 +3,19 @@
 
 use crate::config::{Family, StructuredConfig};
 use crate::q::{QParams, block_pattern};
+use dgp_core::linalg::{Tri, cholesky_jittered};
+use dgp_core::rng::seeded;
+use dgp_core::transforms::{inv_softplus, softplus};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::backend::Checked;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::joint_q::JointQ;
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{HYPER_FLOOR, SparseLayer, SparseLayerInit};
-use dgp_traits::linalg::{Tri, cholesky_jittered};
 use dgp_traits::mean::{LinearInit, MeanVars};
 use dgp_traits::params::{ParamId, ParamStore, Role};
-use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 

@@ -6,8 +6,8 @@ use crate::fields::{self, Field};
 use crate::model::{Proj, SAMPLE_JITTER, StructuredModel};
 use crate::q::QTape;
 use crate::sparse::SparseState;
-use dgp_traits::error::{Error, Result};
-use dgp_traits::rng::{Rng, standard_normal};
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_core::{Error, Result};
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
 

@@ -8,13 +8,13 @@
 //! non-zero M×M blocks of L, never an n×n matrix.
 
 use crate::config::Family;
-use dgp_traits::error::{Error, Result};
+use dgp_core::linalg::Tri;
+use dgp_core::transforms::raw_lower_factor;
+use dgp_core::{Error, Result};
 use dgp_traits::joint_q::{JointQ, JointQVars};
 use dgp_traits::kl::PriorBlock;
-use dgp_traits::linalg::Tri;
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
-use dgp_traits::transforms::raw_lower_factor;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
@@ -91,7 +91,7 @@ pub fn block_pattern(
 /// `softplus + floor` (the value of `Tape::lower_cholesky_factor`).
 pub fn lower_factor(raw: MatRef<'_, f64>) -> Mat<f64> {
     Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| match i.cmp(&j) {
-        std::cmp::Ordering::Equal => dgp_traits::transforms::softplus(raw[(i, i)]) + Q_SQRT_FLOOR,
+        std::cmp::Ordering::Equal => dgp_core::transforms::softplus(raw[(i, i)]) + Q_SQRT_FLOOR,
         std::cmp::Ordering::Greater => raw[(i, j)],
         std::cmp::Ordering::Less => 0.0,
     })

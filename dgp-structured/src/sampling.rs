@@ -7,8 +7,8 @@
 
 use crate::model::{SAMPLE_JITTER, StructuredModel};
 use crate::q::{QParams, lower_factor};
-use dgp_traits::error::{Error, Result};
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_core::{Error, Result};
 use dgp_traits::skeleton::check_inputs;
 use dgp_traits::tape::Tape;
 use faer::{Accum, Mat, MatRef, Par};

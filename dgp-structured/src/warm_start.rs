@@ -5,8 +5,8 @@
 use crate::config::{Family, StructuredConfig};
 use crate::model::StructuredModel;
 use crate::q::{QParams, block_pattern};
-use dgp_traits::data::RowSource;
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
+use dgp_data::RowSource;
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
 use dgp_traits::model::{Convergence, FitConfig, FitReport};
 use dgp_traits::params::{ParamId, ParamStore};
@@ -179,7 +179,7 @@ impl Checkpoints for Resumed<'_, '_> {
 mod tests {
     use super::*;
     use crate::WarmStart;
-    use dgp_traits::data::Dataset;
+    use dgp_data::Dataset;
     use dgp_traits::model::{Batch, Model};
     use dgp_traits::testing::toy_regression;
 

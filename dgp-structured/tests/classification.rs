@@ -4,10 +4,10 @@
 //! simplex; zero training error on separable toy data; identical results with one and
 //! two threads; checkpoints; typed errors for bad labels.
 
+use dgp_core::{Error, LabelError};
+use dgp_data::Dataset;
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, PredictConfig};
 use dgp_traits::optim::AdamConfig;
@@ -224,7 +224,7 @@ fn structured_bad_labels_are_typed_errors_before_training() {
     let build = |lik: Likelihood, d: &Dataset| {
         StructuredModel::new(cfg(Family::Star, 2, 4, lik), d).map(|_| ())
     };
-    let label_err = |r: dgp_traits::Result<()>| match r {
+    let label_err = |r: dgp_core::Result<()>| match r {
         Err(Error::Label(e)) => e,
         other => panic!("expected a label error, got {other:?}"),
     };

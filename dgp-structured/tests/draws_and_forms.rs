@@ -1,10 +1,10 @@
 //! Function draws of the structured families (`Model::function_samples`) and the fused
 //! per-row forms of the block-sparse route (`dgp_structured::forms`).
 
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_structured::forms::{Partner, stacked_forms, tiled_col_dots};
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
 use dgp_traits::model::Model;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{perturb, toy_regression};
 use faer::{Mat, Par};

@@ -1,11 +1,11 @@
 //! Tests of issue 14 (1 first half, 2–7) for the structured families, plus the backend kit
 //! checks (checkpoint, determinism, bad inputs, config errors).
 
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::Dataset;
 use dgp_structured::{Family, StructuredConfig, StructuredModel};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, Model, Objective, PredictConfig};
 use dgp_traits::optim::{AdamConfig, NatGradConfig};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
@@ -814,8 +814,7 @@ fn defaults_use_natural_steps_for_fc_and_the_convergence_stop() {
         .fit(&data, &late, &mut dgp_traits::fit::FitHooks::none())
         .unwrap_err();
     assert!(
-        matches!(e, dgp_traits::Error::Config(_))
-            && e.to_string().contains("convergence.min_steps"),
+        matches!(e, dgp_core::Error::Config(_)) && e.to_string().contains("convergence.min_steps"),
         "{e}"
     );
 }

@@ -3,12 +3,12 @@
 //! `cargo run --release -p dgp-svi --example step_time -- <uci-folder> <samples> [steps] [threads]`.
 //! Architecture of the speed acceptance: L = 2, M = 128, batch 1000, hidden width 5.
 
-use dgp_io::uci::load_uci;
+use dgp_core::rng::stream;
+use dgp_data::uci::load_uci;
+use dgp_data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_svi::prelude::*;
-use dgp_traits::data::{Minibatches, Standardizer, gather_rows_into};
 use dgp_traits::model::Batch;
 use dgp_traits::optim::{Adam, AdamConfig};
-use dgp_traits::rng::stream;
 use dgp_traits::tape::Tape;
 use faer::{Mat, Par};
 use std::time::Instant;
@@ -31,7 +31,7 @@ fn stats(v: &mut [f64]) -> (f64, f64) {
     (v[0], v[v.len() / 2])
 }
 
-fn main() -> dgp_traits::Result<()> {
+fn main() -> dgp_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
         eprintln!("usage: step_time <uci-folder> <samples> [steps] [threads]");

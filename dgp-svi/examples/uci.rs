@@ -3,16 +3,16 @@
 //! Prints one line per split and the mean ± standard error (ddof = 1). The full benchmark
 //! CLI is `dgp-bench run`; this example shows the library calls it is made of.
 
-use dgp_io::uci::load_uci;
+use dgp_data::Standardizer;
+use dgp_data::uci::load_uci;
 use dgp_svi::prelude::*;
-use dgp_traits::data::Standardizer;
 use dgp_traits::metrics::Metrics;
 use std::time::Instant;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> dgp_traits::Result<()> {
+fn main() -> dgp_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
         eprintln!("usage: uci <folder> <layers> <steps> <split> [split ...]");

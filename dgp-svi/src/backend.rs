@@ -5,11 +5,11 @@
 //! `num_inducing`, `hidden_width`, `train_samples`, `init_seed` and the learning rate and
 //! schedule of `adam`.
 
+use dgp_core::Result;
 use dgp_traits::backend::{
     Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
     LikelihoodFamily, Preset, Settings, TrainingMode, Validate, describe_generic,
 };
-use dgp_traits::error::Result;
 use dgp_traits::fit::Training;
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
 use serde_json::Value;
@@ -56,7 +56,7 @@ const PRESETS: &[Preset] = &[
     },
 ];
 
-/// The svi backend ([`SviModel`]).
+/// The svi backend ([`crate::SviModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SviBackend;
 
@@ -268,7 +268,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(
-            matches!(&e, dgp_traits::Error::Config(c) if c.field == "preset")
+            matches!(&e, dgp_core::Error::Config(c) if c.field == "preset")
                 && e.to_string().contains("default, paper"),
             "{e}"
         );

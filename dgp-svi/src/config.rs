@@ -1,7 +1,7 @@
 //! Configuration of a DSVI deep GP, with the defaults of the paper and its reference code
 //! (Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP `demos/run_regression.py`).
 
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::fit::{Convergence, Training};
 use dgp_traits::kernels::KernelKind;
 use dgp_traits::likelihoods::Likelihood;

@@ -43,7 +43,7 @@
 //! ```
 //! use dgp_svi::prelude::*;
 //!
-//! # fn main() -> dgp_svi::dgp_traits::Result<()> {
+//! # fn main() -> dgp_svi::dgp_core::Result<()> {
 //! let x = Mat::from_fn(60, 1, |i, _| i as f64 / 30.0 - 1.0);
 //! let y = Mat::from_fn(60, 1, |i, _| (3.0 * x[(i, 0)]).sin());
 //! let data = Dataset::new(x, y)?;
@@ -112,6 +112,8 @@ mod variational;
 
 pub use backend::{SVI_BACKEND, SviBackend};
 pub use config::{DEFAULT_CONVERGENCE, LastMean, SviConfig};
+pub use dgp_core;
+pub use dgp_data;
 pub use dgp_traits;
 pub use model::{GRAD_CHUNK_ROWS, NOISE_FLOOR, SAMPLE_JITTER, SviModel, chunk_rows};
 pub use variational::{Q_SQRT_FLOOR, QParams};
@@ -119,7 +121,7 @@ pub use variational::{Q_SQRT_FLOOR, QParams};
 /// Everything needed to build, train and evaluate a model.
 pub mod prelude {
     pub use crate::{LastMean, SviConfig, SviModel};
-    pub use dgp_traits::data::{Dataset, load_csv};
+    pub use dgp_data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
     pub use dgp_traits::guard::Guard;

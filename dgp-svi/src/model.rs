@@ -3,9 +3,11 @@
 
 use crate::config::{LastMean, SviConfig};
 use crate::variational::{Q_SQRT_FLOOR, QParams, init_q};
+use dgp_core::rng::{Rng, seeded};
+use dgp_core::transforms::{inv_softplus, raw_lower_factor};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource};
 use dgp_traits::backend::Checked;
-use dgp_traits::data::{Dataset, RowSource};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::Kernel;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer, SparseLayerInit, kl_divergence, marginals};
 use dgp_traits::mean::LinearInit;
@@ -16,7 +18,6 @@ use dgp_traits::model::{
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, Propagated, check_batch, check_inputs, describe_stack,
@@ -24,7 +25,6 @@ use dgp_traits::skeleton::{
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{AdamStepper, NaturalAdamStepper, NaturalGradientModel, fit_with_held_out};
-use dgp_traits::transforms::{inv_softplus, raw_lower_factor};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
@@ -191,7 +191,7 @@ impl SviModel {
     /// The Gaussian noise variance σ², if the likelihood has one.
     pub fn noise_variance(&self) -> Option<f64> {
         self.noise
-            .map(|id| dgp_traits::transforms::softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
+            .map(|id| dgp_core::transforms::softplus(self.params.get(id)[(0, 0)]) + NOISE_FLOOR)
     }
 
     /// Eq. (15): pushes `x` (B×D) through the layers with `samples` reparameterised draws of

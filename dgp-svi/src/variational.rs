@@ -2,12 +2,12 @@
 //! output of every layer (full Cholesky factors), its parameter blocks and its start
 //! (the initialisation of Salimbeni & Deisenroth 2017's reference code, Doubly-Stochastic-DGP).
 
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::linalg::cholesky_jittered;
+use dgp_core::transforms::raw_lower_factor;
 use dgp_traits::layer::{QSqrt, QVars, SparseLayer};
-use dgp_traits::linalg::cholesky_jittered;
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::raw_lower_factor;
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 

@@ -3,9 +3,9 @@
 //! zero training error; finite-difference gradients of the whole objective; identical
 //! results with one and two threads; checkpoints; typed errors for bad labels.
 
+use dgp_core::{Error, LabelError};
 use dgp_svi::prelude::*;
 use dgp_traits::classification::{ClassMetrics, ClassProbs, class_labels};
-use dgp_traits::error::{Error, LabelError};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
 use dgp_traits::testing::{
@@ -200,7 +200,7 @@ fn bad_labels_are_typed_errors_before_training() {
         )
         .map(|_| ())
     };
-    let label_err = |r: dgp_traits::Result<()>| match r {
+    let label_err = |r: dgp_core::Result<()>| match r {
         Err(Error::Label(e)) => e,
         other => panic!("expected a label error, got {other:?}"),
     };

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dgp_core::{CheckpointError, Error};
+use dgp_data::Dataset;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::Dataset;
 use dgp_traits::fit::Training;
 use dgp_traits::fitted::{Estimator, Fitted};
 use dgp_traits::guard::{CheckpointDir, DEFAULT_FILE, Guard, fit_identity};
 use dgp_traits::model::Objective;
 use dgp_traits::testing::{ScratchDir, toy_regression};
-use dgp_traits::{CheckpointError, Error};
 
 /// The child's checkpoint directory (set: this process is a child).
 const CHILD_DIR: &str = "DGP_GUARD_TEST_CHILD_DIR";

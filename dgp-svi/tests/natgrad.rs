@@ -4,12 +4,12 @@
 //! likelihood, training with it is reproducible across thread counts, and it reaches a
 //! better bound than Adam alone in the same number of steps.
 
+use dgp_core::rng::seeded;
+use dgp_data::Dataset;
 use dgp_svi::prelude::*;
-use dgp_traits::data::Dataset;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{Batch, FitHooks};
 use dgp_traits::optim::{NatGradConfig, NatGradScheme};
-use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     assert_config_errors, assert_fit_same_on_one_and_two_threads, perturb, toy_regression,

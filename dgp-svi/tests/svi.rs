@@ -4,14 +4,15 @@
 //! the chunked gradient of large minibatches against its chunks on one tape,
 //! reproducibility across thread counts, and checkpoint round trips.
 
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_core::transforms::softplus;
+use dgp_data::Dataset;
 use dgp_svi::prelude::*;
 use dgp_svi::{GRAD_CHUNK_ROWS, chunk_rows};
-use dgp_traits::data::Dataset;
 use dgp_traits::kernels::KernelHyper;
 use dgp_traits::layer::SparseLayer;
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     self, assert_chunked_value_and_grad, assert_config_errors,
@@ -19,7 +20,6 @@ use dgp_traits::testing::{
     assert_model_json_round_trip, assert_objective_gradient, assert_predict_rejects_bad_inputs,
     copy_blocks, exact_gp_log_marginal, perturb, raw_lower_factor, toy_regression,
 };
-use dgp_traits::transforms::softplus;
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef, Side};
 use proptest::prelude::*;
@@ -209,7 +209,7 @@ fn whitened_and_non_whitened_elbos_agree() {
             kuu[(i, i)] += layer.white_noise;
         }
         let (lk, _) =
-            dgp_traits::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
+            dgp_core::linalg::cholesky_jittered(kuu.as_ref(), "test", layer.jitter).unwrap();
         let qm = white.params().id(&format!("{name}.q.mean")).unwrap();
         let mu = &lk * white.params().get(qm);
         let id = plain.params().id(&format!("{name}.q.mean")).unwrap();

@@ -7,10 +7,10 @@
 //! ratios hold on a busy machine.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use dgp_core::linalg::{JitterConfig, cholesky_jittered};
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::conditional::{QPart, QSqrt, QVars, Route, conditional_via};
 use dgp_traits::layer::Projection;
-use dgp_traits::linalg::{JitterConfig, cholesky_jittered};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use faer::{Mat, Par};
 use std::hint::black_box;

@@ -6,8 +6,8 @@
 //! step can be read as a ratio on a busy machine.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::optim::{NatGradConfig, natural_gradient_step};
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::svgp_reference::SvgpInputs;
 use faer::{Mat, Par};
 use std::hint::black_box;

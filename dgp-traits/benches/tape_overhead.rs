@@ -8,7 +8,7 @@
 //! variants so that both see the same load.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::svgp_reference::SvgpInputs;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p dgp-traits --example tape_ratio`
 
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::svgp_reference::SvgpInputs;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};

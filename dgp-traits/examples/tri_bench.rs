@@ -4,8 +4,8 @@
 //! `cargo run --release -p dgp-traits --example tri_bench -- [N]` (default N = 10000;
 //! minimum of 15 runs, single-threaded unless stated).
 
-use dgp_traits::linalg::Tri;
-use dgp_traits::rng::{seeded, standard_normal};
+use dgp_core::linalg::Tri;
+use dgp_core::rng::{seeded, standard_normal};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure as BS, matmul as tmm};
 use faer::linalg::triangular_solve::solve_lower_triangular_in_place;

@@ -26,8 +26,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::data::Dataset;
-use crate::error::{Error, Result};
 use crate::fit::LrSchedule;
 use crate::fitted::{Estimator, Fitted, Loadable};
 pub use crate::likelihoods::LikelihoodFamily;
@@ -35,6 +33,8 @@ use crate::memory::{MemoryEstimate, MemoryShape};
 use crate::model::{FitConfig, FitHooks, Model};
 use crate::optim::AdamConfig;
 pub use crate::run_defaults::{DemoSettings, RunDefaults};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 
 /// Backend-specific settings: a JSON object whose keys are fields of the backend's
 /// configuration (nested objects for nested fields).
@@ -194,7 +194,7 @@ pub struct Capabilities {
     /// `build` chooses hyper-parameters on validation rows held out of the training data
     /// when [`CommonSettings::tune`] is set (and the choice is not fixed by settings).
     pub selects_on_validation: bool,
-    /// `fit` can train from a [`crate::data::RowSource`] that does not hold the rows in
+    /// `fit` can train from a [`dgp_data::RowSource`] that does not hold the rows in
     /// memory ([`crate::model::Model::fit`] with a source whose `in_memory` is `None`).
     pub streams: bool,
     /// `fit` computes every minibatch objective's value and gradient through the core's

@@ -19,14 +19,14 @@
 //! assert!((c - 4.0).abs() < 1e-6);
 //! let scaled = scale_variances(&pred, c)?;
 //! assert!((scaled.variances()[0][(0, 0)] - 4.0).abs() < 1e-6);
-//! # Ok::<(), dgp_traits::Error>(())
+//! # Ok::<(), dgp_core::Error>(())
 //! ```
 
-use crate::error::{Error, Result};
 use crate::predictive::Predictive;
-use crate::special::{gaussian_log_density, log_sum_exp};
 use argmin::core::{CostFunction, Executor};
 use argmin::solver::brent::BrentOpt;
+use dgp_core::special::{gaussian_log_density, log_sum_exp};
+use dgp_core::{Error, Result};
 use faer::{Mat, MatRef};
 
 /// Search interval of `log c`: scales between e⁻¹² ≈ 6·10⁻⁶ and e¹² ≈ 1.6·10⁵.

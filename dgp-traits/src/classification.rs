@@ -20,11 +20,11 @@
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, LabelError, Result, check_finite};
-pub use crate::likelihoods::labels::{
+use crate::predictive::{Predictive, SIMPLEX_TOL};
+use dgp_core::{Error, LabelError, Result, check_finite};
+pub use dgp_data::labels::{
     check_all_classes_present, class_label, class_labels, infer_num_classes,
 };
-use crate::predictive::{Predictive, SIMPLEX_TOL};
 
 /// Number of equal-width confidence bins of [`expected_calibration_error`] in
 /// [`ClassMetrics`].

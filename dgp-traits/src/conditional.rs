@@ -44,8 +44,8 @@
 //!
 //! [`Tape::quad_form_cols`]: crate::tape::Tape::quad_form_cols
 
-use crate::linalg::Tri;
 use crate::tape::{Tape, Var};
+use dgp_core::linalg::Tri;
 
 /// What a layer's projection of a batch onto its inducing points yields (all on the tape).
 #[derive(Clone, Copy, Debug)]

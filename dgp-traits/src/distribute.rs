@@ -15,7 +15,7 @@
 
 use std::sync::OnceLock;
 
-use crate::error::{Error, Result};
+use dgp_core::{Error, Result};
 
 /// Which chunks this process computes, and how the results are shared.
 pub trait ChunkRunner: Send + Sync {

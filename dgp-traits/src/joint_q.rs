@@ -3,9 +3,9 @@
 //! one mean vector (n×1) and one lower Cholesky factor (n×n), and gives the block-diagonal
 //! prior the KL of [`crate::kl::gauss_kl_block_diag`] is taken against.
 
-use crate::error::{Error, Result};
 use crate::kl::{PriorBlock, gauss_kl_block_diag};
 use crate::tape::{Tape, Var};
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 

@@ -11,9 +11,9 @@
 //! `tr(P⁻¹S) = ‖L_P⁻¹L_S‖²_F` and `mᵀP⁻¹m = ‖L_P⁻¹m‖²`.
 
 use crate::conditional::{QSqrt, QVars};
-use crate::error::{Error, Result};
-use crate::linalg::Tri;
 use crate::tape::{Tape, Var};
+use dgp_core::linalg::Tri;
+use dgp_core::{Error, Result};
 
 /// Σ_d KL(q(u_d) ‖ p(u_d)) for one layer (whitened: against N(0, I); non-whitened: against
 /// N(0, Kuu) with `chol` = chol(Kuu)); Salimbeni & Deisenroth 2017, eqs. 7–8.

@@ -6,14 +6,14 @@
 //! (re-exported here).
 
 pub use crate::conditional::{Projection, QSqrt, QVars, marginals};
-use crate::error::{Error, Result};
 use crate::kernels::{Kernel, KernelVars};
 pub use crate::kl::kl_divergence;
-use crate::linalg::JitterConfig;
 use crate::mean::{MeanFunction, MeanParams, MeanVars};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::tape::{Tape, Var};
-use crate::transforms::inv_softplus;
+use dgp_core::linalg::JitterConfig;
+use dgp_core::transforms::inv_softplus;
+use dgp_core::{Error, Result};
 use faer::Mat;
 use serde::{Deserialize, Serialize};
 

@@ -21,16 +21,21 @@
 //! original units and is saved and loaded through one checksummed model file.
 //!
 //! Training: what a fit is asked and reports is the plain data of [`fit`] ([`fit::FitConfig`],
-//! [`fit::FitHooks`], [`fit::FitReport`]); the rows come from any [`data::RowSource`]
+//! [`fit::FitHooks`], [`fit::FitReport`]); the rows come from any [`dgp_data::RowSource`]
 //! (in memory, or an out-of-core store); [`params`] (blocks with roles), the [`train`]ing
 //! executor with its steppers and observers; [`distribute`] decides which chunks of a
 //! minibatch gradient this process computes (all of them, or its share of a data-parallel
-//! launch). Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`], parameter
-//! [`transforms`], [`optim`]isers (Adam, L-BFGS, natural gradients), [`data`] loading / standardisation /
-//! splits / minibatches / k-means++, [`metrics`] (NLL, RMSE, CRPS, coverage, PIT), [`classification`] labels, class
-//! probabilities and metrics (error rate, log loss, Brier, ECE, AUC), seeded
-//! [`rng`], and the one [`error::Error`] type. A backend registers itself with a harness
-//! through [`backend::Backend`] (its own configuration, validated once, and a build function).
+//! launch). Building blocks: [`kernels`], [`mean`] functions, [`likelihoods`],
+//! [`optim`]isers (Adam, L-BFGS, natural gradients), [`metrics`] (NLL, RMSE, CRPS, coverage,
+//! PIT), [`classification`] labels, class probabilities and metrics (error rate, log loss,
+//! Brier, ECE, AUC). A backend registers itself with a harness through [`backend::Backend`]
+//! (its own configuration, validated once, and a build function).
+//!
+//! Below this crate sit two that know nothing of Gaussian processes: [`dgp_core`] (the one
+//! [`dgp_core::Error`] type, seeded [`dgp_core::rng`], dense linear algebra with the jitter
+//! rule, special functions, parameter transforms) and [`dgp_data`] (data sets and row
+//! sources, loaders for text, CSV, Parquet and the row store, standardisation, splits,
+//! minibatches, k-means++).
 //!
 //! ## The core at a glance
 //!
@@ -106,20 +111,15 @@ pub mod backend;
 pub mod calibration;
 pub mod classification;
 pub mod conditional;
-pub mod data;
 pub mod distribute;
-pub mod error;
-pub mod fastexp;
 pub mod fit;
 pub mod fitted;
 pub mod guard;
 pub mod joint_q;
 pub mod kernels;
 pub mod kl;
-pub mod lanes;
 pub mod layer;
 pub mod likelihoods;
-pub mod linalg;
 pub mod mean;
 pub mod memory;
 pub mod metrics;
@@ -129,17 +129,11 @@ pub mod params;
 pub mod predictive;
 pub mod quadrature;
 pub mod request;
-pub mod rng;
 mod run_defaults;
-pub mod serde_mat;
 pub mod skeleton;
-pub mod special;
 #[cfg(feature = "testing")]
 pub mod svgp_reference;
 pub mod tape;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod train;
-pub mod transforms;
-
-pub use error::{CheckpointError, ConfigError, Error, Result};

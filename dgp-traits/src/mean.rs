@@ -16,9 +16,9 @@
 //! The only tape operation here is the fused affine map [`Tape::mean_affine`]
 //! `X W + 1 b` (either term optional); its forward pass is [`affine`].
 
-use crate::error::{Error, Result, check_finite};
-use crate::rng::{Rng, standard_normal};
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_core::{Error, Result, check_finite};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par, Side};
 use serde::{Deserialize, Serialize};
@@ -497,8 +497,8 @@ impl Tape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::seeded;
     use crate::tape::check::{GradCheck, check_gradient};
+    use dgp_core::rng::seeded;
     use faer::mat;
     use proptest::prelude::*;
 

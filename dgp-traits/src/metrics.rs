@@ -17,9 +17,9 @@
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::predictive::Predictive;
-use crate::special::{FRAC_1_SQRT_2PI, norm_cdf, norm_cdf_both, norm_pdf, norm_ppf};
+use dgp_core::special::{FRAC_1_SQRT_2PI, norm_cdf, norm_cdf_both, norm_pdf, norm_ppf};
+use dgp_core::{Error, Result};
 
 /// Mean negative log predictive density, −(1/N) Σ_n log p(y_n), with the per-point
 /// log-sum-exp over components of [`Predictive::log_density`].

@@ -14,15 +14,15 @@
 //!   common [`Predictive`] (a finite Gaussian mixture per test point), so that metrics,
 //!   plots and the benchmark treat every backend alike through `Box<dyn Model>`.
 
-#[cfg(doc)]
-use crate::data::Dataset;
-use crate::data::RowSource;
-use crate::error::{Error, Result};
 pub use crate::fit::{Convergence, FitConfig, FitHooks, FitReport};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
-use crate::rng::{Rng, stream};
 use crate::tape::{Gradients, Tape, Var};
+use dgp_core::rng::{Rng, stream};
+use dgp_core::{Error, Result};
+#[cfg(doc)]
+use dgp_data::Dataset;
+use dgp_data::RowSource;
 use faer::{Mat, MatRef};
 use rand::RngExt;
 use rayon::prelude::*;
@@ -171,7 +171,7 @@ pub struct ChunkedGrad {
 /// one per large operation. Which chunks this process computes, and how the results of
 /// the others reach it, is the process-wide [`crate::distribute::runner`]'s choice (all
 /// of them here by default); the sums are the same either way. The noise of chunk c: with `draws_noise`, stream c
-/// ([`crate::rng::stream`]) of one seed drawn from `rng`; without, a copy of `rng` the
+/// ([`dgp_core::rng::stream`]) of one seed drawn from `rng`; without, a copy of `rng` the
 /// closure does not use (a deterministic objective leaves `rng` untouched). The chunking
 /// depends on B only, so results never depend on the number of threads.
 ///
@@ -487,7 +487,7 @@ pub trait Model: Objective + Send + Sync {
     /// full-batch L-BFGS driver); there is no default. A backend that needs the rows in
     /// memory (full-batch training, a selection on validation rows) returns
     /// [`Error::Unsupported`] for a source that does not hold them
-    /// ([`crate::data::require_in_memory`]); [`crate::backend::Capabilities::streams`]
+    /// ([`dgp_data::require_in_memory`]); [`crate::backend::Capabilities::streams`]
     /// declares which do.
     fn fit(
         &mut self,

@@ -10,8 +10,8 @@
 //! [`ParamId`]; every free block is a leaf, so one reverse pass gives the gradient for all
 //! roles at once.
 
-use crate::error::{Error, Result};
 use crate::tape::{Gradients, Tape, Var};
+use dgp_core::{Error, Result};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +65,7 @@ pub struct ParamBlock {
     /// Human-readable name, e.g. `"layer1.kernel.lengthscales"`.
     pub name: String,
     /// Value in unconstrained space.
-    #[serde(with = "crate::serde_mat")]
+    #[serde(with = "dgp_core::serde_mat")]
     pub value: Mat<f64>,
     /// Who moves it.
     pub role: Role,
@@ -77,7 +77,7 @@ pub struct ParamBlock {
 #[serde(deny_unknown_fields)]
 struct ParamBlockRepr {
     name: String,
-    #[serde(with = "crate::serde_mat")]
+    #[serde(with = "dgp_core::serde_mat")]
     value: Mat<f64>,
     #[serde(default)]
     role: Option<Role>,
@@ -126,7 +126,7 @@ impl ParamStore {
                 format!("duplicate parameter name {name}"),
             ));
         }
-        crate::error::check_finite(&name, value.as_ref())?;
+        dgp_core::check_finite(&name, value.as_ref())?;
         self.blocks.push(ParamBlock { name, value, role });
         Ok(ParamId(self.blocks.len() - 1))
     }
@@ -156,7 +156,7 @@ impl ParamStore {
                 format!("{}×{}", value.nrows(), value.ncols()),
             ));
         }
-        crate::error::check_finite(&b.name, value.as_ref())?;
+        dgp_core::check_finite(&b.name, value.as_ref())?;
         b.value = value;
         Ok(())
     }

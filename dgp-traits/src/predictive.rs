@@ -11,14 +11,14 @@
 //! observation noise. For classification, the class probabilities p(y_n = c) are attached
 //! as `class_probs` (N×C; binary problems use C = 2 columns p(y=0), p(y=1)).
 //!
-//! Serialisation goes through [`crate::serde_mat::MatData`] and re-validates on load.
+//! Serialisation goes through [`dgp_core::serde_mat::MatData`] and re-validates on load.
 
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::serde_mat::MatData;
-use crate::special::{gaussian_log_density, log_sum_exp};
+use dgp_core::serde_mat::MatData;
+use dgp_core::special::{gaussian_log_density, log_sum_exp};
+use dgp_core::{Error, Result};
 
 /// Tolerance on |Σ w − 1| (weights) and |Σ_c p_c − 1| (class probabilities).
 pub const SIMPLEX_TOL: f64 = 1e-8;
@@ -151,10 +151,7 @@ impl Predictive {
                         format!("{}×{}", mat.nrows(), mat.ncols()),
                     ));
                 }
-                crate::error::check_finite(
-                    &format!("predictive {what} of output {p}"),
-                    mat.as_ref(),
-                )?;
+                dgp_core::check_finite(&format!("predictive {what} of output {p}"), mat.as_ref())?;
             }
             for sidx in 0..s {
                 for i in 0..n {
@@ -247,7 +244,7 @@ impl Predictive {
                 format!("{}×{}", probs.nrows(), probs.ncols()),
             ));
         }
-        crate::error::check_finite("predictive class probabilities", probs.as_ref())?;
+        dgp_core::check_finite("predictive class probabilities", probs.as_ref())?;
         for i in 0..probs.nrows() {
             let mut sum = 0.0;
             for c in 0..probs.ncols() {
@@ -356,7 +353,7 @@ impl Predictive {
                 format!("{}×{}", y.nrows(), y.ncols()),
             ));
         }
-        crate::error::check_finite(context, y)
+        dgp_core::check_finite(context, y)
     }
 
     /// Per-point log predictive density

@@ -24,7 +24,7 @@
 //! [`gh_grid`] builds the tensor-product rule over several independent N(0,1) dimensions
 //! (used by DSPP's Gauss–Hermite quadrature limit and `DGP_Quad`-style tests).
 
-use crate::error::{Error, Result};
+use dgp_core::{Error, Result};
 use faer::{Mat, Side};
 use serde::{Deserialize, Serialize};
 

@@ -5,8 +5,6 @@
 //! [`crate::fitted::Estimator::fit`], `dgp-bench run`, `time`, the Python package — trains
 //! the same model from the same numbers.
 
-#[cfg(doc)]
-use crate::backend::CommonSettings;
 use crate::fit::{FitConfig, HeldOutRule, Training};
 
 /// The common settings a backend configuration holds ([`crate::fitted::Estimator::defaults`]):
@@ -19,9 +17,9 @@ pub struct RunDefaults {
     pub layers: usize,
     /// Inducing points per layer.
     pub num_inducing: usize,
-    /// Training samples ([`CommonSettings::train_samples`]).
+    /// Training samples ([`crate::backend::CommonSettings::train_samples`]).
     pub train_samples: usize,
-    /// Prediction mixture components ([`CommonSettings::predict_samples`]).
+    /// Prediction mixture components ([`crate::backend::CommonSettings::predict_samples`]).
     pub predict_samples: usize,
     /// Adam learning rate of a fit whose held-out rule runs (or that has none and no
     /// [`RunDefaults::unguarded_learning_rate`]); a backend that uses no learning rate

@@ -14,7 +14,7 @@
 //! factor of Kuu). The tests check it against the tape, so the benchmark compares equal work.
 
 use crate::kernels::{Kernel, KernelHyperRef, KernelKind};
-use crate::linalg::Tri;
+use dgp_core::linalg::Tri;
 use faer::linalg::matmul::matmul;
 use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
@@ -40,8 +40,8 @@ impl SvgpInputs {
     /// Seeded random inputs of the given sizes (Z, X standard normal; L = chol Kuu at unit
     /// variance; L_S = I + 0.1·random lower triangle).
     pub fn random(m: usize, n: usize, d: usize, seed: u64) -> Self {
-        use crate::linalg::{JitterConfig, cholesky_jittered};
-        use crate::rng::{seeded, standard_normal};
+        use dgp_core::linalg::{JitterConfig, cholesky_jittered};
+        use dgp_core::rng::{seeded, standard_normal};
         let mut rng = seeded(seed);
         let z = standard_normal(&mut rng, m, d);
         let x = standard_normal(&mut rng, n, d);

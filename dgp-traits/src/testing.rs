@@ -28,10 +28,10 @@
 //! A backend's test file, in outline (a toy objective stands in for the backend here):
 //!
 //! ```
-//! use dgp_traits::error::{Error, Result};
+//! use dgp_core::{Error, Result};
 //! use dgp_traits::model::{Batch, Objective};
 //! use dgp_traits::params::{ParamStore, Role};
-//! use dgp_traits::rng::Rng;
+//! use dgp_core::rng::Rng;
 //! use dgp_traits::tape::{Tape, Var};
 //! use dgp_traits::testing::{assert_config_errors, assert_objective_gradient, perturb_store, toy_regression};
 //! use faer::Mat;
@@ -76,14 +76,14 @@ use std::fmt::{Debug, Display};
 
 use faer::{Mat, MatMut, MatRef};
 
-use crate::data::{Dataset, RowSource};
-use crate::error::Result;
 use crate::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use crate::params::ParamStore;
 use crate::predictive::Predictive;
-use crate::rng::{seeded, standard_normal};
 use crate::tape::Var;
 use crate::tape::check::{GradCheck, GradCheckReport, check_gradient};
+use dgp_core::Result;
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_data::{Dataset, RowSource};
 
 /// N×D inputs x ~ N(0, I) and targets y = sin(freq · Σ_j x_j) + 0.1 ε, ε ~ N(0, 1); x and
 /// then ε are drawn from `seeded(seed)`.
@@ -253,8 +253,8 @@ pub fn assert_chunked_value_and_grad<O: Objective + ?Sized>(
     noise_seed: u64,
     label: impl Display,
 ) {
-    use crate::rng::stream;
     use crate::tape::Tape;
+    use dgp_core::rng::stream;
     use rand::RngExt;
     let (v, g) = match at {
         None => objective.value_and_grad(&mut Tape::new(), batch, &mut seeded(noise_seed)),
@@ -413,13 +413,13 @@ pub fn assert_fit_same_streamed_as_in_memory<M: Model>(
 }
 
 /// Asserts that a backend that needs its rows in memory refuses [`Streamed`] rows with
-/// [`crate::Error::Unsupported`] before training.
+/// [`dgp_core::Error::Unsupported`] before training.
 ///
 /// # Panics
 /// When the fit does not fail with that error.
 pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &FitConfig) {
     match model.fit(&Streamed(data), fit, &mut FitHooks::none()) {
-        Err(crate::Error::Unsupported(_)) => {}
+        Err(dgp_core::Error::Unsupported(_)) => {}
         other => panic!("expected Error::Unsupported for streamed rows, got {other:?}"),
     }
 }
@@ -430,7 +430,7 @@ pub fn assert_refuses_streamed<M: Model>(mut model: M, data: &Dataset, fit: &Fit
 /// prediction settings); the saved model file loads to identical predictions, its default
 /// ones included; and a file of another backend (`other_backend`), of another layout
 /// version, truncated, or with one digit of the model changed, is refused with
-/// [`crate::Error::ModelFile`].
+/// [`dgp_core::Error::ModelFile`].
 ///
 /// # Panics
 /// When any of these fails (that is the check).
@@ -477,7 +477,7 @@ where
         "the prediction settings are saved with the model"
     );
     let refused = |t: &str, what: &str| match Fitted::<E::Model>::from_file_json(t) {
-        Err(crate::Error::ModelFile { .. }) => {}
+        Err(dgp_core::Error::ModelFile { .. }) => {}
         other => panic!(
             "{what}: expected Error::ModelFile, got {:?}",
             other.map(|_| ())
@@ -601,7 +601,7 @@ pub fn standard_model_json_edits() -> Vec<ModelJsonEdit> {
 /// When an edited model JSON is accepted or an edit finds nothing to change.
 ///
 /// ```
-/// use dgp_traits::error::{Error, Result};
+/// use dgp_core::{Error, Result};
 /// use dgp_traits::testing::{ModelJsonEdit, assert_model_json_rejects};
 /// // A "model" that is its one positive setting.
 /// fn restore(json: &str) -> Result<u32> {
@@ -672,7 +672,7 @@ pub fn set_numbers(json: &str, key: &str, value: f64) -> Option<String> {
 /// When a configuration is accepted or its message misses a key word.
 ///
 /// ```
-/// use dgp_traits::error::{Error, Result};
+/// use dgp_core::{Error, Result};
 /// fn build(width: usize) -> Result<usize> {
 ///     if width == 0 {
 ///         return Err(Error::config("width", "must be at least 1"));
@@ -754,7 +754,7 @@ pub fn copy_blocks(from: &ParamStore, to: &mut ParamStore, keep: impl Fn(&str) -
 pub fn lower_factor(raw: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
     Mat::from_fn(raw.nrows(), raw.ncols(), |i, j| {
         if i == j {
-            crate::transforms::softplus(raw[(i, i)]) + floor
+            dgp_core::transforms::softplus(raw[(i, i)]) + floor
         } else if i > j {
             raw[(i, j)]
         } else {
@@ -768,7 +768,7 @@ pub fn lower_factor(raw: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
 pub fn raw_lower_factor(l: MatRef<'_, f64>, floor: f64) -> Mat<f64> {
     Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
         if i == j {
-            crate::transforms::inv_softplus(l[(i, i)] - floor)
+            dgp_core::transforms::inv_softplus(l[(i, i)] - floor)
         } else if i > j {
             l[(i, j)]
         } else {
@@ -801,10 +801,10 @@ pub fn exact_gp_log_marginal(mut k: Mat<f64>, noise: f64, y: MatRef<'_, f64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::params::Role;
-    use crate::rng::Rng;
     use crate::tape::{Backward, BackwardCtx, GradSink, Tape};
+    use dgp_core::Error;
+    use dgp_core::rng::Rng;
 
     /// −Σ (x w − y)² with, when `wrong`, a backward rule that drops the factor 2 of the
     /// square.

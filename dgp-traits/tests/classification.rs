@@ -1,12 +1,12 @@
 //! Classification labels, class probabilities and metrics against hand-computed values.
 
+use dgp_core::rng::seeded;
+use dgp_core::{Error, LabelError};
 use dgp_traits::classification::{
     ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, auc, brier,
     check_all_classes_present, class_labels, error_rate, expected_calibration_error,
     infer_num_classes, log_loss, reliability_bins,
 };
-use dgp_traits::error::{Error, LabelError};
-use dgp_traits::rng::seeded;
 use faer::{Mat, mat};
 use rand::RngExt;
 

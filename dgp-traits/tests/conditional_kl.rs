@@ -10,12 +10,12 @@
 //!   give the same moments and the same gradients, and both gradients match finite
 //!   differences.
 
+use dgp_core::linalg::{JitterConfig, Tri, cholesky_jittered, logdet_chol, tri_solve_in_place};
+use dgp_core::rng::{Rng, seeded, standard_normal};
 use dgp_traits::conditional::{QPart, QShape, QSqrt, QVars, Route, conditional, conditional_via};
 use dgp_traits::joint_q::{JointQ, JointQVars};
 use dgp_traits::kl::{PriorBlock, gauss_kl_block_diag, kl_divergence};
 use dgp_traits::layer::Projection;
-use dgp_traits::linalg::{JitterConfig, Tri, cholesky_jittered, logdet_chol, tri_solve_in_place};
-use dgp_traits::rng::{Rng, seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::Var;
 use dgp_traits::tape::check::{GradCheck, check_gradient};

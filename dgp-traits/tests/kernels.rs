@@ -217,9 +217,9 @@ proptest! {
         var in 0.1..5.0f64,
     ) {
         let kind = ALL[kind_ix];
-        let mut rng = dgp_traits::rng::seeded(seed);
-        let x = dgp_traits::rng::standard_normal(&mut rng, n, d);
-        let raw = dgp_traits::rng::standard_normal(&mut rng, 1, d);
+        let mut rng = dgp_core::rng::seeded(seed);
+        let x = dgp_core::rng::standard_normal(&mut rng, n, d);
+        let raw = dgp_core::rng::standard_normal(&mut rng, 1, d);
         let k = Kernel::new(kind, d, ard).unwrap();
         let (r, cols) = k.lengthscale_shape();
         let ls = Mat::from_fn(r, cols, |_, q| 0.2 + raw[(0, q)].abs() * 2.0);
@@ -398,9 +398,9 @@ fn kernel_of_coincident_points_is_the_variance() {
 /// the cross gradient also matches finite differences.
 #[test]
 fn matern_gradients_finite_at_coincident_points() {
-    let mut rng = dgp_traits::rng::seeded(3);
+    let mut rng = dgp_core::rng::seeded(3);
     for &(n, d) in &[(5usize, 3usize), (80, 4)] {
-        let x = dgp_traits::rng::standard_normal(&mut rng, n, d);
+        let x = dgp_core::rng::standard_normal(&mut rng, n, d);
         let ls = mat![[0.7, 1.3, 0.9, 1.1]];
         let ls = Mat::from_fn(1, d, |_, q| ls[(0, q)]);
         for kind in [
@@ -426,7 +426,7 @@ fn matern_gradients_finite_at_coincident_points() {
             let g = t.backward(tot);
             for v in [x1, x2, hv.lengthscales, hv.variance] {
                 let m = g.get(v).unwrap();
-                dgp_traits::error::check_finite("gradient", m)
+                dgp_core::check_finite("gradient", m)
                     .unwrap_or_else(|e| panic!("{kind:?} n={n}: {e}"));
             }
             if kind != KernelKind::Matern12 && n <= 8 {
@@ -472,10 +472,10 @@ fn matern_gradients_finite_at_coincident_points() {
 /// per-entry evaluation and gradients pass the finite-difference check.
 #[test]
 fn large_blocks_values_and_gradients() {
-    let mut rng = dgp_traits::rng::seeded(8);
+    let mut rng = dgp_core::rng::seeded(8);
     let (n1, n2, d) = (20, 220, 3);
-    let x1 = dgp_traits::rng::standard_normal(&mut rng, n1, d);
-    let x2 = dgp_traits::rng::standard_normal(&mut rng, n2, d);
+    let x1 = dgp_core::rng::standard_normal(&mut rng, n1, d);
+    let x2 = dgp_core::rng::standard_normal(&mut rng, n2, d);
     let ls = mat![[0.8, 1.4, 1.1]];
     for kind in [KernelKind::Rbf, KernelKind::Matern32, KernelKind::Matern52] {
         let k = Kernel::new(kind, d, true).unwrap();

@@ -4,12 +4,12 @@
 //! moments of sampled u, then f | u, for both parameterisations, within 4 Monte Carlo
 //! standard errors.
 
+use dgp_core::linalg::JitterConfig;
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::conditional::{QPart, Route, conditional_via};
 use dgp_traits::kernels::{Kernel, KernelKind, KernelVars};
 use dgp_traits::layer::Projection;
 use dgp_traits::layer::{QSqrt, QVars, marginals};
-use dgp_traits::linalg::JitterConfig;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use faer::Mat;
 use faer::linalg::triangular_solve::solve_lower_triangular_in_place;

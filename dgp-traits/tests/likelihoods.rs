@@ -1,9 +1,9 @@
 //! Likelihood operations: closed forms against Monte Carlo, quadrature and brute-force
 //! integration; finite-difference gradient checks of every fused tape operation.
 
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::likelihoods::{Likelihood, ProbitLikelihood, scalar};
 use dgp_traits::quadrature::GaussHermite;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::check::{GradCheck, check_gradient};
 use faer::{Mat, mat};
@@ -393,7 +393,7 @@ proptest! {
 // classification likelihoods: Bernoulli-logit, robust-max, softmax
 // ---------------------------------------------------------------------------------------
 
-use dgp_traits::error::{Error, LabelError};
+use dgp_core::{Error, LabelError};
 use dgp_traits::likelihoods::{LogitLikelihood, RobustMaxLikelihood, SoftmaxLikelihood};
 
 fn norm_cdf(x: f64) -> f64 {
@@ -694,7 +694,7 @@ fn class_probabilities_sum_to_one_and_match_their_definitions() {
     }
 }
 
-fn label_error(r: dgp_traits::Result<()>) -> LabelError {
+fn label_error(r: dgp_core::Result<()>) -> LabelError {
     match r {
         Err(Error::Label(e)) => e,
         other => panic!("expected a label error, got {other:?}"),

@@ -1,10 +1,10 @@
 //! Integration tests of `dgp_traits::predictive` and `dgp_traits::metrics`.
 
-use dgp_traits::Error;
+use dgp_core::Error;
+use dgp_core::rng::{Rng, seeded, standard_normal};
+use dgp_core::special::{norm_cdf, norm_sf};
 use dgp_traits::metrics::*;
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded, standard_normal};
-use dgp_traits::special::{norm_cdf, norm_sf};
 use faer::Mat;
 use proptest::prelude::*;
 use rand::RngExt;
@@ -494,7 +494,7 @@ proptest! {
 fn mixture_quantile_of_a_single_gaussian_is_exact() {
     for &q in &[0.025, 0.25, 0.5, 0.9] {
         let x = mixture_quantile(&[1.0], &[1.5], &[4.0], q);
-        let want = 1.5 + 2.0 * dgp_traits::special::norm_ppf(q);
+        let want = 1.5 + 2.0 * dgp_core::special::norm_ppf(q);
         assert!((x - want).abs() < 1e-14, "{x} vs {want}");
     }
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Adam and L-BFGS on problems with known optima.
 
-use dgp_traits::error::Error;
+use dgp_core::Error;
 use dgp_traits::optim::{
     Adam, AdamConfig, AdamState, LbfgsConfig, LrSchedule, lbfgs_maximise, lbfgs_minimise,
 };

@@ -2,11 +2,11 @@
 //! row tiling / reparameterised sampling, chunked prediction (independent of the chunk
 //! size), the likelihood finishing the predictive, checkpoints with validation, checks.
 
-use dgp_traits::error::Error;
+use dgp_core::Error;
+use dgp_core::rng::{seeded, standard_normal};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::Batch;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, check_batch, check_inputs, describe_stack, finish_predictive,

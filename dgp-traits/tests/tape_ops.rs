@@ -5,10 +5,10 @@
 //! well-conditioned ranges; every gradient must match fourth-order central differences to a
 //! relative error of 1e-6.
 
-use dgp_traits::Error;
-use dgp_traits::linalg::JitterConfig;
-use dgp_traits::linalg::Tri;
-use dgp_traits::rng::{Rng, seeded};
+use dgp_core::Error;
+use dgp_core::linalg::JitterConfig;
+use dgp_core::linalg::Tri;
+use dgp_core::rng::{Rng, seeded};
 use dgp_traits::tape::Tape;
 use dgp_traits::tape::Var;
 use dgp_traits::tape::check::{GradCheck, check_gradient};

@@ -1,4 +1,4 @@
-//! CSV files: the in-memory loader of the core (`dgp_traits::data::load_csv_targets`), the
+//! CSV files: the in-memory loader of the core (`dgp_data::load_csv_targets`), the
 //! streaming reader of `dgp-io` (`tabular::CsvChunks`) and `dgp-bench`'s reading of
 //! `--data FILE.csv` (header checks, the last column as target).
 //!
@@ -10,8 +10,8 @@
 
 use dgp_bench::datasets::BenchData;
 use dgp_fuzz::{assert_finite_dataset, assert_text_error, scratch_file};
-use dgp_io::tabular::{ChunkReader, CsvChunks};
-use dgp_traits::data::{MAX_LINE_BYTES, load_csv_targets, parse_csv_str};
+use dgp_data::tabular::{ChunkReader, CsvChunks};
+use dgp_data::{MAX_LINE_BYTES, load_csv_targets, parse_csv_str};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,7 @@
 #![no_main]
 
 use dgp_fuzz::selector;
-use dgp_traits::Error;
+use dgp_core::Error;
 use dgp_traits::fitted::{Fitted, Loadable};
 use dgp_traits::model::PredictConfig;
 use dgp_traits::predictive::Predictive;

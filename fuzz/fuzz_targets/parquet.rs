@@ -1,4 +1,4 @@
-//! Parquet files: `dgp_io::parquet_reader` (column names, the whole-file loader, the
+//! Parquet files: `dgp_data::parquet_reader` (column names, the whole-file loader, the
 //! streaming reader in small record batches) and `dgp-bench`'s `--data FILE.parquet`.
 //!
 //! Input: the file's bytes. Checked: no panic and no unbounded allocation (a footer or
@@ -9,8 +9,8 @@
 
 use dgp_bench::datasets::BenchData;
 use dgp_fuzz::{assert_finite_dataset, scratch_file};
-use dgp_io::parquet_reader::{ParquetChunks, load_parquet, parquet_column_names};
-use dgp_io::tabular::ChunkReader;
+use dgp_data::parquet_reader::{ParquetChunks, load_parquet, parquet_column_names};
+use dgp_data::tabular::ChunkReader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,4 +1,4 @@
-//! The binary row store (`dgp_io::rowstore`): header (magic, version, N, D, P, name block,
+//! The binary row store (`dgp_data::rowstore`): header (magic, version, N, D, P, name block,
 //! checksum) and body.
 //!
 //! Input: a selector byte, then the file's bytes. With the selector's low bit set the
@@ -11,8 +11,8 @@
 #![no_main]
 
 use dgp_fuzz::{assert_finite_dataset, scratch_dir, scratch_file, selector};
-use dgp_io::rowstore::{RowStore, Schema, write_dataset};
-use dgp_traits::data::RowSource;
+use dgp_data::rowstore::{RowStore, Schema, write_dataset};
+use dgp_data::RowSource;
 use libfuzzer_sys::fuzz_target;
 
 /// FNV-1a 64 (the header checksum of the format, `rowstore.rs` module docs).
@@ -67,7 +67,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(ds) => ds,
         Err(e) => {
             // Only a non-finite value may refuse the rows of a store that opened.
-            assert!(matches!(e, dgp_traits::Error::NonFinite { .. }), "{e}");
+            assert!(matches!(e, dgp_core::Error::NonFinite { .. }), "{e}");
             return;
         }
     };

@@ -1,4 +1,4 @@
-//! The UCI benchmark folder format (`dgp_io::uci`): `data.txt` (whitespace-separated
+//! The UCI benchmark folder format (`dgp_data::uci`): `data.txt` (whitespace-separated
 //! numbers), the column index files, `n_splits.txt` and the split index files.
 //!
 //! Input: the files' contents separated by the byte 0x1E (record separator): data,
@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use dgp_fuzz::{assert_finite_dataset, assert_text_error};
-use dgp_io::uci::{ClassDataset, UciSources, load_uci_from_str, parse_indices, parse_matrix};
+use dgp_data::uci::{ClassDataset, UciSources, load_uci_from_str, parse_indices, parse_matrix};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

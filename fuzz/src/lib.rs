@@ -5,14 +5,14 @@
 //! The contract each target asserts (issue 56): no panic, no abort, no hang and no
 //! unbounded allocation on any input (libFuzzer's `-timeout` and `-rss_limit_mb` catch the
 //! last two); an accepted input loads to finite values and round-trips where the format
-//! has a writer; a refused input is a typed [`dgp_traits::Error`] (or the bench's
+//! has a writer; a refused input is a typed [`dgp_core::Error`] (or the bench's
 //! `BenchError`) whose position, when it names one, lies inside the input.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use dgp_traits::Error;
-use dgp_traits::data::Dataset;
+use dgp_core::Error;
+use dgp_data::Dataset;
 
 /// A scratch folder of this process (in `/dev/shm` when it exists, so a file written per
 /// input costs no disk write), removed by nobody: the fuzzer's process is short-lived and

@@ -3,7 +3,7 @@
 //! configuration, and an observer that prints one trace line every `EVERY` steps.
 
 use dgp_bench::datasets::BenchData;
-use dgp_traits::data::{Dataset, Standardizer};
+use dgp_data::{Dataset, Standardizer};
 use dgp_traits::train::{Control, Observer, StepInfo};
 use serde::{Serialize, de::DeserializeOwned};
 use std::error::Error;
@@ -75,11 +75,11 @@ pub struct Every<T> {
 }
 
 impl<M, T: TraceLine<M>> Observer<M> for Every<T> {
-    fn on_step(&mut self, m: &M, info: &StepInfo) -> dgp_traits::Result<Control> {
+    fn on_step(&mut self, m: &M, info: &StepInfo) -> dgp_core::Result<Control> {
         if info.step == 0 || (info.step + 1).is_multiple_of(self.every.max(1)) {
             self.trace
                 .line(m, info)
-                .map_err(|e| dgp_traits::Error::Numerical(e.to_string()))?;
+                .map_err(|e| dgp_core::Error::Numerical(e.to_string()))?;
         }
         Ok(Control::Continue)
     }
@@ -100,7 +100,7 @@ pub struct FitTrace<F> {
 
 impl<F> FitTrace<F>
 where
-    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_traits::Result<()>,
+    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_core::Result<()>,
 {
     /// Hooks printing through `line(state, training seconds, mean objective)`.
     pub fn new(every: usize, line: F) -> Self {
@@ -123,13 +123,13 @@ impl<F> dgp_traits::fit::RunControl for FitTrace<F> {}
 
 impl<F> dgp_traits::fit::Checkpoints for FitTrace<F>
 where
-    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_traits::Result<()>,
+    F: FnMut(&dgp_traits::fit::RunState, f64, f64) -> dgp_core::Result<()>,
 {
     fn every(&self) -> usize {
         self.every
     }
 
-    fn save(&mut self, state: &dgp_traits::fit::RunState) -> dgp_traits::Result<()> {
+    fn save(&mut self, state: &dgp_traits::fit::RunState) -> dgp_core::Result<()> {
         let secs = self.start.elapsed().as_secs_f64();
         let eval = std::time::Instant::now();
         let tail = &self.objectives[self.objectives.len().saturating_sub(self.every)..];

@@ -1,12 +1,12 @@
 //! `dgp-bench convert`: streams chosen columns of a CSV or Parquet file into a binary row
-//! store ([`dgp_io::rowstore`]), in bounded memory.
+//! store ([`dgp_data::rowstore`]), in bounded memory.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use dgp_io::parquet_reader::{DEFAULT_PARQUET_BATCH_ROWS, ParquetChunks};
-use dgp_io::tabular::{ChunkReader, CsvChunks, DEFAULT_MAX_LINE_BYTES, convert_to_rowstore};
+use dgp_data::parquet_reader::{DEFAULT_PARQUET_BATCH_ROWS, ParquetChunks};
+use dgp_data::tabular::{ChunkReader, CsvChunks, DEFAULT_MAX_LINE_BYTES, convert_to_rowstore};
 
 use crate::error::{BenchError, Result};
 
@@ -70,11 +70,11 @@ pub(super) fn cmd_convert(args: &ConvertArgs) -> Result<()> {
     };
     let rows = convert_to_rowstore(&mut *reader, &args.out, &[&args.input], CONVERT_CHUNK_ROWS)
         .map_err(|e| match e {
-            dgp_traits::Error::Io { ref path, .. } if *path != args.input => BenchError::Output {
+            dgp_core::Error::Io { ref path, .. } if *path != args.input => BenchError::Output {
                 path: args.out.clone(),
                 message: e.to_string(),
             },
-            dgp_traits::Error::Config(c) => BenchError::Usage(c.to_string()),
+            dgp_core::Error::Config(c) => BenchError::Usage(c.to_string()),
             e => BenchError::data(e),
         })?;
     let secs = t0.elapsed().as_secs_f64();

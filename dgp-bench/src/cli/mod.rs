@@ -390,7 +390,7 @@ fn run_command(a: &run::RunArgs, process: &Process) -> Result<()> {
     }
 }
 
-fn config_text(e: dgp_traits::Error) -> String {
+fn config_text(e: dgp_core::Error) -> String {
     crate::backends::config_message(e)
 }
 

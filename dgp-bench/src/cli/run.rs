@@ -29,7 +29,7 @@ use dgp_traits::train::HeldOutRule;
 /// Arguments of `dgp-bench run`. Unset model settings take the backend's defaults (svi:
 /// the DSVI reference settings M = 100, batch min(N, 10 000), 1 training sample, 100
 /// predictive samples, with Adam at lr 0.02 for at most 10 000 steps, ended earlier by
-/// the backend's convergence stop: [`dgp_traits::backend::Backend::run_defaults`]).
+/// the backend's convergence stop: [`dgp_traits::backend::Backend::defaults`]).
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Where the data come from.
@@ -775,7 +775,7 @@ fn plot_1d_outcome(
     let label = format!("{} {}", spec.backend.name(), model_label(spec.arch.layers));
     let curve = predict_curve_1d(o.model.as_ref(), &o.standardizer, &grid, &cfg, 5)
         .map_err(|e| BenchError::run(format!("{label}: 1-D plot"), e))?;
-    let col = |d: &dgp_traits::data::Dataset, y: bool| -> Vec<f64> {
+    let col = |d: &dgp_data::Dataset, y: bool| -> Vec<f64> {
         (0..d.n())
             .map(|i| if y { d.y()[(i, 0)] } else { d.x()[(i, 0)] })
             .collect()

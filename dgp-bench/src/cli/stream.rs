@@ -3,11 +3,11 @@
 //! by the data.
 //!
 //! 1. Standardisation statistics of the training file in streaming passes
-//!    ([`dgp_io::standardize::fit_standardizer`], the same numbers as in memory).
+//!    ([`dgp_data::fit_standardizer`], the same numbers as in memory).
 //! 2. The model is built on a seeded reservoir sample of `--init-rows` standardised rows
 //!    (k-means++ of the inducing inputs, the hidden layers' mean functions).
 //! 3. Training draws its minibatches by index from the memory-mapped file through
-//!    [`dgp_io::standardize::StandardizedRows`] (or, with `--in-memory`, from the same rows
+//!    [`dgp_data::StandardizedRows`] (or, with `--in-memory`, from the same rows
 //!    loaded into memory: the same seed gives the same run bit for bit).
 //! 4. The test file is predicted in chunks of `--predict-chunk` rows, chunk k with
 //!    prediction seed `seed + k` (so a test file's predictions are defined by the seed and
@@ -17,9 +17,9 @@
 //!
 //! Classification (`--task classification`, `--likelihood NAME` or a `likelihood`
 //! setting; K and the likelihood decided as `run` decides them): before step 1 the labels
-//! of both files are checked in one streamed pass each ([`dgp_io::labels::class_counts`]:
+//! of both files are checked in one streamed pass each ([`dgp_data::labels::class_counts`]:
 //! integers in `0..K`, K ≥ 2, every class in the training file), step 1 standardises the
-//! inputs alone ([`dgp_traits::data::TargetScaling::Keep`]), and step 4 scores the class
+//! inputs alone ([`dgp_data::TargetScaling::Keep`]), and step 4 scores the class
 //! probabilities with [`ClassMetricsAccumulator`] (see [`predict_file`]).
 //!
 //! The record says how long training took, the step rate, and the largest anonymous
@@ -36,14 +36,14 @@ use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use parquet::arrow::ArrowWriter;
 
 use clap::Args;
-use dgp_io::labels::class_counts;
-use dgp_io::rowstore::RowStore;
-use dgp_io::standardize::{StandardizedRows, fit_standardizer};
+use dgp_data::labels::class_counts;
+use dgp_data::rowstore::RowStore;
+use dgp_data::{RowSource, StandardizeOptions, Standardizer};
+use dgp_data::{StandardizedRows, fit_standardizer};
 use dgp_traits::backend::DEFAULT_PRESET;
 use dgp_traits::classification::{
     ClassMetrics, ClassMetricsAccumulator, ClassProbs, ECE_BINS, ReliabilityBin, class_label,
 };
-use dgp_traits::data::{RowSource, StandardizeOptions, Standardizer};
 use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
 use dgp_traits::likelihoods::Likelihood;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
@@ -171,11 +171,11 @@ pub struct StreamRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bayes_nll: Option<f64>,
     /// Best mean test NLL of a predictor with one noise variance (synthetic data only;
-    /// [`dgp_io::synth::NoiseFloor::homoscedastic_nll`]).
+    /// [`dgp_data::synth::NoiseFloor::homoscedastic_nll`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub homoscedastic_nll: Option<f64>,
     /// Expected test RMSE of the exact mean (synthetic data only;
-    /// [`dgp_io::synth::NoiseFloor::rmse`]).
+    /// [`dgp_data::synth::NoiseFloor::rmse`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_rmse: Option<f64>,
     /// Largest anonymous resident memory seen, MiB (`RssAnon`).
@@ -204,7 +204,7 @@ pub struct StreamClassResult {
     pub metrics: ClassMetrics,
     /// The test rows' [`ECE_BINS`] reliability bins.
     pub reliability: Vec<ReliabilityBin>,
-    /// Synthetic classification data only ([`dgp_io::synth::class_floor`]): the
+    /// Synthetic classification data only ([`dgp_data::synth::class_floor`]): the
     /// Bayes-optimal test error rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bayes_error: Option<f64>,
@@ -355,7 +355,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     let class = match &requested {
         None => None,
         Some(req) => {
-            let rows = dgp_io::chunks::DEFAULT_CHUNK_ROWS;
+            let rows = dgp_data::chunks::DEFAULT_CHUNK_ROWS;
             let named = |what: &str, path: &Path| format!("{what} {}", path.display());
             let train_counts = class_counts(&train_file, a.task.classes, true, rows)
                 .map_err(|e| label_error(&named("the training file", &a.train), e))?;
@@ -390,7 +390,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     } else {
         StandardizeOptions::default()
     };
-    let st = fit_standardizer(&train_file, opts, dgp_io::chunks::DEFAULT_CHUNK_ROWS)
+    let st = fit_standardizer(&train_file, opts, dgp_data::chunks::DEFAULT_CHUNK_ROWS)
         .map_err(|e| BenchError::run("standardising the training rows", e))?;
     let n = train_file.n();
     // The backend's rate for a run with this rule on n rows (nested: lr 0.03 only where
@@ -438,7 +438,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
         (Box::new(rows), "file")
     };
     let source = source.as_ref();
-    let sample = dgp_io::sample::reservoir_sample(source, init_rows.min(n), a.seed)
+    let sample = dgp_data::sample::reservoir_sample(source, init_rows.min(n), a.seed)
         .map_err(|e| BenchError::run("sampling rows for the initialisation", e))?;
     let batch = a
         .model
@@ -508,7 +508,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     obs.peak_anon_kib = obs.peak_anon_kib.max(rss_anon_kib());
     let floor = if a.synth && class.is_none() {
         Some(
-            dgp_io::synth::noise_floor(&test_file)
+            dgp_data::synth::noise_floor(&test_file)
                 .map_err(|e| BenchError::run("the Bayes-optimal NLL of the test rows", e))?,
         )
     } else {
@@ -517,7 +517,7 @@ pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     let classification = match (class, eval.class) {
         (Some((_, likelihood, train_class_counts)), Some((metrics, reliability))) => {
             let bayes = if a.synth {
-                Some(dgp_io::synth::class_floor(&test_file).map_err(|e| {
+                Some(dgp_data::synth::class_floor(&test_file).map_err(|e| {
                     BenchError::run("the Bayes-optimal error and log loss of the test rows", e)
                 })?)
             } else {
@@ -982,13 +982,13 @@ mod tests {
     }
 
     /// Two Gaussian blobs in 2-D: `n` rows, labels alternating 0, 1.
-    fn blobs(n: usize, seed: u64) -> dgp_traits::data::Dataset {
-        let raw = dgp_traits::rng::standard_normal(&mut dgp_traits::rng::seeded(seed), n, 2);
+    fn blobs(n: usize, seed: u64) -> dgp_data::Dataset {
+        let raw = dgp_core::rng::standard_normal(&mut dgp_core::rng::seeded(seed), n, 2);
         let x = Mat::from_fn(n, 2, |i, j| {
             0.8 * raw[(i, j)] + if i % 2 == 1 { 1.5 } else { 0.0 }
         });
         let y = Mat::from_fn(n, 1, |i, _| (i % 2) as f64);
-        dgp_traits::data::Dataset::new(x, y).unwrap()
+        dgp_data::Dataset::new(x, y).unwrap()
     }
 
     /// The metrics `predict_file` accumulates chunk by chunk equal, bit for bit, the

@@ -1,4 +1,4 @@
-//! `dgp-bench synth`: writes the synthetic regression problem of [`dgp_io::synth`] (9
+//! `dgp-bench synth`: writes the synthetic regression problem of [`dgp_data::synth`] (9
 //! inputs, input-dependent noise, known Bayes-optimal NLL) as a row store, or with
 //! `--task classification` its probit classification variant (label `1[y > 0]`, known
 //! Bayes-optimal error and log loss).
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use dgp_io::synth::{SYNTH_MAX_ROWS, SynthTask, class_floor, write_synth_task};
+use dgp_data::synth::{SYNTH_MAX_ROWS, SynthTask, class_floor, write_synth_task};
 
 use crate::error::{BenchError, Result};
 
@@ -88,7 +88,7 @@ pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
         }
     })
     .map_err(|e| match e {
-        dgp_traits::Error::Config(c) => BenchError::Usage(c.to_string()),
+        dgp_core::Error::Config(c) => BenchError::Usage(c.to_string()),
         e => BenchError::Output {
             path: args.out.clone(),
             message: e.to_string(),
@@ -105,7 +105,7 @@ pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
         args.seed
     );
     if task == SynthTask::Classification {
-        let store = dgp_io::rowstore::RowStore::open(&args.out)
+        let store = dgp_data::rowstore::RowStore::open(&args.out)
             .map_err(|e| BenchError::run("reading the written rows", e))?;
         let floor =
             class_floor(&store).map_err(|e| BenchError::run("reading the written rows", e))?;

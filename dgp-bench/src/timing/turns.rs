@@ -15,7 +15,7 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
-use dgp_traits::data::Dataset;
+use dgp_data::Dataset;
 use dgp_traits::fit::{FitHooks, LrSchedule, Progress};
 use dgp_traits::model::{FitConfig, Model};
 

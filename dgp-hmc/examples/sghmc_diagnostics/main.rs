@@ -17,15 +17,15 @@
 
 mod plots;
 
+use dgp_core::rng::seeded;
+use dgp_data::uci::load_uci;
+use dgp_data::{Dataset, Standardizer};
 use dgp_hmc::sghmc::diagnostics::{TraceRecorder, autocorrelation, effective_sample_size};
 use dgp_hmc::{SghmcConfig, SghmcModel};
-use dgp_io::uci::load_uci;
 use dgp_svi::{SviConfig, SviModel};
-use dgp_traits::data::{Dataset, Standardizer};
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
 use dgp_traits::params::Role;
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use faer::Mat;
 use std::path::PathBuf;

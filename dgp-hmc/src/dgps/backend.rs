@@ -4,11 +4,11 @@
 //! `init_noise_variance=0.001`); the common settings set `layers`, `num_inducing`,
 //! `hidden_width`, `samples` (the K fixed sample paths: `train_samples`) and `init_seed`.
 
+use dgp_core::Result;
 use dgp_traits::backend::{
     Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
     LikelihoodFamily, Preset, TrainingMode, Validate,
 };
-use dgp_traits::error::Result;
 use dgp_traits::fit::Training;
 
 use super::DgpsConfig;
@@ -58,7 +58,7 @@ pub const DEMO: DemoSettings = DemoSettings {
     note: "steps = L-BFGS iterations per restart (500; the thesis uses 1000), best of 10 restarts, step function only; batch unused, no learning rate",
 };
 
-/// The DGPS backend ([`DgpsModel`]).
+/// The DGPS backend ([`crate::dgps::DgpsModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DgpsBackend;
 

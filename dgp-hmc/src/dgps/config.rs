@@ -3,7 +3,7 @@
 //!
 //! Defaults that are ours rather than the thesis' are marked **(ours)**.
 
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::fit::Training;
 use dgp_traits::optim::LbfgsConfig;
 use serde::{Deserialize, Serialize};

@@ -1,9 +1,9 @@
 //! [`DgpsConfig`] as an [`Estimator`] (configuration → `fit(&data)` → [`dgp_traits::fitted::Fitted`]
 //! model in original units) and [`DgpsModel`] as [`Loadable`] from a model file.
 
+use dgp_core::Result;
+use dgp_data::Dataset;
 use dgp_traits::backend::RunDefaults;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::Result;
 use dgp_traits::fit::{FitConfig, FitHooks};
 use dgp_traits::fitted::{Estimator, Loadable};
 use dgp_traits::likelihoods::LikelihoodFamily;

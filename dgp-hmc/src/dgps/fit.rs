@@ -2,14 +2,14 @@
 //! prediction as an equal-weight mixture over fresh sample paths (§4.3.7).
 
 use super::model::{DgpsModel, VAR_FLOOR, owned, record_constants};
-use dgp_traits::data::{Dataset, RowSource, require_in_memory};
-use dgp_traits::error::{Error, Result};
+use dgp_core::rng::seeded;
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource, require_in_memory};
 use dgp_traits::fit::{Checkpoints, FitHooks, Progress, RunControl};
 use dgp_traits::model::{FitConfig, FitReport, Model, PredictConfig};
 use dgp_traits::optim::LbfgsConfig;
 use dgp_traits::params::ParamStore;
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::seeded;
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, check_inputs, describe_stack, model_json, predict_chunked,
 };
@@ -95,7 +95,7 @@ impl DgpsModel {
         x: MatRef<'_, f64>,
         reps: usize,
         mode: NoiseMode,
-        rng: &mut dgp_traits::rng::Rng,
+        rng: &mut dgp_core::rng::Rng,
     ) -> Result<(ChunkMoments, usize)> {
         tape.clear();
         let params = record_constants(&self.params, tape);

@@ -16,11 +16,11 @@
 
 use super::config::DgpsConfig;
 use super::unit::{GpUnit, UnitInit};
-use dgp_traits::data::{Dataset, kmeans};
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::rng::{Rng, standard_normal, stream};
+use dgp_data::{Dataset, kmeans};
 use dgp_traits::mean::pca_projection;
 use dgp_traits::params::ParamStore;
-use dgp_traits::rng::{Rng, standard_normal, stream};
 use faer::{Mat, MatRef};
 
 /// At most this many (evenly strided) rows enter the median pairwise distance.

@@ -4,12 +4,12 @@
 use super::config::DgpsConfig;
 use super::init::smart_init;
 use super::unit::GpUnit;
+use dgp_core::rng::{Rng, stream};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::backend::Checked;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::model::{Batch, Objective};
 use dgp_traits::params::ParamStore;
-use dgp_traits::rng::{Rng, stream};
 use dgp_traits::skeleton::{
     NoiseMode, Propagated, check_batch, propagate, reparam_sample, tile_rows,
 };

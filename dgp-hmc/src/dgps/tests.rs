@@ -4,10 +4,10 @@
 //! errors; model JSON round trips; 1 vs 2 threads; restarts keep the best training J.
 
 use super::*;
+use dgp_core::rng::seeded;
+use dgp_data::Dataset;
 use dgp_traits::backend::{Backend, CommonSettings, Settings};
-use dgp_traits::data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, Model, Objective, PredictConfig};
-use dgp_traits::rng::seeded;
 use dgp_traits::tape::Tape;
 use dgp_traits::testing::{
     assert_config_errors, assert_fit_same_on_one_and_two_threads, assert_model_json_round_trip,
@@ -360,7 +360,7 @@ fn fit_ends_with_interrupted_when_the_caller_asks() {
     let e = model
         .fit(&data, &FitConfig::default(), &mut FitHooks::all(&mut stop))
         .unwrap_err();
-    assert!(matches!(e, dgp_traits::Error::Interrupted(_)), "{e}");
+    assert!(matches!(e, dgp_core::Error::Interrupted(_)), "{e}");
     assert_eq!(
         stop.steps, 4,
         "no evaluation and no further restart after the request"

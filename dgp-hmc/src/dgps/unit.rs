@@ -11,14 +11,14 @@
 //! outputs as the given (non-whitened) inducing values; its prior term is
 //! `log N(ȳ | 0, K_X̄X̄)` of Procedure 3 (line 5).
 
+use dgp_core::linalg::{JitterConfig, Tri};
+use dgp_core::transforms::{inv_softplus, softplus};
+use dgp_core::{Error, Result};
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind, KernelVars};
 use dgp_traits::layer::{HYPER_FLOOR, Projection};
-use dgp_traits::linalg::{JitterConfig, Tri};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::tape::{Tape, Var};
-use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::Mat;
 use serde::{Deserialize, Serialize};
 

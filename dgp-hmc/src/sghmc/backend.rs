@@ -6,11 +6,11 @@
 //! `predict_samples` are not used (one inner-layer sample per step; the predictive has
 //! one component per kept sample).
 
+use dgp_core::Result;
 use dgp_traits::backend::{
     Capabilities, CommonSettings, ConfigBackend, ConfigSchema, DEFAULT_PRESET, DemoSettings,
     LikelihoodFamily, Preset, TrainingMode, Validate,
 };
-use dgp_traits::error::Result;
 use dgp_traits::fit::Training;
 use dgp_traits::memory::{self, MemoryEstimate, MemoryPart, MemoryShape};
 
@@ -64,7 +64,7 @@ pub const DEMO: DemoSettings = DemoSettings {
     note: "shortened: a 1500-step budget shrinks the default schedule (2 000 burn-in steps, then 100 kept samples 80 steps apart) to 300 burn-in steps, thinning 12, 100 kept samples; no learning rate (the sampler's step size and the MCEM hyper step are the settings sampler.step_size and sampler.hyper_lr)",
 };
 
-/// The SGHMC backend ([`SghmcModel`]).
+/// The SGHMC backend ([`crate::sghmc::SghmcModel`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SghmcBackend;
 

@@ -3,7 +3,7 @@
 //! data term ([`Potential`]) and a shorter, faster-mixing sampler schedule by default.
 
 use crate::sghmc::sampler::SghmcSamplerConfig;
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::fit::Training;
 use dgp_traits::likelihoods::Likelihood;
 use serde::{Deserialize, Serialize};

@@ -14,12 +14,12 @@
 
 use crate::sghmc::SghmcModel;
 use crate::sghmc::sampler::SampledModel;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::Result;
+use dgp_core::Result;
+use dgp_core::transforms::softplus;
+use dgp_data::Dataset;
 use dgp_traits::layer::HYPER_FLOOR;
 use dgp_traits::model::{FitConfig, FitHooks, FitReport, Objective};
 use dgp_traits::train::{Control, Observer, StepInfo};
-use dgp_traits::transforms::softplus;
 
 /// The sample autocorrelation of `x` at lags `0..=max_lag` (capped at `len − 1`):
 /// `ρ_k = γ_k / γ_0` with `γ_k = (1/n) Σ_{t<n−k} (x_t − x̄)(x_{t+k} − x̄)` (the biased,
@@ -193,7 +193,7 @@ impl SghmcModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dgp_traits::rng::{seeded, standard_normal};
+    use dgp_core::rng::{seeded, standard_normal};
 
     /// An AR(1) series x_t = φ x_{t−1} + √(1−φ²) z_t (stationary, unit variance).
     fn ar1(phi: f64, n: usize, seed: u64) -> Vec<f64> {

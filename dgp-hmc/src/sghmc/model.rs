@@ -5,14 +5,16 @@
 use crate::sghmc::config::{Potential, SghmcConfig};
 use crate::sghmc::diagnostics::effective_sample_size;
 use crate::sghmc::sampler::{SampledModel, SghmcState, SghmcStepper};
+use dgp_core::linalg::JitterConfig;
+use dgp_core::rng::{Rng, seeded, stream};
+use dgp_core::transforms::{inv_softplus, softplus};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource, gather_dataset, kmeans};
 use dgp_traits::backend::Checked;
 use dgp_traits::conditional::{QPart, conditional};
-use dgp_traits::data::{Dataset, RowSource, gather_dataset, kmeans};
-use dgp_traits::error::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelKind};
 use dgp_traits::layer::{SparseLayer, SparseLayerInit};
 use dgp_traits::likelihoods::Likelihood;
-use dgp_traits::linalg::JitterConfig;
 use dgp_traits::mean::LinearInit;
 use dgp_traits::model::{
     Batch, ChunkSpec, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig,
@@ -20,7 +22,6 @@ use dgp_traits::model::{
 };
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded, stream};
 use dgp_traits::skeleton::stack::{InitRun, MeanData, StackMean, layer_plans};
 use dgp_traits::skeleton::{
     ChunkMoments, NoiseMode, check_batch, check_inputs, describe_stack, finish_predictive,
@@ -28,7 +29,6 @@ use dgp_traits::skeleton::{
 };
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::{Executor, ModelSnapshots, Observer};
-use dgp_traits::transforms::{inv_softplus, softplus};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 //! [`FitHooks`].
 
 use crate::sghmc::sampler::SghmcSchedule;
-use dgp_traits::error::Result;
+use dgp_core::Result;
 use dgp_traits::fit::FitHooks;
 #[cfg(doc)]
 use dgp_traits::fit::{Progress, RunControl};

@@ -40,7 +40,7 @@ pub use linear::{psi0_linear, psi1_linear, psi2_linear};
 pub use quadrature::{ExpectationRule, input_cov_by_quadrature};
 pub use rbf::{psi0_rbf, psi1_rbf, psi2_rbf, psi2_rbf_contract};
 
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelHyperRef, KernelKind, KernelVars};
 use dgp_traits::tape::{Tape, Var};
 use faer::{Mat, MatRef};
@@ -216,7 +216,7 @@ pub(crate) fn check_inputs(
             format!("{}×{}", var.nrows(), var.ncols()),
         ));
     }
-    dgp_traits::error::check_finite("psi-statistics input variances", var)?;
+    dgp_core::check_finite("psi-statistics input variances", var)?;
     for j in 0..var.ncols() {
         for i in 0..var.nrows() {
             if var[(i, j)] < 0.0 {

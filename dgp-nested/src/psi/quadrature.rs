@@ -22,10 +22,10 @@
 //! Tested against the closed-form RBF statistics in `tests/psi.rs`.
 
 use super::PsiVars;
-use dgp_traits::error::{Error, Result};
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_core::{Error, Result};
 use dgp_traits::kernels::{Kernel, KernelVars};
 use dgp_traits::quadrature::gh_grid;
-use dgp_traits::rng::{seeded, standard_normal};
 use dgp_traits::tape::{Tape, Var};
 use faer::Mat;
 use serde::{Deserialize, Serialize};

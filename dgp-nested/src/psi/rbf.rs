@@ -40,7 +40,7 @@
 //! (N = 1000, M = 128, Q = 5).
 
 use super::{assert_cols, assert_same_shape, chunk_ranges, fold_per_dim, per_dim};
-use dgp_traits::fastexp;
+use dgp_core::fastexp;
 use dgp_traits::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};

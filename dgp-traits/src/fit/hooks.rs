@@ -37,8 +37,8 @@
 //! assert!(!RunControl::should_stop(&FitHooks::none()));
 //! ```
 
-use crate::error::Result;
 use crate::fit::RunState;
+use dgp_core::Result;
 
 /// Watches a run: called after every step and when a phase begins.
 pub trait Progress {
@@ -301,7 +301,7 @@ mod tests {
             batch_size: 1,
             n: 1,
             params: vec![],
-            noise: crate::rng::seeded(1),
+            noise: dgp_core::rng::seeded(1),
             stepper: serde_json::Value::Null,
             observers: vec![],
             report: FitReport::default(),

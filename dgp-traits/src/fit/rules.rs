@@ -10,7 +10,7 @@
 //! * [`Convergence`] — the stop on the smoothed training objective
 //!   (`FitConfig::convergence`), which needs no held-out rows.
 
-use crate::error::{Error, Result};
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Early stopping on held-out training rows: the patience rule.
@@ -93,7 +93,7 @@ pub enum Restore {
 ///
 /// * Holdout: `floor(holdout_fraction · N)` row indices drawn uniformly WITH replacement;
 ///   the distinct drawn rows are held out and removed from training
-///   ([`crate::data::holdout_with_replacement`]).
+///   ([`dgp_data::holdout_with_replacement`]).
 /// * Score: held-out mean log-likelihood (tll), predicted with `samples` Monte Carlo
 ///   samples, logged at iterations 0, `every`, 2·`every`, … (before the step of that
 ///   iteration, i.e. with the parameters after that many steps).

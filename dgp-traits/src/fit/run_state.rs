@@ -2,9 +2,9 @@
 //! the run bit for bit (see `crate::train::resume` for how the executor saves and restores
 //! it).
 
-use crate::error::{Error, Result};
 use crate::fit::FitReport;
-use crate::rng::Rng;
+use dgp_core::rng::Rng;
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
 //! Learning-rate schedules, plain data a fit is configured with.
 
-use crate::error::{Error, Result};
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Multiplicative learning-rate schedule: the step with index `t` (0 for the first

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::fit::{Convergence, FitConfig, HeldOutRule};
+use dgp_core::{Error, Result};
 
 /// Offset between a fit's seed ([`Training::seed`]) and the seed of the predictions made
 /// with its defaults ([`Training::predict_seed`]): the Monte Carlo draws of a prediction

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::{CheckpointError, Error, Result};
 use crate::fit::RunState;
 use crate::guard::identity::first_difference;
+use dgp_core::{CheckpointError, Error, Result};
 
 /// Version of the checkpoint file layout:
 /// `{"version":2,"identity":I,"checksum":"C","state":S}` — written as

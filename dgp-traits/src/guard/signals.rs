@@ -17,8 +17,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 
-use crate::error::{Error, Result};
 use crate::guard::stop::{Inner, StopFlag};
+use dgp_core::{Error, Result};
 
 /// Whether the handler announces a signal on standard error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,15 +8,15 @@ use faer::{Mat, MatRef};
 use serde::Serialize;
 
 use super::*;
-use crate::data::RowSource;
 use crate::model::{Batch, FitConfig, FitReport, Model, Objective, PredictConfig};
 use crate::optim::AdamConfig;
 use crate::params::{ParamStore, Role};
 use crate::predictive::Predictive;
-use crate::rng::{Rng, standard_normal};
 use crate::tape::{Tape, Var};
 use crate::testing::{ScratchDir, toy_regression};
 use crate::train::{AdamStepper, CallerHooks, Executor};
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_data::RowSource;
 
 /// y ≈ [x, 1]·w by Adam on −½ Σ residual² (scaled to N rows) plus 0.01 × a standard
 /// normal draw, so that the noise stream's position shows in the values.
@@ -429,7 +429,7 @@ fn state(done: usize) -> RunState {
         batch_size: 4,
         n: 8,
         params: vec![0.5; 3],
-        noise: crate::rng::seeded(1),
+        noise: dgp_core::rng::seeded(1),
         stepper: Value::Null,
         observers: vec![],
         report: FitReport {

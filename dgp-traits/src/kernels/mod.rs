@@ -56,8 +56,8 @@ mod stationary;
 
 pub use sqdist::{scaled_sqdist, scaled_sqdist_par};
 
-use crate::error::{Error, Result};
 use crate::tape::{Tape, Var};
+use dgp_core::{Error, Result};
 use faer::{Mat, MatRef, Par};
 use serde::{Deserialize, Serialize};
 
@@ -191,7 +191,7 @@ impl Kernel {
                 format!("{}×{}", ls.nrows(), ls.ncols()),
             ));
         }
-        crate::error::check_finite("kernel lengthscales", ls)?;
+        dgp_core::check_finite("kernel lengthscales", ls)?;
         for q in 0..ls.ncols() {
             let v = ls[(0, q)];
             let bad = if self.kind.is_stationary() {
@@ -234,7 +234,7 @@ impl Kernel {
                 format!("{} columns", x.ncols()),
             ));
         }
-        crate::error::check_finite(context, x)
+        dgp_core::check_finite(context, x)
     }
 
     #[track_caller]

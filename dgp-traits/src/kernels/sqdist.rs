@@ -265,7 +265,7 @@ fn row_col_sums(w: MatRef<'_, f64>) -> (Vec<f64>, Vec<f64>) {
                 for (ri, &v) in r.iter_mut().zip(col) {
                     *ri += v;
                 }
-                *cj = crate::lanes::sum(col);
+                *cj = dgp_core::lanes::sum(col);
             }
             None => {
                 let mut acc = 0.0;
@@ -515,7 +515,7 @@ impl Tape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::{seeded, standard_normal};
+    use dgp_core::rng::{seeded, standard_normal};
 
     fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
         let mut m: f64 = 0.0;

@@ -19,9 +19,9 @@
 
 use super::sqdist::{self, Method, Wants};
 use super::{Kernel, KernelKind};
-use crate::fastexp as fast_exp;
-use crate::lanes;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
+use dgp_core::fastexp as fast_exp;
+use dgp_core::lanes;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -308,7 +308,7 @@ fn distance_adjoint(
         for (i, wij) in wj.iter_mut().enumerate() {
             *wij = gj[i] * kj[i];
         }
-        gk += crate::lanes::sum(wj);
+        gk += dgp_core::lanes::sum(wj);
         match slope {
             Some(d) => {
                 for ((wij, &dij), i) in wj.iter_mut().zip(d.col_as_slice(j)).zip(0..) {

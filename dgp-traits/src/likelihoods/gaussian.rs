@@ -8,7 +8,7 @@
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
 use faer::{Mat, MatRef};
 
-use crate::special::{LN_SQRT_2PI, gaussian_log_density};
+use dgp_core::special::{LN_SQRT_2PI, gaussian_log_density};
 
 /// σ² for column `j`: the noise node is `1 × 1` or `1 × C`.
 #[inline]

@@ -41,20 +41,20 @@
 //! log Φ). The predictive probability `(1 − 2ε)Φ(μ/√(1 + v)) + ε` is exact for the
 //! squashed link, because the squashing is affine in Φ.
 //!
-//! The normal cdf/log-cdf used here are the full-precision ones of [`crate::special`]
+//! The normal cdf/log-cdf used here are the full-precision ones of [`dgp_core::special`]
 //! (Cody 1969).
 
 mod gaussian;
-pub mod labels;
+use dgp_data::labels;
 mod logit;
 mod multiclass;
 mod probit;
 
 pub use multiclass::VAR_FLOOR;
 
-use crate::error::{Error, LabelError, Result, check_finite};
-use crate::rng::{Rng, seeded, standard_normal};
 use crate::tape::{Tape, Var};
+use dgp_core::rng::{Rng, seeded, standard_normal};
+use dgp_core::{Error, LabelError, Result, check_finite};
 use faer::{Mat, MatRef};
 use serde::{Deserialize, Serialize};
 
@@ -1119,12 +1119,12 @@ fn check_tape_shapes(
 /// distributions and for tests.
 pub mod scalar {
     use super::{gaussian, logit, multiclass, probit};
-    use crate::error::Result;
-    use crate::special::norm_cdf;
+    use dgp_core::Result;
+    use dgp_core::special::norm_cdf;
 
-    /// `log N(y | mean, var)` (the same function as [`crate::special::gaussian_log_density`]).
+    /// `log N(y | mean, var)` (the same function as [`dgp_core::special::gaussian_log_density`]).
     pub fn gaussian_log_density(y: f64, mean: f64, var: f64) -> f64 {
-        crate::special::gaussian_log_density(y, mean, var)
+        dgp_core::special::gaussian_log_density(y, mean, var)
     }
 
     /// `E_{N(f|μ,v)} log N(y | f, σ²) = −½ log(2πσ²) − ((y − μ)² + v)/(2σ²)`.
@@ -1205,11 +1205,11 @@ pub mod scalar {
     /// `gh_points`-node Gauss–Hermite quadrature over `f_label` (robust-max's `P_y`).
     ///
     /// # Errors
-    /// [`crate::Error::Shape`] when `mu` and `var` differ in length or `label` is not an
+    /// [`dgp_core::Error::Shape`] when `mu` and `var` differ in length or `label` is not an
     /// index into them; `gh_points == 0`.
     pub fn prob_is_largest(label: usize, mu: &[f64], var: &[f64], gh_points: usize) -> Result<f64> {
         if mu.len() != var.len() || label >= mu.len() {
-            return Err(crate::Error::shape(
+            return Err(dgp_core::Error::shape(
                 "prob_is_largest",
                 format!("{} variances and a label below {}", mu.len(), mu.len()),
                 format!("{} variances, label {label}", var.len()),

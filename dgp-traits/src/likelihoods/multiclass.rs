@@ -31,8 +31,8 @@
 //! estimate (the reparameterisation gradient).
 
 use crate::quadrature::{GaussHermite, HermiteForm};
-use crate::special::{norm_cdf, norm_pdf};
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
+use dgp_core::special::{norm_cdf, norm_pdf};
 use faer::{Mat, MatRef};
 
 /// Variances below this are treated as this value (and get no gradient).

@@ -8,12 +8,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::error::Result;
 use crate::quadrature::GaussHermite;
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
+use dgp_core::Result;
 use faer::Mat;
 
-use crate::special::{norm_cdf, norm_log_cdf, norm_pdf, norm_pdf_over_cdf};
+use dgp_core::special::{norm_cdf, norm_log_cdf, norm_pdf, norm_pdf_over_cdf};
 
 /// Below this standard deviation the v-derivative of the quadrature uses Price's theorem
 /// `∂/∂v E[h(f)] = ½ E[h''(f)]` instead of `Σ ω h'(f) ξ / (2√v)`, whose cancellation

@@ -1,7 +1,7 @@
 //! Adam with bias correction and learning-rate schedules.
 
-use crate::error::{Error, Result};
 pub use crate::fit::LrSchedule;
+use dgp_core::{Error, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;

@@ -10,7 +10,7 @@ use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use dgp_core::{Error, Result};
 
 /// Settings of [`lbfgs_minimise`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -30,8 +30,8 @@
 //! step, against 5.7 M³ for forming S⁻¹, Λ′, its inverse and a second factorisation (the
 //! former implementation), and no squared condition numbers.
 
-use crate::error::{Error, Result};
-use crate::linalg::{Tri, cholesky, tri_solve};
+use dgp_core::linalg::{Tri, cholesky, tri_solve};
+use dgp_core::{Error, Result};
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatRef, Par, Side};
 use serde::{Deserialize, Serialize};
@@ -190,7 +190,7 @@ pub fn natural_gradient_step(
         ("natural step: mean gradient", grad_mean),
         ("natural step: factor gradient", grad_factor),
     ] {
-        crate::error::check_finite(name, a)?;
+        dgp_core::check_finite(name, a)?;
     }
     if (0..m).any(|i| factor[(i, i)] <= 0.0) {
         return Err(Error::NotPositiveDefinite {
@@ -265,15 +265,15 @@ fn updated(
     let new_factor = Mat::from_fn(m, m, |i, j| if i >= j { lt[(j, i)] } else { 0.0 });
     let s_g = &new_factor * (new_factor.transpose() * grad_mean);
     let new_mean = Mat::from_fn(m, 1, |i, _| mean[(i, 0)] + gamma * s_g[(i, 0)]);
-    crate::error::check_finite("natural step: new mean", new_mean.as_ref())?;
-    crate::error::check_finite("natural step: new factor", new_factor.as_ref())?;
+    dgp_core::check_finite("natural step: new mean", new_mean.as_ref())?;
+    dgp_core::check_finite("natural step: new factor", new_factor.as_ref())?;
     Ok((new_mean, new_factor))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::{seeded, standard_normal};
+    use dgp_core::rng::{seeded, standard_normal};
     use proptest::prelude::*;
 
     /// A random lower factor with a well-conditioned positive diagonal.

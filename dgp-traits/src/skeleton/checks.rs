@@ -1,7 +1,7 @@
 //! Input checks and the one-line architecture description shared by the backends.
 
-use crate::error::{Error, Result, check_finite};
 use crate::model::Batch;
+use dgp_core::{Error, Result, check_finite};
 use faer::MatRef;
 
 /// Checks test (or training) inputs `x` for a model with `input_dim` input columns: the
@@ -65,15 +65,15 @@ pub const MAX_INDUCING: usize = 10_000;
 /// anything is allocated (rather than an allocation panic or an out-of-memory abort).
 ///
 /// # Errors
-/// [`crate::Error::Config`] naming `backend` and the first size out of range.
+/// [`dgp_core::Error::Config`] naming `backend` and the first size out of range.
 pub fn check_sizes(
     backend: &str,
     layers: usize,
     widths: &[usize],
     num_inducing: usize,
-) -> crate::error::Result<()> {
+) -> dgp_core::Result<()> {
     let over = |what: &str, v: usize, max: usize| {
-        Err(crate::error::Error::config(
+        Err(dgp_core::Error::config(
             what,
             format!("must be at most {max} for {backend}, got {v}"),
         ))

@@ -14,9 +14,9 @@
 //! (which must be finite) may differ, and fields the backend names as data-dependent are
 //! skipped. So the configuration alone fixes every index and shape the model will use.
 
-use crate::data::Dataset;
-use crate::error::{Error, Result};
-use crate::rng::{seeded, standard_normal};
+use dgp_core::rng::{seeded, standard_normal};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -4,11 +4,11 @@
 //! per-output component moments are assembled in order, and the likelihood finishes the
 //! job (Gaussian: the noise variance is added; probit: class probabilities attached).
 
-use crate::error::{Error, Result};
 use crate::likelihoods::Likelihood;
 use crate::predictive::Predictive;
-use crate::rng::{Rng, stream};
 use crate::tape::Tape;
+use dgp_core::rng::{Rng, stream};
+use dgp_core::{Error, Result};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 

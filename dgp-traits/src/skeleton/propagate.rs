@@ -8,9 +8,9 @@
 //! outputs are tiled R times ([`tile_rows`]) before the first step.
 
 use crate::conditional::QVars;
-use crate::error::{Error, Result};
-use crate::rng::{Rng, standard_normal};
 use crate::tape::{Tape, Var};
+use dgp_core::rng::{Rng, standard_normal};
+use dgp_core::{Error, Result};
 use faer::Mat;
 
 /// What the propagation of a batch yields (all on the tape).

@@ -4,10 +4,10 @@
 //! linear means) and the running data X and inducing inputs Z pushed through those maps, so
 //! that each later layer starts on the scale of its inputs.
 
-use crate::data::kmeans;
-use crate::error::Result;
 use crate::mean::{LinearInit, MeanFunction, MeanParams};
-use crate::rng::Rng;
+use dgp_core::Result;
+use dgp_core::rng::Rng;
+use dgp_data::kmeans;
 use faer::{Mat, MatRef};
 
 /// One layer of a stack of widths `d = w_0 → w_1 → … → w_L`.

@@ -18,7 +18,7 @@
 //! parallelism, so results are bit-identical for any number of threads (and for `Par::Seq`).
 
 use super::pool::SharedPool;
-use crate::linalg::Tri;
+use dgp_core::linalg::Tri;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
@@ -81,7 +81,7 @@ pub fn tri_solve_into(
 ) {
     for_chunks(dst, par, |mut d, s| {
         d.copy_from(b.subcols(s, d.ncols()));
-        crate::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
+        dgp_core::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
     });
 }
 
@@ -105,7 +105,7 @@ pub(crate) fn tri_solve_backward(
     let parts = map_chunks(dst, par, |mut d, s| {
         let w = d.ncols();
         d.copy_from(g.subcols(s, w));
-        crate::linalg::tri_solve_in_place(t, d.as_mut(), sys.flip_transpose(), Par::Seq);
+        dgp_core::linalg::tri_solve_in_place(t, d.as_mut(), sys.flip_transpose(), Par::Seq);
         want_t.map(|structure| {
             let xc = x.subcols(s, w);
             let (lhs, rhs) = if sys.is_transposed() {
@@ -228,7 +228,7 @@ pub fn lower_times(
 /// Solves `op(T) X = B` in place (`B` ← `X`) chunk by chunk for the system `sys`.
 pub fn tri_solve_in_place(t: MatRef<'_, f64>, b: MatMut<'_, f64>, sys: Tri, par: Par) {
     for_chunks(b, par, |d, _| {
-        crate::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
+        dgp_core::linalg::tri_solve_in_place(t, d, sys, Par::Seq)
     });
 }
 
@@ -312,7 +312,7 @@ fn add_triangle(mut dst: MatMut<'_, f64>, src: MatRef<'_, f64>, triangle: BlockS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::{seeded, standard_normal};
+    use dgp_core::rng::{seeded, standard_normal};
 
     /// A lower-triangular M×M matrix with a well-conditioned diagonal and garbage above
     /// the diagonal (which the kernels must not read).

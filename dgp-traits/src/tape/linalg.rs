@@ -8,12 +8,12 @@
 //!   the triangle of `T`.
 //! - `log det = 2 Σ log Lᵢᵢ`: `L̄ᵢᵢ = 2 ḡ / Lᵢᵢ`.
 //!
-//! The numerics (and the jitter rule) live in [`crate::linalg`]; this module only adds the
+//! The numerics (and the jitter rule) live in [`dgp_core::linalg`]; this module only adds the
 //! adjoints. No rule forms an explicit inverse.
 
 use super::{Backward, BackwardCtx, GradSink, Tape, Var, chunked};
-use crate::error::Result;
-use crate::linalg::{self as la, JitterConfig, Tri};
+use dgp_core::Result;
+use dgp_core::linalg::{self as la, JitterConfig, Tri};
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -108,20 +108,20 @@ impl Tape {
     ///
     /// Only the lower triangle of `A` is read; the gradient is the symmetric one
     /// (Murray 2016, eq. 10, symmetrised), i.e. the derivative along symmetric
-    /// perturbations of `A`. Errors instead of panicking: [`crate::Error::NotPositiveDefinite`]
-    /// (no jitter is added; see [`Tape::cholesky_jittered`]), [`crate::Error::Shape`] for a
-    /// non-square input, [`crate::Error::NonFinite`].
+    /// perturbations of `A`. Errors instead of panicking: [`dgp_core::Error::NotPositiveDefinite`]
+    /// (no jitter is added; see [`Tape::cholesky_jittered`]), [`dgp_core::Error::Shape`] for a
+    /// non-square input, [`dgp_core::Error::NonFinite`].
     pub fn cholesky(&mut self, a: Var) -> Result<Var> {
         let l = la::cholesky_par(self.value(a), "tape cholesky", self.par_for(&[a]))?;
         Ok(self.push(l, &[a], CholeskyOp { jitter_slope: 0.0 }))
     }
 
     /// Cholesky factor of `A + jitter·I` following the workspace jitter rule
-    /// ([`crate::linalg::cholesky_jittered_with`]); returns the factor and the jitter used.
+    /// ([`dgp_core::linalg::cholesky_jittered_with`]); returns the factor and the jitter used.
     ///
     /// The gradient is exact for the computed value, including the dependence of a
     /// relative jitter on `mean(diag A)`: `Ā ← Ā + (∂jitter/∂Aᵢᵢ) tr(Ā) I`. `context` names
-    /// the matrix in the [`crate::Error::NotPositiveDefinite`] error.
+    /// the matrix in the [`dgp_core::Error::NotPositiveDefinite`] error.
     pub fn cholesky_jittered(
         &mut self,
         a: Var,
@@ -442,7 +442,7 @@ impl Tape {
         let norms_of = |tc: MatRef<'_, f64>| -> Vec<f64> {
             (0..tc.ncols())
                 .map(|j| match tc.col(j).try_as_col_major() {
-                    Some(c) => crate::lanes::sum_squares(c.as_slice()),
+                    Some(c) => dgp_core::lanes::sum_squares(c.as_slice()),
                     None => tc.col(j).iter().map(|v| v * v).sum(),
                 })
                 .collect()

@@ -11,7 +11,7 @@
 
 use super::chunked::{self, COL_CHUNK};
 use super::{Backward, BackwardCtx, GradSink, Tape, Var};
-use crate::lanes;
+use dgp_core::lanes;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
 use faer::{Accum, Mat, MatMut, MatRef, Par};

@@ -1,8 +1,8 @@
 //! The stop on the smoothed training objective ([`Convergence`]) as the executor runs it:
 //! [`ConvergenceTrace`], a pure state machine over the reported objective values.
 
-use crate::error::{Error, Result};
 use crate::fit::Convergence;
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// The decision of a [`Convergence`] rule from the objective values of a run, one call per

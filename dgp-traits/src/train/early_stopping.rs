@@ -6,13 +6,13 @@
 //! can be driven up without bound by shrinking variances at the training inputs while the
 //! held-out NLL explodes (see `dgp-dspp`'s training docs).
 
-use crate::data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_without_replacement};
-use crate::data::held_out_count;
-use crate::error::{Error, Result};
 pub use crate::fit::FitSummary;
 use crate::model::Model;
 use crate::train::observer::{Control, Observer, StepInfo};
 use crate::train::rules::{EarlyStopping, LindingerStopping, LindingerTrace, Restore};
+use dgp_core::{Error, Result};
+use dgp_data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_without_replacement};
+use dgp_data::held_out_count;
 
 /// Training data with fewer rows than this are never split for early stopping.
 pub const MIN_ROWS_FOR_EARLY_STOPPING: usize = 20;
@@ -31,8 +31,8 @@ pub fn heldout_split(n: usize, fraction: f64, seed: u64) -> Result<(Vec<usize>, 
 /// The rows of `0..n` the patience rule holds out with `fraction` and fit seed `seed`,
 /// ascending: `k = min(⌊fraction · n⌋,` [`MAX_HELD_OUT_ROWS`]`)` rows drawn without
 /// replacement with seed `seed + 0x5EED` ([`draw_without_replacement`]; below the cap
-/// and up to [`crate::data::PERMUTATION_TABLE_MAX_N`] rows these are the validation rows
-/// of [`crate::data::validation_split`] of `0..n` with that seed).
+/// and up to [`dgp_data::PERMUTATION_TABLE_MAX_N`] rows these are the validation rows
+/// of [`dgp_data::validation_split`] of `0..n` with that seed).
 ///
 /// # Errors
 /// [`Error::Config`] if `fraction ∉ (0, 1)` or either set would be empty.

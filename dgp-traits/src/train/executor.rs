@@ -1,17 +1,17 @@
 //! The minibatch loop: [`Executor`].
 
-use crate::data::{Minibatches, RowSource};
-use crate::error::{Error, Result};
 use crate::fit::Hooks;
 #[cfg(doc)]
 use crate::fit::{Checkpoints, RunControl};
 use crate::model::{Batch, FitConfig, FitReport, Model};
-use crate::rng::stream;
 use crate::tape::Tape;
 use crate::train::convergence::ConvergenceTrace;
 use crate::train::observer::{Control, Observer, StepInfo};
 use crate::train::resume::{RUN_STATE_VERSION, RunState};
 use crate::train::stepper::{StepContext, Stepper};
+use dgp_core::rng::stream;
+use dgp_core::{Error, Result};
+use dgp_data::{Minibatches, RowSource};
 use faer::{Mat, Par};
 use std::time::Instant;
 
@@ -71,7 +71,7 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     }
 
     /// Trains `model` on the rows of `data` (model units; an in-memory
-    /// [`crate::data::Dataset`] or any other [`RowSource`]: the minibatch indices depend on
+    /// [`dgp_data::Dataset`] or any other [`RowSource`]: the minibatch indices depend on
     /// the number of rows, the batch size and the seed only, so the same source contents
     /// give the same run bit for bit); see the type docs. When the caller's hooks
     /// ([`crate::fit::FitHooks`], reached through the [`crate::train::CallerHooks`]
@@ -184,7 +184,7 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
     fn save_state(
         &self,
         model: &M,
-        noise: &crate::rng::Rng,
+        noise: &dgp_core::rng::Rng,
         report: &FitReport,
         conv: Option<&ConvergenceTrace>,
         (done, b, n): (usize, usize, usize),
@@ -219,7 +219,7 @@ impl<'a, M: Model + ?Sized, S: Stepper<M>> Executor<'a, M, S> {
         model: &mut M,
         state: RunState,
         (b, n): (usize, usize),
-        noise: &mut crate::rng::Rng,
+        noise: &mut dgp_core::rng::Rng,
         report: &mut FitReport,
         conv: Option<&mut ConvergenceTrace>,
     ) -> Result<usize> {

@@ -28,9 +28,6 @@
 //! dgp_traits::train::fit_with_held_out(self, data, cfg, stepper, hooks)
 //! ```
 
-use crate::data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_with_replacement};
-use crate::data::{Dataset, RowSource, RowsExcept, gather_dataset, held_out_count};
-use crate::error::{Error, Result};
 use crate::fit::Checkpoints;
 use crate::model::{FitConfig, FitHooks, FitReport, Model, PredictConfig};
 use crate::predictive::Predictive;
@@ -41,6 +38,9 @@ use crate::train::executor::Executor;
 use crate::train::observer::{CallerHooks, Observer};
 use crate::train::rules::HeldOutRule;
 use crate::train::stepper::Stepper;
+use dgp_core::{Error, Result};
+use dgp_data::held_out::{MAX_HELD_OUT_ROWS, complement, draw_with_replacement};
+use dgp_data::{Dataset, RowSource, RowsExcept, gather_dataset, held_out_count};
 use faer::MatRef;
 
 /// Offset of the held-out rows' seed from the fit seed (as
@@ -60,7 +60,7 @@ pub const SCORE_SEED_OFFSET: u64 = 0x5C0E;
 /// [`HeldOutRule::Lindinger`]: the distinct rows of `min(⌊holdout_fraction · n⌋,`
 /// [`MAX_HELD_OUT_ROWS`]`)` draws with replacement with seed `seed +`
 /// [`HOLDOUT_SEED_OFFSET`] ([`draw_with_replacement`]; below the cap, the holdout of
-/// [`crate::data::holdout_with_replacement`], the reference's).
+/// [`dgp_data::holdout_with_replacement`], the reference's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldOutSplit {
     n: usize,
@@ -130,11 +130,11 @@ impl HeldOutSplit {
     /// are gathered ([`gather_dataset`]) and the kept rows are a [`RowsExcept`] view.
     ///
     /// # Errors
-    /// [`Error::Shape`](crate::error::Error::Shape) when `data` does not have
+    /// [`Error::Shape`](dgp_core::Error::Shape) when `data` does not have
     /// [`HeldOutSplit::n`] rows; read errors of the source.
     pub fn split<'a>(&self, data: &'a dyn RowSource) -> Result<(KeptRows<'a>, Dataset)> {
         if data.n() != self.n {
-            return Err(crate::error::Error::shape(
+            return Err(dgp_core::Error::shape(
                 "held-out split rows",
                 self.n,
                 data.n(),
@@ -182,14 +182,12 @@ pub fn heldout_nll<M: Model + ?Sized>(
 ///   ([`Predictive::log_density`]).
 ///
 /// # Errors
-/// [`Error::Empty`](crate::error::Error::Empty) for no rows; label errors for targets that
+/// [`Error::Empty`](dgp_core::Error::Empty) for no rows; label errors for targets that
 /// are not class labels of a classification predictive; the shape errors of
 /// [`Predictive::log_density`].
 pub fn predictive_nll(pred: &Predictive, y: MatRef<'_, f64>) -> Result<f64> {
     if y.nrows() == 0 {
-        return Err(crate::error::Error::Empty(
-            "no held-out rows to score".into(),
-        ));
+        return Err(dgp_core::Error::Empty("no held-out rows to score".into()));
     }
     if let Some(p) = pred.class_probs() {
         let labels = crate::classification::class_labels(y, p.ncols())?;
@@ -337,7 +335,7 @@ mod tests {
             mut x: faer::MatMut<'_, f64>,
             mut y: faer::MatMut<'_, f64>,
         ) -> Result<()> {
-            crate::data::check_gather(self.0, (1, 1), idx, &x, &y)?;
+            dgp_data::check_gather(self.0, (1, 1), idx, &x, &y)?;
             for (r, &i) in idx.iter().enumerate() {
                 x[(r, 0)] = i as f64;
                 y[(r, 0)] = -(i as f64);

@@ -1,15 +1,15 @@
 //! Full-batch L-BFGS as its own driver: [`FullBatchLbfgs`].
 
-use crate::data::Dataset;
-use crate::error::{Error, Result};
 use crate::fit::Hooks;
 #[cfg(doc)]
 use crate::fit::RunControl;
 use crate::model::{Batch, FitReport, Model};
 use crate::optim::{LbfgsConfig, lbfgs_maximise};
-use crate::rng::stream;
 use crate::tape::Tape;
 use crate::train::executor::HISTORY_EVERY;
+use dgp_core::rng::stream;
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use faer::Par;
 use std::time::Instant;
 

@@ -1,13 +1,13 @@
 //! Natural-gradient steps on Gaussian variational factors next to Adam:
 //! [`NaturalGradientModel`] and [`NaturalAdamStepper`].
 
-use crate::error::Result;
 use crate::model::{Batch, Model};
 use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
 use crate::params::{ParamId, Role};
-use crate::rng::Rng;
 use crate::tape::Tape;
 use crate::train::stepper::{StepContext, Stepper, merged_ranges, started};
+use dgp_core::Result;
+use dgp_core::rng::Rng;
 use std::ops::Range;
 
 /// A model some of whose parameter blocks form Gaussian variational factors

@@ -1,10 +1,10 @@
 //! The [`Observer`] trait and the general-purpose observers: [`CallerHooks`],
 //! [`ModelSnapshots`] and [`SampleCollector`].
 
-use crate::error::{Error, Result};
 use crate::fit::{FitHooks, Hooks};
 use crate::model::Model;
 use crate::params::Role;
+use dgp_core::{Error, Result};
 use std::collections::VecDeque;
 use std::ops::Range;
 

@@ -1,7 +1,7 @@
 //! Random restarts: [`best_of`].
 
-use crate::error::{Error, Result};
 use crate::model::FitReport;
+use dgp_core::{Error, Result};
 
 /// Outcome of [`best_of`].
 #[derive(Clone, Debug)]

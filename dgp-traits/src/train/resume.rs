@@ -17,11 +17,11 @@
 //! A stepper or observer that cannot save its state makes the run refuse checkpointing
 //! with an error naming it, before the first step.
 
-use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::fit::{Checkpoints, RunControl};
 pub use crate::fit::{RUN_STATE_VERSION, RunState};
 use crate::optim::Adam;
+use dgp_core::{Error, Result};
 use serde::Deserialize;
 use serde_json::Value;
 

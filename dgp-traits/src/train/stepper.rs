@@ -1,11 +1,11 @@
 //! The [`Stepper`] trait and the plain Adam stepper.
 
-use crate::error::Result;
 use crate::model::{Batch, Model};
 use crate::optim::{Adam, AdamConfig};
 use crate::params::{ParamStore, Role};
-use crate::rng::Rng;
 use crate::tape::Tape;
+use dgp_core::Result;
+use dgp_core::rng::Rng;
 use std::ops::Range;
 
 /// What the executor lends a stepper for one step.
@@ -128,5 +128,5 @@ impl<M: Model + ?Sized> Stepper<M> for AdamStepper {
 /// The optimiser of a started stepper.
 pub(crate) fn started(adam: &mut Option<Adam>) -> Result<&mut Adam> {
     adam.as_mut()
-        .ok_or_else(|| crate::error::Error::config("stepper", "used before Stepper::start"))
+        .ok_or_else(|| dgp_core::Error::config("stepper", "used before Stepper::start"))
 }

@@ -1,13 +1,10 @@
 //! Unit tests of the executor pieces on a small synthetic model.
 
-use crate::data::{Dataset, Minibatches, RowSource, gather_rows_into};
-use crate::error::{Error, Result};
 use crate::fit::{Checkpoints, FitHooks, Progress, RunControl};
 use crate::model::{Batch, FitConfig, FitReport, Model, Objective, PredictConfig};
 use crate::optim::{Adam, AdamConfig, NatGradConfig, NatGradScheme};
 use crate::params::{ParamId, ParamStore, Role};
 use crate::predictive::Predictive;
-use crate::rng::{Rng, standard_normal, stream};
 use crate::tape::{Tape, Var};
 use crate::testing::{StopAfter, toy_regression};
 use crate::train::{
@@ -15,6 +12,9 @@ use crate::train::{
     ModelSnapshots, NaturalAdamStepper, NaturalGradientModel, Observer, SampleCollector, StepInfo,
     best_of,
 };
+use dgp_core::rng::{Rng, standard_normal, stream};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, Minibatches, RowSource, gather_rows_into};
 use faer::{Mat, MatRef, Par, mat};
 
 /// Blocks: `a` (1×2, optimised), `n` (1×1, natural-capable), `s` (1×1, sampled), `f`

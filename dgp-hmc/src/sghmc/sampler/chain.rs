@@ -1,6 +1,6 @@
 //! The per-entry chain state and the adaptive SGHMC update of cambridge-mlg/sghmc_dgp, `sghmc_base.py` ([`SghmcChain::update`]).
 
-use dgp_traits::rng::Rng;
+use dgp_core::rng::Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 

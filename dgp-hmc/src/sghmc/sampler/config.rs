@@ -1,7 +1,7 @@
 //! The sampler's settings ([`SghmcSamplerConfig`]) and a run's phase lengths ([`SghmcSchedule`]),
 //! the sampler and schedule of cambridge-mlg/sghmc_dgp, `sghmc_base.py` and `models.py`.
 
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Settings of the sampler (defaults: the reference's, cambridge-mlg/sghmc_dgp `sghmc_base.py` and `models.py`).

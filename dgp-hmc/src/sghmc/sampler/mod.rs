@@ -52,7 +52,7 @@
 //!
 //! # Failures
 //! A non-finite objective, gradient or new sample ends the run with
-//! [`Error::Numerical`](dgp_traits::error::Error::Numerical) naming the step and phase; the model keeps the state of the last
+//! [`Error::Numerical`](dgp_core::Error::Numerical) naming the step and phase; the model keeps the state of the last
 //! good step (nothing is written before every part of a step succeeded).
 
 mod chain;

@@ -2,9 +2,9 @@
 //! models that hold it ([`SampledModel`]) and the per-step generators ([`step_rng`]).
 
 use crate::sghmc::sampler::{SghmcChain, SghmcSchedule};
+use dgp_core::rng::{Rng, seeded};
 use dgp_traits::model::Model;
 use dgp_traits::optim::Adam;
-use dgp_traits::rng::{Rng, seeded};
 use serde::{Deserialize, Serialize};
 
 /// The whole state of a sampler run, kept in the model (so its checkpoint resumes the run

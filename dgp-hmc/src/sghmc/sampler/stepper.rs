@@ -5,7 +5,7 @@ use crate::sghmc::sampler::{
     SampledModel, SghmcChain, SghmcConstants, SghmcSamplerConfig, SghmcSchedule, SghmcState,
     step_rng,
 };
-use dgp_traits::error::{Error, Result};
+use dgp_core::{Error, Result};
 use dgp_traits::model::Batch;
 use dgp_traits::optim::{Adam, AdamConfig};
 use dgp_traits::params::Role;

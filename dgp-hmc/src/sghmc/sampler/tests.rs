@@ -1,12 +1,12 @@
 //! Unit tests of the SGHMC stepper (issue 15 tests 1 and 4, resuming, failures, config).
 
 use super::*;
-use dgp_traits::data::Dataset;
-use dgp_traits::error::{Error, Result};
+use dgp_core::rng::{Rng, seeded};
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 use dgp_traits::model::{Batch, FitConfig, FitHooks, FitReport, Model, Objective, PredictConfig};
 use dgp_traits::params::{ParamId, ParamStore, Role};
 use dgp_traits::predictive::Predictive;
-use dgp_traits::rng::{Rng, seeded};
 use dgp_traits::tape::{Tape, Var};
 use dgp_traits::train::Executor;
 use faer::{Mat, MatRef, mat};
@@ -172,7 +172,7 @@ impl Model for Toy {
     }
     fn fit(
         &mut self,
-        _: &dyn dgp_traits::data::RowSource,
+        _: &dyn dgp_data::RowSource,
         _: &FitConfig,
         _: &mut FitHooks<'_>,
     ) -> Result<FitReport> {

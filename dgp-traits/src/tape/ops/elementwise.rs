@@ -2,7 +2,7 @@
 
 use super::{dot_entries, sum_entries};
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
-use crate::transforms::{sigmoid, softplus};
+use dgp_core::transforms::{sigmoid, softplus};
 use faer::{unzip, zip};
 
 struct AddOp;
@@ -100,7 +100,7 @@ impl Tape {
         self.elementwise(a, "square", |x| x * x, |x, _| 2.0 * x)
     }
 
-    /// Entrywise `softplus(A) = log(1 + eᴬ)` ([`crate::transforms::softplus`]); derivative
+    /// Entrywise `softplus(A) = log(1 + eᴬ)` ([`dgp_core::transforms::softplus`]); derivative
     /// `sigmoid(A)`.
     pub fn softplus(&mut self, a: Var) -> Var {
         self.elementwise(a, "softplus", softplus, |x, _| sigmoid(x))

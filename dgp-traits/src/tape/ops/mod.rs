@@ -88,7 +88,7 @@ fn dot_entries(g: MatRef<'_, f64>, a: MatRef<'_, f64>) -> f64 {
     let mut s = 0.0;
     for j in 0..g.ncols() {
         match (g.col(j).try_as_col_major(), a.col(j).try_as_col_major()) {
-            (Some(x), Some(y)) => s += crate::lanes::dot(x.as_slice(), y.as_slice()),
+            (Some(x), Some(y)) => s += dgp_core::lanes::dot(x.as_slice(), y.as_slice()),
             _ => {
                 for i in 0..g.nrows() {
                     s += g[(i, j)] * a[(i, j)];

@@ -94,7 +94,7 @@ impl Tape {
         let mut out = self.alloc(va.ncols(), 1);
         for j in 0..va.ncols() {
             out[(j, 0)] = match va.col(j).try_as_col_major() {
-                Some(c) => crate::lanes::sum_squares(c.as_slice()),
+                Some(c) => dgp_core::lanes::sum_squares(c.as_slice()),
                 None => va.col(j).iter().map(|x| x * x).sum(),
             };
         }

@@ -1,7 +1,7 @@
 //! Transpose, diagonal and triangular structure (see the op families in `ops`).
 
 use crate::tape::{Backward, BackwardCtx, GradSink, Tape, Var};
-use crate::transforms::{sigmoid, softplus};
+use dgp_core::transforms::{sigmoid, softplus};
 use faer::Mat;
 
 struct TransposeOp;
@@ -220,5 +220,22 @@ impl Tape {
             }
         }
         self.push(out, &[a], LowerCholeskyFactorOp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dgp_core::transforms::raw_lower_factor;
+
+    #[test]
+    fn raw_lower_factor_inverts_the_tape_transform() {
+        let l = faer::mat![[0.5, 9.0], [-0.3, 2.0]];
+        let raw = raw_lower_factor(l.as_ref(), 1e-10);
+        let mut t = crate::tape::Tape::new();
+        let v = t.constant(raw);
+        let back = t.lower_cholesky_factor(v, 1e-10);
+        let b = t.value(back);
+        assert!((b[(0, 0)] - 0.5).abs() < 1e-14 && (b[(1, 1)] - 2.0).abs() < 1e-14);
+        assert_eq!((b[(1, 0)], b[(0, 1)]), (-0.3, 0.0));
     }
 }
