@@ -9,7 +9,7 @@
 //! ```
 //!
 //! `TRAIN.csv` has the input columns and a last column `y` (classification: class indices),
-//! or is `synth:N` for the first N rows of `dgp_io::synth` with seed 0, or `rows:N` for N
+//! or is `synth:N` for the first N rows of `dgp_data::synth` with seed 0, or `rows:N` for N
 //! rows `x_ij = sin(9i + j)`, `y_i = cos(i)` made in place (for the memory comparison);
 //! `TEST.csv` the input columns and a last column `y_unused` (ignored); `CONFIG.json` is `{"backend", "common", "settings", "fit",
 //! "predict"}`; `TASK` is `regression` or `classification`. Prints one JSON object: the
@@ -23,26 +23,14 @@
 
 use std::time::Instant;
 
-use dgp_traits::backend::{Backend, CommonSettings, Settings};
-use dgp_traits::data::{Dataset, StandardizeOptions, Standardizer, load_csv};
+use dgp_data::{Dataset, StandardizeOptions, Standardizer, load_csv};
+use dgp_traits::backend::{CommonSettings, Settings};
 use dgp_traits::fit::FitHooks;
 use dgp_traits::model::{FitConfig, Model, PredictConfig};
 use faer::Mat;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-static BACKENDS: &[&dyn Backend] = &[
-    &dgp_svi::SVI_BACKEND,
-    &dgp_nested::NESTED_BACKEND,
-    &dgp_dspp::DSPP_BACKEND,
-    &dgp_dspp::PPGPR_BACKEND,
-    &dgp_structured::STAR_BACKEND,
-    &dgp_structured::MF_BACKEND,
-    &dgp_structured::FC_BACKEND,
-    &dgp_hmc::DGPS_BACKEND,
-    &dgp_hmc::SGHMC_BACKEND,
-];
 
 #[derive(serde::Deserialize)]
 struct Config {
@@ -79,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: reference_fit TRAIN.csv TEST.csv CONFIG.json TASK [REPEATS]".into());
     }
     let train = if let Some(n) = args[1].strip_prefix("synth:") {
-        dgp_io::synth::synth_dataset(n.parse()?, 0)?
+        dgp_data::synth::synth_dataset(n.parse()?, 0)?
     } else if let Some(n) = args[1].strip_prefix("rows:") {
         // Rows made in place (no buffer freed before the fit): x_ij = sin(9i + j),
         // y_i = cos(i), for measuring the memory a fit adds.
@@ -94,10 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cfg: Config = serde_json::from_str(&std::fs::read_to_string(&args[3])?)?;
     let classify = args[4] == "classification";
     let repeats: usize = args.get(5).map_or(Ok(1), |r| r.parse())?;
-    let backend = BACKENDS
-        .iter()
-        .find(|b| b.name() == cfg.backend)
-        .ok_or("unknown backend")?;
+    let backend = dgp_registry::find(&cfg.backend)?;
     let opts = if classify {
         StandardizeOptions::default().keep_targets()
     } else {

@@ -20,8 +20,8 @@ use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use dgp_traits::error::Error;
-use dgp_traits::fit::{Checkpoints, Progress, RunControl, RunState};
+use dgp_core::{CheckpointError, Error};
+use dgp_traits::fit::{Checkpoints, Progress, RunControl};
 use dgp_traits::model::PredictConfig;
 use dgp_traits::predictive::Predictive;
 use faer::{Mat, MatRef};
@@ -33,13 +33,15 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 
-use engine::{FitOptions, FitRequest, Task};
+use dgp_traits::request::Task;
+use engine::{CheckpointOptions, FitOptions, FitRequest};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// A library error as the Python exception a caller expects: bad input of any kind is a
-/// `ValueError`, a file that cannot be read an `OSError`, a numerical failure of training
+/// A library error as the Python exception a caller expects: bad input of any kind (a
+/// checkpoint of another run included) is a `ValueError`, a file that cannot be read or a
+/// checkpoint directory another run holds an `OSError`, a numerical failure of training
 /// or prediction a `RuntimeError`.
 fn to_py(e: Error) -> PyErr {
     let msg = match &e {
@@ -50,7 +52,11 @@ fn to_py(e: Error) -> PyErr {
         Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             PyFileNotFoundError::new_err(msg)
         }
-        Error::Io { .. } => PyOSError::new_err(msg),
+        Error::Io { .. } | Error::Checkpoint(CheckpointError::Locked { .. }) => {
+            PyOSError::new_err(msg)
+        }
+        // A saved state of another run, a damaged one, one that would be overwritten.
+        Error::Checkpoint(_) => PyValueError::new_err(msg),
         Error::Config(_)
         | Error::Shape { .. }
         | Error::NonFinite { .. }
@@ -105,22 +111,16 @@ struct PyHooks {
     /// The exception to raise once the library returns (KeyboardInterrupt, or one raised
     /// by the callback).
     error: RefCell<Option<PyErr>>,
-    checkpoints: Option<engine::CheckpointDir>,
 }
 
 impl PyHooks {
-    fn new(
-        callback: Option<Py<PyAny>>,
-        interval: f64,
-        checkpoints: Option<engine::CheckpointDir>,
-    ) -> Self {
+    fn new(callback: Option<Py<PyAny>>, interval: f64) -> Self {
         PyHooks {
             callback,
             interval: Duration::try_from_secs_f64(interval.max(0.0)).unwrap_or(Duration::MAX),
             last: Cell::new(Instant::now()),
             stop: Cell::new(false),
             error: RefCell::new(None),
-            checkpoints,
         }
     }
 
@@ -161,28 +161,11 @@ impl RunControl for PyHooks {
         self.poll(None, false);
         self.stop.get()
     }
-
-    fn take_resume_state(&mut self) -> Option<RunState> {
-        self.checkpoints
-            .as_ref()
-            .and_then(engine::CheckpointDir::read)
-    }
 }
 
-impl Checkpoints for PyHooks {
-    fn every(&self) -> usize {
-        self.checkpoints
-            .as_ref()
-            .map_or(0, engine::CheckpointDir::every)
-    }
-
-    fn save(&mut self, state: &RunState) -> dgp_traits::Result<()> {
-        match &self.checkpoints {
-            Some(c) => c.write(state),
-            None => Ok(()),
-        }
-    }
-}
+/// Checkpoints are kept by the library's guard in front of these hooks
+/// (`engine::CheckpointOptions`).
+impl Checkpoints for PyHooks {}
 
 /// A trained or loaded model (see `engine::FittedModel`).
 #[pyclass(frozen, module = "dgp._dgp")]
@@ -222,10 +205,25 @@ impl Model {
         Ok(Prediction { p })
     }
 
-    /// The model file's text (versioned, checksummed JSON).
-    fn to_text(&self, py: Python<'_>) -> PyResult<String> {
+    /// The model file's text (versioned, checksummed JSON) with `metadata` (a JSON text:
+    /// the estimator's parameters and labels) inside it, covered by the checksum.
+    #[pyo3(signature = (metadata=None))]
+    fn to_text(&self, py: Python<'_>, metadata: Option<&str>) -> PyResult<String> {
+        let meta: serde_json::Value = match metadata {
+            Some(m) => json_arg(m, "metadata")?,
+            None => serde_json::Value::Null,
+        };
         let inner = &self.inner;
-        py.detach(|| inner.to_text()).map_err(to_py)
+        py.detach(|| inner.to_text(&meta)).map_err(to_py)
+    }
+
+    /// The metadata saved in the model file, as a JSON text (`None` when it holds none).
+    #[getter]
+    fn metadata(&self) -> PyResult<Option<String>> {
+        match self.inner.metadata() {
+            serde_json::Value::Null => Ok(None),
+            v => to_json(v).map(Some),
+        }
     }
 
     /// The backend's name.
@@ -363,7 +361,7 @@ fn task_of(task: &str, num_classes: usize, likelihood: Option<String>) -> PyResu
 
 fn request(
     backend: String,
-    layers: usize,
+    layers: Option<usize>,
     task: Task,
     options: &str,
     settings: &str,
@@ -379,13 +377,7 @@ fn request(
 
 /// The resolved configuration as JSON for the Python side.
 fn resolved_json(r: &engine::Resolved) -> PyResult<String> {
-    to_json(&serde_json::json!({
-        "backend": r.backend.name(),
-        "common": r.common,
-        "settings": r.settings,
-        "fit": r.fit,
-        "predict": r.predict,
-    }))
+    to_json(&r.to_json())
 }
 
 type FitOut = (Model, String, Option<Py<PyBaseException>>);
@@ -395,7 +387,7 @@ type FitOut = (Model, String, Option<Py<PyBaseException>>);
 /// interrupted build, is raised at once.
 fn finish(
     py: Python<'_>,
-    out: dgp_traits::Result<(engine::FittedModel, engine::Resolved)>,
+    out: dgp_core::Result<(engine::FittedModel, engine::Resolved)>,
     hooks: PyHooks,
 ) -> PyResult<FitOut> {
     let pending = hooks.error.into_inner();
@@ -409,8 +401,8 @@ fn finish(
     }
 }
 
-fn checkpoint_dir(dir: Option<PathBuf>, every: usize) -> Option<engine::CheckpointDir> {
-    dir.map(|dir| engine::CheckpointDir::new(dir, every))
+fn checkpoint_options(dir: Option<PathBuf>, every: usize) -> Option<CheckpointOptions> {
+    dir.map(|dir| CheckpointOptions { dir, every })
 }
 
 /// Fits a backend on arrays: `x` (N×D), `y` (N×P; classification: one column of class
@@ -421,7 +413,7 @@ fn checkpoint_dir(dir: Option<PathBuf>, every: usize) -> Option<engine::Checkpoi
 fn fit(
     py: Python<'_>,
     backend: String,
-    layers: usize,
+    layers: Option<usize>,
     task: &str,
     num_classes: usize,
     likelihood: Option<String>,
@@ -437,14 +429,11 @@ fn fit(
     let task = task_of(task, num_classes, likelihood)?;
     let req = request(backend, layers, task, options, settings)?;
     let (xv, yv) = (view(&x, "X")?, view(&y, "y")?);
-    let mut hooks = PyHooks::new(
-        callback,
-        interval,
-        self::checkpoint_dir(checkpoint_dir, checkpoint_every),
-    );
+    let mut hooks = PyHooks::new(callback, interval);
+    let ckpt = checkpoint_options(checkpoint_dir, checkpoint_every);
     let out = {
         let h = &mut hooks;
-        py.detach(|| engine::fit(&req, xv, yv, h))
+        py.detach(|| engine::fit(&req, xv, yv, ckpt.as_ref(), h))
     };
     finish(py, out, hooks)
 }
@@ -457,7 +446,7 @@ fn fit(
 fn fit_rowstore(
     py: Python<'_>,
     backend: String,
-    layers: usize,
+    layers: Option<usize>,
     task: &str,
     likelihood: Option<String>,
     options: &str,
@@ -471,14 +460,11 @@ fn fit_rowstore(
 ) -> PyResult<(Model, String, Option<Py<PyBaseException>>, usize)> {
     let task = task_of(task, 0, likelihood)?;
     let req = request(backend, layers, task, options, settings)?;
-    let mut hooks = PyHooks::new(
-        callback,
-        interval,
-        self::checkpoint_dir(checkpoint_dir, checkpoint_every),
-    );
+    let mut hooks = PyHooks::new(callback, interval);
+    let ckpt = checkpoint_options(checkpoint_dir, checkpoint_every);
     let out = {
         let h = &mut hooks;
-        py.detach(|| engine::fit_rowstore(&req, &path, init_rows, h))
+        py.detach(|| engine::fit_rowstore(&req, &path, init_rows, ckpt.as_ref(), h))
     };
     let (k, out) = match out {
         Ok((m, r, Task::Classification { num_classes, .. })) => (num_classes, Ok((m, r))),
@@ -494,7 +480,7 @@ fn fit_rowstore(
 #[pyfunction]
 fn resolve(
     backend: String,
-    layers: usize,
+    layers: Option<usize>,
     task: &str,
     num_classes: usize,
     likelihood: Option<String>,

@@ -105,8 +105,10 @@ def test_default_configuration_is_the_backends_run_default(regression_data):
     X, y = regression_data
     for backend in BACKENDS:
         d = dgp.backend_info(backend)["run_defaults"]
-        est = dgp.DeepGPRegressor(backend, layers=1 if backend == "ppgpr" else 2)
+        est = dgp.DeepGPRegressor(backend)
         cfg = est._config_for(len(X))
+        assert cfg["common"]["layers"] == d["layers"], backend
+        assert cfg["fit"]["convergence"] == d["convergence"], backend
         assert cfg["common"]["num_inducing"] == d["num_inducing"], backend
         assert cfg["common"]["predict_samples"] == d["predict_samples"], backend
         assert cfg["fit"]["batch_size"] == min(d["batch_cap"], len(X)), backend
@@ -120,3 +122,22 @@ def test_default_configuration_is_the_backends_run_default(regression_data):
         assert cfg["fit"]["steps"] == steps, backend
         assert cfg["common"]["seed"] == 0 and cfg["fit"]["seed"] == 0
         assert cfg["predict"]["seed"] == 0x5EED
+
+
+def test_a_preset_is_the_backends_named_configuration(regression_data):
+    """`preset="paper"` starts from the paper's configuration: what the backend declares
+    for it, and not the default's; an unknown preset is refused by name."""
+    X, _ = regression_data
+    for backend in ("star", "dspp", "nested"):
+        names = [p["name"] for p in dgp.backend_info(backend)["presets"]]
+        assert names[0] == "default" and "paper" in names, backend
+        default = dgp.DeepGPRegressor(backend)._config_for(len(X))
+        paper = dgp.DeepGPRegressor(backend, preset="paper")._config_for(len(X))
+        assert paper["common"]["preset"] == "paper", backend
+        assert (paper["settings"], paper["fit"], paper["common"]) != (
+            default["settings"],
+            default["fit"],
+            default["common"],
+        ), backend
+    with pytest.raises(ValueError, match="nope"):
+        dgp.DeepGPRegressor("svi", preset="nope")._config_for(len(X))

@@ -53,8 +53,8 @@ def test_classifier_round_trip_keeps_labels(multiclass_data, tmp_path):
 def test_model_file_alone_loads_as_regressor(regression_data, tmp_path):
     X, y = regression_data
     m = dgp.DeepGPRegressor("nested", **fast("nested")).fit(X, y)
-    m.save(tmp_path / "m")
-    os.remove(tmp_path / "m.sklearn.json")
+    # A model file without the estimator's metadata, as the Rust library writes one.
+    (tmp_path / "m").write_text(m.model_.to_text())
     loaded = dgp.load(tmp_path / "m")
     # Without the estimator description the prediction defaults are the library's.
     np.testing.assert_array_equal(
@@ -79,3 +79,18 @@ def test_bad_model_files(regression_data, tmp_path):
         dgp.load(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="unknown backend"):
         dgp.load(tmp_path / "svi.json", backend="nope")
+
+
+def test_save_writes_one_file_with_the_estimator_inside(regression_data, tmp_path):
+    """The estimator's parameters travel in the model file's metadata (covered by its
+    checksum): one file, and an edit of the metadata is refused."""
+    X, y = regression_data
+    m = dgp.DeepGPRegressor("svi", **fast("svi")).fit(X, y)
+    m.save(tmp_path / "m.json")
+    assert sorted(os.listdir(tmp_path)) == ["m.json"]
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["metadata"]["class"] == "DeepGPRegressor"
+    text = (tmp_path / "m.json").read_text().replace('"DeepGPRegressor"', '"DeepGPClassifier"')
+    (tmp_path / "edited.json").write_text(text)
+    with pytest.raises(ValueError, match="checksum"):
+        dgp.load(tmp_path / "edited.json")

@@ -22,7 +22,9 @@ def _data(n=2000, d=4, seed=0):
 
 def test_keyboard_interrupt_stops_after_the_current_step_and_keeps_the_model():
     X, y = _data()
-    est = dgp.DeepGPRegressor("svi", steps=1_000_000, num_inducing=20, predict_samples=5)
+    est = dgp.DeepGPRegressor(
+        "svi", steps=1_000_000, num_inducing=20, predict_samples=5, convergence=None
+    )
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.perf_counter()
@@ -115,7 +117,7 @@ def test_checkpoint_and_resume_give_the_uninterrupted_run(tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         first.fit(X, y)
     assert 120 <= first.fit_summary_["steps"] < 300
-    assert (ckpt / "run-state.json").exists()
+    assert (ckpt / "state.json").exists()
     seen = []
     resumed = dgp.DeepGPRegressor(
         "svi", **kw, checkpoint_dir=ckpt, checkpoint_every=50, callback=lambda s, t, o: seen.append(s)
@@ -125,3 +127,14 @@ def test_checkpoint_and_resume_give_the_uninterrupted_run(tmp_path, monkeypatch)
     np.testing.assert_array_equal(resumed.predict_mixture(X[:20])[1], full.predict_mixture(X[:20])[1])
     with pytest.raises(ValueError, match="cannot continue a run from a checkpoint"):
         dgp.DeepGPRegressor("sghmc", **fast("sghmc"), checkpoint_dir=tmp_path / "x").fit(X, y)
+
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path):
+    X, y = _data(300, 3)
+    kw = dict(steps=40, num_inducing=8, predict_samples=3, early_stopping=None, convergence=None)
+    ckpt = tmp_path / "ckpt"
+    dgp.DeepGPRegressor("svi", **kw, checkpoint_dir=ckpt).fit(X, y)
+    with pytest.raises(ValueError, match="data"):
+        dgp.DeepGPRegressor("svi", **kw, checkpoint_dir=ckpt).fit(X, y + 1.0)
+    with pytest.raises(ValueError, match="seed"):
+        dgp.DeepGPRegressor("svi", **kw, checkpoint_dir=ckpt, random_state=4).fit(X, y)

@@ -21,8 +21,8 @@
 //! ```
 #![warn(missing_docs)]
 
+use dgp_core::{Error, Result};
 use dgp_traits::backend::Backend;
-use dgp_traits::error::{Error, Result};
 use dgp_traits::fitted::Fitted;
 use dgp_traits::model::Model;
 
@@ -135,8 +135,9 @@ mod tests {
         assert!(e.contains("svi") && e.contains("sghmc"), "{e}");
     }
 
-    /// Every backend's model file reads back through the registry to the same
-    /// predictions; a file naming no registered model is refused by name.
+    /// Every backend's model file, with the caller's metadata, reads back through the
+    /// registry to the same predictions and metadata (an edited metadata is refused by
+    /// the checksum); a file naming no registered model is refused by name.
     #[test]
     fn every_backends_model_file_loads_by_its_model_name() {
         let data = dgp_traits::testing::toy_regression(30, 2, 1.0, 2);
@@ -149,6 +150,9 @@ mod tests {
             let r = resolve(*b, &req, data.n()).unwrap();
             let fitted = fit(*b, &r, &data, &mut Default::default())
                 .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
+            let mut fitted = fitted;
+            let meta = serde_json::json!({"classes": ["a", "b"], "note": b.name()});
+            fitted.set_metadata(meta.clone());
             let text = fitted.to_file_json().unwrap();
             let back = load(&text).unwrap();
             assert_eq!(
@@ -157,6 +161,12 @@ mod tests {
                 "{}",
                 b.name()
             );
+            assert_eq!(back.metadata(), &meta, "{}", b.name());
+            // The metadata is covered by the checksum: an edit is refused.
+            let edited = text.replacen("\"note\"", "\"nota\"", 1);
+            assert_ne!(edited, text);
+            let e = load(&edited).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains("checksum"), "{}: {e}", b.name());
         }
         match load("{\"backend\":\"nope\"}") {
             Err(e) => assert!(e.to_string().contains("'nope'"), "{e}"),

@@ -36,15 +36,15 @@ use std::path::{Path, PathBuf};
 use faer::MatRef;
 use serde::{Deserialize, Serialize};
 
-#[cfg(doc)]
-use crate::data::TargetScaling;
-use crate::data::{Dataset, StandardizeOptions, Standardizer};
-use crate::error::{Error, Result};
 use crate::fit::{FitConfig, FitHooks, FitReport};
 use crate::likelihoods::LikelihoodFamily;
 use crate::model::{Model, PredictConfig};
 use crate::predictive::Predictive;
 use crate::run_defaults::RunDefaults;
+use dgp_core::{Error, Result};
+#[cfg(doc)]
+use dgp_data::TargetScaling;
+use dgp_data::{Dataset, StandardizeOptions, Standardizer};
 
 /// The `format` field of a model file.
 pub const MODEL_FILE_FORMAT: &str = "dgp-model";
@@ -305,6 +305,15 @@ impl<M: Model> Fitted<M> {
     /// # Errors
     /// The model's own serialisation error.
     pub fn to_file_json(&self) -> Result<String> {
+        self.to_file_json_with_metadata(&self.metadata)
+    }
+
+    /// [`Fitted::to_file_json`] with `metadata` in place of the model's own
+    /// ([`Fitted::set_metadata`]): what a caller that keeps its metadata elsewhere writes.
+    ///
+    /// # Errors
+    /// The model's own serialisation error.
+    pub fn to_file_json_with_metadata(&self, metadata: &serde_json::Value) -> Result<String> {
         let model = self.model.to_json()?;
         let standardizer =
             serde_json::to_value(&self.standardizer).map_err(|e| Error::Serde(e.to_string()))?;
@@ -313,7 +322,7 @@ impl<M: Model> Fitted<M> {
         let checksum = model_checksum(
             &standardizer.to_string(),
             &model,
-            Some(&predict.to_string()),
+            Some(&tail_json(&predict, metadata)),
         );
         let doc = ModelFile {
             format: MODEL_FILE_FORMAT.into(),
@@ -322,7 +331,7 @@ impl<M: Model> Fitted<M> {
             checksum,
             standardizer,
             predict: Some(self.predict.clone()),
-            metadata: self.metadata.clone(),
+            metadata: metadata.clone(),
             model,
         };
         serde_json::to_string(&doc).map_err(|e| Error::Serde(e.to_string()))

@@ -14,12 +14,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, CommonSettings, DEFAULT_PRESET, RunDefaults, Settings, step_cap};
-use crate::data::{Dataset, StandardizeOptions, Standardizer};
-use crate::error::{Error, Result};
 use crate::fit::{Convergence, FitConfig, FitHooks, HeldOutRule, LrSchedule, Training};
 use crate::fitted::Fitted;
 use crate::likelihoods::Likelihood;
 use crate::model::{Model, PredictConfig};
+use dgp_core::{Error, Result};
+use dgp_data::{Dataset, RowSource, StandardizeOptions, Standardizer};
+use faer::MatRef;
 
 /// The options every backend shares; each `None` keeps the preset's value.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -278,31 +279,82 @@ pub fn resolve(b: &dyn Backend, req: &FitRequest, n_train: usize) -> Result<Reso
 /// Standardises `data` as `resolved` says, builds `b`'s model on the standardised rows
 /// (its selection on validation rows included, ending when `hooks` ask to stop) and
 /// trains it with `hooks`: the whole fit of a backend chosen at run time (see the module
-/// docs).
+/// docs). The same as [`fit_views`] of `data`'s inputs and targets.
 ///
 /// # Errors
-/// A target column with zero variance (regression); the build's and the fit's errors.
+/// As [`fit_views`].
 pub fn fit(
     b: &dyn Backend,
     resolved: &Resolved,
     data: &Dataset,
     hooks: &mut FitHooks<'_>,
 ) -> Result<Fitted<Box<dyn Model>>> {
-    let standardizer = Standardizer::fit_with(data, resolved.standardize)?;
+    fit_views(b, resolved, data.x(), data.y(), hooks)
+}
+
+/// [`fit`] of the rows `x` (N×D) and `y` (N×P; classification: one column of class
+/// indices) given as matrix views of any strides, in original units: the only copy of the
+/// rows the fit makes is the standardised one.
+///
+/// # Errors
+/// Rows of `x` and `y` that differ, no rows, NaN/∞ values, a target column with zero
+/// variance (regression); the build's and the fit's errors.
+pub fn fit_views(
+    b: &dyn Backend,
+    resolved: &Resolved,
+    x: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+    hooks: &mut FitHooks<'_>,
+) -> Result<Fitted<Box<dyn Model>>> {
+    let standardizer = Standardizer::fit_views(x, y, resolved.standardize)?;
     standardizer.check_target_variance_representable()?;
-    let train = standardizer.transform(data)?;
+    let train = Dataset::new(standardizer.transform_x(x)?, standardizer.transform_y(y)?)?;
+    fit_source(b, resolved, &train, &train, standardizer, hooks)
+}
+
+/// Builds `b`'s model on `build_rows` and trains it on `rows` (both already standardised
+/// by `standardizer`) with `hooks`: the last part of [`fit`], for rows that are not held
+/// in memory (`rows` a standardised view of a row store, `build_rows` a sample of it).
+///
+/// # Errors
+/// The build's and the fit's errors.
+pub fn fit_source(
+    b: &dyn Backend,
+    resolved: &Resolved,
+    build_rows: &Dataset,
+    rows: &dyn RowSource,
+    standardizer: Standardizer,
+    hooks: &mut FitHooks<'_>,
+) -> Result<Fitted<Box<dyn Model>>> {
     let mut model = b.build(
         &resolved.common,
         &resolved.settings,
         &resolved.fit,
-        &train,
+        build_rows,
         &hooks.stop_only(),
     )?;
-    let report = model.fit(&train, &resolved.fit, hooks)?;
+    let report = model.fit(rows, &resolved.fit, hooks)?;
     Ok(Fitted::from_parts(
         model,
         standardizer,
         report,
         resolved.predict.clone(),
     ))
+}
+
+/// The identity of a checkpointed fit of `resolved` by backend `b` on rows described by
+/// `data` (e.g. [`crate::guard::data_identity`]): a state saved by a run whose identity
+/// differs is refused ([`crate::guard::Guard::identity`]).
+pub fn identity(
+    b: &dyn Backend,
+    resolved: &Resolved,
+    data: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        "backend": b.name(),
+        "common": resolved.common,
+        "settings": resolved.settings,
+        "fit": resolved.fit,
+        "data": data,
+    })
 }

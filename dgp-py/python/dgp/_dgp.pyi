@@ -35,14 +35,16 @@ class Model:
     stopped_early: bool
     noise_variance: Optional[float]
     def predict(self, x: F64, samples: int, seed: int, classify: bool) -> Prediction: ...  # x: (N, D)
-    def to_text(self) -> str: ...
+    def to_text(self, metadata: Optional[str] = None) -> str: ...
+    @property
+    def metadata(self) -> Optional[str]: ...
     def report_json(self) -> str: ...
 
 ProgressCallback = Callable[[int, int, float], object]
 
 def fit(
     backend: str,
-    layers: int,
+    layers: Optional[int],
     task: str,
     num_classes: int,
     likelihood: Optional[str],
@@ -57,7 +59,7 @@ def fit(
 ) -> tuple[Model, str, Optional[BaseException]]: ...
 def fit_rowstore(
     backend: str,
-    layers: int,
+    layers: Optional[int],
     task: str,
     likelihood: Optional[str],
     options: str,
@@ -71,7 +73,7 @@ def fit_rowstore(
 ) -> tuple[Model, str, Optional[BaseException], int]: ...
 def resolve(
     backend: str,
-    layers: int,
+    layers: Optional[int],
     task: str,
     num_classes: int,
     likelihood: Optional[str],

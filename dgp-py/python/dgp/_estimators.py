@@ -35,8 +35,14 @@ _COMMON_DOC = """
     backend : str, default="svi"
         A registered backend (``dgp.backends()``): ``svi``, ``nested``, ``dspp``,
         ``ppgpr``, ``star``, ``mf``, ``fc``, ``dgps``, ``sghmc``.
-    layers : int, default=2
-        Number of GP layers L (1 = the sparse-GP baseline).
+    layers : int or None
+        Number of GP layers L (1 = the sparse-GP baseline); ``None``: the backend's
+        default (2 for the deep backends, 1 for ``ppgpr``).
+    preset : str or None
+        The backend's named configuration the fit starts from (``"default"``, the good
+        fast defaults ``dgp-bench run`` trains; ``"paper"``, the paper's own settings;
+        ``dgp.backend_info(name)["presets"]``); every other parameter left at ``None``
+        takes the preset's value.
     num_inducing, hidden_width, train_samples, predict_samples : int or None
         Inducing points per layer M, hidden-layer width, samples of the training
         objective, predictive mixture components. ``None``: the backend's default (the
@@ -48,6 +54,9 @@ _COMMON_DOC = """
         Minibatch size cap; the batch is ``min(batch_size, n_samples)``.
     learning_rate : float or None
         Adam learning rate (ignored by backends that use none).
+    convergence : "default" or None
+        The preset's convergence stop (the run ends when the objective stops improving),
+        or none (every step is taken).
     early_stopping : "default", None or dict
         Held-out early stopping: the backend's own rule (``"default"``), none, or a rule
         as the library's JSON (e.g. ``{"patience": {"fraction": 0.1, "every": 50,
@@ -63,11 +72,13 @@ _COMMON_DOC = """
         ``callback(step, total, objective)``, called with the GIL held at most every
         0.1 s and after the last step; an exception from it stops the fit and is raised.
     checkpoint_dir : str or None
-        Keep the training state in this directory (``run-state.json``) every
-        ``checkpoint_every`` steps, at the end and when stopped; a fit with a state there
-        continues from it (the library checks that it belongs to the same run).
+        Keep the training state in this directory (``state.json``, checksummed, the
+        directory locked while the fit runs) every ``checkpoint_every`` steps, at the end
+        and when stopped; a fit with a state there continues from it, bit for bit (a
+        state of another run — other data, settings or seed — is refused, naming what
+        differs).
     checkpoint_every : int, default=0
-        Steps between checkpoints (0: only at the end and when stopped).
+        Steps between checkpoints (0: the library's default, every 100 steps).
     **settings
         The backend's own settings (fields of its configuration, checked by the backend:
         an unknown key is an error listing the allowed ones). Nested fields are written
@@ -164,8 +175,9 @@ class _DeepGPBase(BaseEstimator):
     def __init__(
         self,
         backend="svi",
-        layers=2,
+        layers=None,
         *,
+        preset=None,
         num_inducing=None,
         hidden_width=None,
         train_samples=None,
@@ -174,6 +186,7 @@ class _DeepGPBase(BaseEstimator):
         batch_size=None,
         learning_rate=None,
         early_stopping="default",
+        convergence="default",
         tune=True,
         random_state=0,
         verbose=False,
@@ -184,6 +197,7 @@ class _DeepGPBase(BaseEstimator):
     ):
         self.backend = backend
         self.layers = layers
+        self.preset = preset
         self.num_inducing = num_inducing
         self.hidden_width = hidden_width
         self.train_samples = train_samples
@@ -192,6 +206,7 @@ class _DeepGPBase(BaseEstimator):
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.early_stopping = early_stopping
+        self.convergence = convergence
         self.tune = tune
         self.random_state = random_state
         self.verbose = verbose
@@ -242,7 +257,18 @@ class _DeepGPBase(BaseEstimator):
                 raise ValueError(f"learning_rate must be a finite number > 0, got {lr}")
         if not isinstance(self.tune, (bool, np.bool_)):
             raise TypeError(f"tune must be a bool, got {type(self.tune).__name__}")
+        conv = self.convergence
+        if conv is None or conv is False or (isinstance(conv, str) and conv == "none"):
+            convergence = "none"
+        elif isinstance(conv, str) and conv == "default":
+            convergence = "default"
+        else:
+            raise ValueError(f"convergence must be 'default' or None, got {conv!r}")
+        preset = self.preset
+        if preset is not None and not isinstance(preset, str):
+            raise TypeError(f"preset must be a str or None, got {type(preset).__name__}")
         options = {
+            "preset": preset,
             "num_inducing": _int_or_none("num_inducing", self.num_inducing),
             "hidden_width": _int_or_none("hidden_width", self.hidden_width),
             "train_samples": _int_or_none("train_samples", self.train_samples),
@@ -253,11 +279,10 @@ class _DeepGPBase(BaseEstimator):
             "batch_size": _int_or_none("batch_size", self.batch_size),
             "seed": _seed(self.random_state),
             "early_stopping": early,
+            "convergence": convergence,
             "checkpointing": self.checkpoint_dir is not None,
         }
         layers = _int_or_none("layers", self.layers)
-        if layers is None:
-            raise TypeError("layers must be an int, got None")
         every = _int_or_none("checkpoint_every", self.checkpoint_every, minimum=0) or 0
         if self.callback is not None and not callable(self.callback):
             raise TypeError("callback must be callable or None")
@@ -283,7 +308,8 @@ class _DeepGPBase(BaseEstimator):
     def _hooks(self):
         progress = None
         if self.verbose or self.callback is not None:
-            progress = _Progress(f"{self.backend} L={self.layers}", self.verbose, self.callback)
+            label = self.backend if self.layers is None else f"{self.backend} L={self.layers}"
+            progress = _Progress(label, self.verbose, self.callback)
         ckpt = None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
         return progress, ckpt
 
@@ -401,13 +427,13 @@ class _DeepGPBase(BaseEstimator):
         return meta
 
     def save(self, path):
-        """Writes the fitted model to ``path`` as the library's versioned, checksummed
-        model file (readable from Rust with ``Fitted::load``), and the estimator's
-        parameters and labels beside it in ``path + ".sklearn.json"``; both atomically."""
+        """Writes the fitted model to ``path``, atomically, as the library's versioned,
+        checksummed model file (readable from Rust with ``Fitted::load`` or
+        ``dgp_registry::load_path``), the estimator's parameters and labels inside it as
+        the file's metadata (covered by the checksum)."""
         check_is_fitted(self, "model_")
         path = os.fspath(path)
-        _write_atomic(path, self.model_.to_text())
-        _write_atomic(path + ".sklearn.json", json.dumps(self._meta()))
+        _write_atomic(path, self.model_.to_text(json.dumps(self._meta())))
         return self
 
     def __getstate__(self):
@@ -661,9 +687,10 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
     def __init__(
         self,
         backend="svi",
-        layers=2,
+        layers=None,
         *,
         likelihood=None,
+        preset=None,
         num_inducing=None,
         hidden_width=None,
         train_samples=None,
@@ -672,6 +699,7 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
         batch_size=None,
         learning_rate=None,
         early_stopping="default",
+        convergence="default",
         tune=True,
         random_state=0,
         verbose=False,
@@ -683,6 +711,7 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
         super().__init__(
             backend,
             layers,
+            preset=preset,
             num_inducing=num_inducing,
             hidden_width=hidden_width,
             train_samples=train_samples,
@@ -691,6 +720,7 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
             batch_size=batch_size,
             learning_rate=learning_rate,
             early_stopping=early_stopping,
+            convergence=convergence,
             tune=tune,
             random_state=random_state,
             verbose=verbose,
@@ -781,9 +811,9 @@ def load(path, backend=None):
     Parameters
     ----------
     path : str
-        The model file. The estimator's parameters and labels are read from
-        ``path + ".sklearn.json"`` when it exists; without it a regressor with the
-        backend's parameters is returned.
+        The model file. The estimator's parameters and labels are read from its metadata;
+        a file without them (written by the Rust library) loads as a regressor with the
+        backend's parameters.
     backend : str, optional
         Refuse a file of another backend (``ValueError``).
 
@@ -794,22 +824,18 @@ def load(path, backend=None):
     path = os.fspath(path)
     with open(path, encoding="utf-8") as f:
         model = _dgp.load_text(f.read(), backend)
-    meta_path = path + ".sklearn.json"
-    meta = None
-    if os.path.exists(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
+    meta = None if model.metadata is None else json.loads(model.metadata)
     cls = DeepGPRegressor
     params = {"backend": model.backend}
     if meta is not None:
-        if meta.get("format") != "dgp-python-estimator":
-            raise ValueError(f"{meta_path} is not a dgp estimator description")
+        if not isinstance(meta, dict) or meta.get("format") != "dgp-python-estimator":
+            raise ValueError(f"{path}: its metadata is not a dgp estimator description")
         cls = {"DeepGPRegressor": DeepGPRegressor, "DeepGPClassifier": DeepGPClassifier}[meta["class"]]
         params = dict(meta["params"])
         if params.get("backend") != model.backend:
             raise ValueError(
-                f"{meta_path} describes a '{params.get('backend')}' model but {path} holds a "
-                f"'{model.backend}' model"
+                f"{path}: its metadata describes a '{params.get('backend')}' model but the "
+                f"file holds a '{model.backend}' model"
             )
     est = cls(**params)
     est.model_ = model

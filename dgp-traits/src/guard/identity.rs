@@ -1,14 +1,15 @@
 //! The identity of a guarded run — what a saved state must have been written with to be
 //! continued — and the comparison that names the first field that differs.
 
+use faer::MatRef;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::data::Dataset;
-use crate::error::{Error, Result};
 use crate::fit::FitConfig;
+use dgp_core::{Error, Result};
+use dgp_data::Dataset;
 
-/// The identity [`crate::guard::Guard::fit_with`] gives a fit of `estimator` (its type
+/// The identity [`crate::guard::Guard::fit`] gives a fit of `estimator` (its type
 /// and every field of its configuration), with `cfg` on `data` (its shape and a checksum
 /// of every value): a state saved by a fit whose identity differs in any of these is
 /// refused rather than continued.
@@ -16,7 +17,7 @@ use crate::fit::FitConfig;
 /// ```
 /// use dgp_traits::guard::fit_identity;
 /// use dgp_traits::model::FitConfig;
-/// let data = dgp_traits::data::Dataset::new(
+/// let data = dgp_data::Dataset::new(
 ///     faer::mat![[0.0], [1.0]], faer::mat![[1.0], [2.0]]).unwrap();
 /// #[derive(serde::Serialize)]
 /// struct Config { lr: f64 }
@@ -35,20 +36,31 @@ pub fn fit_identity<E: Serialize>(estimator: &E, cfg: &FitConfig, data: &Dataset
         "estimator": std::any::type_name::<E>(),
         "config": config,
         "fit": fit,
-        "data": {
-            "rows": data.n(),
-            "inputs": data.input_dim(),
-            "outputs": data.output_dim(),
-            "checksum": data_checksum(data),
-        },
+        "data": data_identity(data.x(), data.y()),
     }))
+}
+
+/// The data part of a run's identity: rows, input and output columns, and
+/// [`data_checksum`] of the inputs `x` (N×D) and targets `y` (N×P).
+pub fn data_identity(x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Value {
+    json!({
+        "rows": x.nrows(),
+        "inputs": x.ncols(),
+        "outputs": y.ncols(),
+        "checksum": views_checksum(x, y),
+    })
 }
 
 /// A 64-bit FNV-1a hash of the bit patterns of every input and target value of `data`
 /// (column by column), as 16 hex digits: tells one data set from another.
 pub fn data_checksum(data: &Dataset) -> String {
+    views_checksum(data.x(), data.y())
+}
+
+/// [`data_checksum`] of inputs `x` and targets `y` given as matrix views (of any strides).
+fn views_checksum(x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for m in [data.x(), data.y()] {
+    for m in [x, y] {
         h = (h ^ m.nrows() as u64).wrapping_mul(0x0000_0100_0000_01b3);
         h = (h ^ m.ncols() as u64).wrapping_mul(0x0000_0100_0000_01b3);
         for j in 0..m.ncols() {

@@ -6,7 +6,7 @@
 //! One line gives a fit that survives `kill -9` and, run again, continues bit for bit:
 //!
 //! ```no_run
-//! # fn demo<C: dgp_traits::fitted::Estimator + serde::Serialize>(config: C, data: dgp_traits::data::Dataset) -> dgp_traits::Result<()> {
+//! # fn demo<C: dgp_traits::fitted::Estimator + serde::Serialize>(config: C, data: dgp_data::Dataset) -> dgp_core::Result<()> {
 //! use dgp_traits::guard::Guard;
 //! let fitted = Guard::checkpoint_dir("ckpt")?.stop_on_signals()?.fit(&config, &data)?;
 //! # let _ = fitted; Ok(()) }
@@ -80,7 +80,7 @@ pub use checkpoint_dir::{
     CHECKPOINT_FILE_VERSION, CheckpointDir, LOCK_FILE, Start, checkpoint_text, checksum,
     verify_checkpoint,
 };
-pub use identity::{data_checksum, first_difference, fit_identity};
+pub use identity::{data_checksum, data_identity, first_difference, fit_identity};
 pub use stop::StopFlag;
 pub use watchdog::{EXIT_WHEN_STUCK, STUCK_STEP_MIN_SECONDS, STUCK_STEP_MULTIPLE, Stuck};
 
@@ -91,10 +91,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::data::Dataset;
-use crate::error::{CheckpointError, Error, Result};
 use crate::fit::{Checkpoints, FitHooks, Progress, RunControl, RunState};
 use crate::fitted::{Estimator, Fitted};
+use dgp_core::{CheckpointError, Error, Result};
+use dgp_data::Dataset;
 use watchdog::{Clock, StepClock, StuckMessage};
 
 /// Default number of steps between periodic checkpoints of a [`Guard`].
