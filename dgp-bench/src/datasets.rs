@@ -475,19 +475,16 @@ impl BenchData {
     }
 }
 
-/// Longest header line a CSV file may have (1 MiB: far beyond any real header; reading
-/// `/dev/zero` or a binary file as a CSV stops here instead of exhausting memory).
-pub const MAX_HEADER_BYTES: u64 = 1 << 20;
-
-/// The column names of a CSV file's header (at least two).
 /// Whether `path` names a Parquet file (extension `parquet`, any case).
 fn is_parquet(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
 }
 
+/// The column names of a CSV file's header (at least two; fewer is explained by
+/// [`dgp_traits::data::narrow_header`]: an empty file, or the separator it seems to use).
 fn csv_header(path: &Path) -> Result<Vec<String>> {
-    {
+    let first_line = {
         use std::io::{BufRead, Read};
         let parse = |message: String| {
             BenchError::Data(dgp_traits::Error::Parse {
@@ -498,15 +495,21 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
             })
         };
         let f = std::fs::File::open(path).map_err(|e| parse(format!("I/O error: {e}")))?;
+        // The header is read with the bound of every data line
+        // (`dgp_traits::data::line_limit`): reading `/dev/zero` or a binary file as a CSV
+        // stops there instead of exhausting memory.
+        let limit = dgp_traits::data::line_limit();
         let mut line = Vec::new();
         std::io::BufReader::new(f)
-            .take(MAX_HEADER_BYTES + 1)
+            .take(limit as u64 + 1)
             .read_until(b'\n', &mut line)
             .map_err(|e| parse(format!("I/O error: {e}")))?;
-        if line.len() as u64 > MAX_HEADER_BYTES {
-            return Err(parse(format!(
-                "the header line is longer than {} MiB: not a CSV file with a header",
-                MAX_HEADER_BYTES >> 20
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        if body.len() > limit {
+            return Err(parse(dgp_traits::data::long_line_message(
+                1,
+                limit,
+                &body[..limit],
             )));
         }
         if line.contains(&0) {
@@ -514,7 +517,8 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
                 "the header line holds NUL bytes: a binary file, not a CSV file".into(),
             ));
         }
-    }
+        line
+    };
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
@@ -537,12 +541,24 @@ fn csv_header(path: &Path) -> Result<Vec<String>> {
     })?;
     match header.len() {
         2.. => Ok(header.iter().map(str::to_string).collect()),
-        _ => Err(BenchError::Data(dgp_traits::Error::Parse {
-            path: path.to_path_buf(),
-            line: 1,
-            column: 0,
-            message: "the header needs at least two columns (features and a target)".into(),
-        })),
+        _ => {
+            // Empty: nothing but white space (a few lines at most; a large file is not).
+            let empty = std::fs::metadata(path).is_ok_and(|m| m.len() <= 1 << 16)
+                && std::fs::read(path).is_ok_and(|b| {
+                    dgp_traits::data::strip_bom_bytes(&b)
+                        .iter()
+                        .all(u8::is_ascii_whitespace)
+                });
+            Err(BenchError::Data(dgp_traits::Error::Parse {
+                path: path.to_path_buf(),
+                line: 1,
+                column: 0,
+                message: dgp_traits::data::narrow_header(
+                    &String::from_utf8_lossy(&first_line),
+                    empty,
+                ),
+            }))
+        }
     }
 }
 

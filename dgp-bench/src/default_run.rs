@@ -232,6 +232,7 @@ fn spec_for<'a>(
     opts: &DefaultRunOptions,
 ) -> ExperimentSpec<'a> {
     ExperimentSpec {
+        session: crate::session::Session::default(),
         data,
         backend: b,
         arch: ArchSpec {

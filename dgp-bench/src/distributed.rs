@@ -54,6 +54,7 @@ use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 
 use dgp_traits::distribute::ChunkRunner;
+use dgp_traits::guard::StopFlag;
 use mpi::Threading;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
@@ -61,6 +62,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 
 use crate::error::{BenchError, Result};
+use crate::session::Process;
 
 /// Environment variables that MPI launchers set in the processes they start: Open MPI's
 /// `mpirun` (`OMPI_COMM_WORLD_SIZE`), MPICH / Intel MPI's Hydra (`PMI_SIZE`, `PMI_RANK`)
@@ -364,26 +366,28 @@ impl Launch {
         }
     }
 
-    /// Installs [`MpiRunner`] as the process-wide chunk runner and [`stop_agreement`] as
-    /// the benchmark's stop decision, when the launch has more than one rank; on ranks
-    /// other than 0, also silences standard output and makes checkpoints read-only
-    /// ([`crate::checkpointing::set_writer`]). Call once, before any training.
+    /// Installs [`MpiRunner`] as the process-wide chunk runner when the launch has more
+    /// than one rank, and returns how this process takes part in the run: a stop flag
+    /// decided by [`stop_agreement`] after every step, and on ranks other than 0 no
+    /// writing (checkpoints are read only, standard output is silenced). One rank: a
+    /// process of its own. Call once, before any training.
     ///
     /// # Errors
     /// [`BenchError::Usage`] when a runner was installed already or standard output cannot
     /// be redirected.
-    pub fn install(&self) -> Result<()> {
+    pub fn install(&self) -> Result<Process> {
         if self.size <= 1 {
-            return Ok(());
+            return Ok(Process::default());
         }
         dgp_traits::distribute::install(Box::new(self.runner()))
             .map_err(|e| BenchError::Usage(e.to_string()))?;
-        crate::checkpointing::set_stop_agreement(stop_agreement);
         if !self.is_writer() {
-            crate::checkpointing::set_writer(false);
             silence_stdout()?;
         }
-        Ok(())
+        Ok(Process {
+            stop: StopFlag::collective(stop_agreement),
+            writer: self.is_writer(),
+        })
     }
 
     /// Ends the whole launch from this rank with exit status `code` (`MPI_Abort`): the

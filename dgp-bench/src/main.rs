@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use dgp_bench::cli::{Cli, clap_error_line, execute};
+use dgp_bench::cli::{Cli, clap_error_line, execute_in};
+use dgp_bench::session::Process;
 
 /// Training allocates large per-step matrices; glibc's allocator returned them to the OS
 /// every step (page faults were ~20 % of a small model's step), mimalloc keeps them.
@@ -64,13 +65,13 @@ fn parse(print_errors: bool) -> Result<Cli, ExitCode> {
     })
 }
 
-/// Runs the parsed command.
-fn run(cli: Cli) -> dgp_bench::Result<()> {
+/// Runs the parsed command in `process`.
+fn run(cli: Cli, process: &Process) -> dgp_bench::Result<()> {
     // Run inside rayon's pool, so that the library's parallel regions start on one of its
     // workers instead of handing work over from an outside thread at every region.
     match rayon::ThreadPoolBuilder::new().build() {
-        Ok(pool) => pool.install(|| execute(cli)),
-        Err(_) => execute(cli),
+        Ok(pool) => pool.install(|| execute_in(cli, process)),
+        Err(_) => execute_in(cli, process),
     }
 }
 
@@ -84,7 +85,7 @@ fn plain_main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    match run(cli) {
+    match run(cli, &Process::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", e.one_line());
@@ -100,7 +101,6 @@ mod mpi_launch {
     use std::process::ExitCode;
 
     use dgp_bench::backends::{find_backend, names_where};
-    use dgp_bench::checkpointing::stop_agreed;
     use dgp_bench::cli::{Cli, Command};
     use dgp_bench::distributed::Launch;
     use dgp_bench::{BenchError, Result};
@@ -184,10 +184,13 @@ mod mpi_launch {
         if let Err(e) = launch.check_args(&args) {
             return shared_error(launch, &e);
         }
-        if let Err(e) = launch.install() {
-            eprintln!("error: rank {}: {}", launch.rank(), e.one_line());
-            launch.abort(e.exit_code());
-        }
+        let process = match launch.install() {
+            Ok(process) => process,
+            Err(e) => {
+                eprintln!("error: rank {}: {}", launch.rank(), e.one_line());
+                launch.abort(e.exit_code());
+            }
+        };
         // Same arguments on every rank: the parse ends every rank alike.
         let cli = match parse(launch.is_writer()) {
             Ok(cli) => cli,
@@ -205,13 +208,13 @@ mod mpi_launch {
         } else {
             without_outputs(cli)
         };
-        match run(cli) {
+        match run(cli, &process) {
             Ok(()) => {
                 launch.finish();
                 ExitCode::SUCCESS
             }
             // Every rank stopped after the same step: a shared end.
-            Err(e @ BenchError::Interrupted(_)) if stop_agreed() || !several => {
+            Err(e @ BenchError::Interrupted(_)) if process.stop.agreed() || !several => {
                 shared_error(launch, &e)
             }
             Err(e) if !several => shared_error(launch, &e),

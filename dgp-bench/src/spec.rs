@@ -9,6 +9,7 @@ use dgp_traits::train::HeldOutRule;
 use crate::backends::{ArchSpec, BackendEntry};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::session::Session;
 
 /// Everything that defines an experiment: one backend and architecture on some splits of
 /// one data set.
@@ -50,6 +51,9 @@ pub struct ExperimentSpec<'a> {
     /// Protocol and split kind for the records (`lindinger/random`, ...); empty for the
     /// default (published protocol on the data set's own splits).
     pub protocol: String,
+    /// How the splits are run: the process's stop requests and the checkpoints of
+    /// `--checkpoint`/`--resume` ([`Session::default`]: none).
+    pub session: Session,
 }
 
 impl<'a> ExperimentSpec<'a> {
@@ -83,6 +87,7 @@ impl<'a> ExperimentSpec<'a> {
             lr_schedule: LrSchedule::Constant,
             per_point: false,
             protocol: String::new(),
+            session: Session::default(),
         }
     }
 

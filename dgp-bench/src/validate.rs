@@ -4,7 +4,8 @@
 //! warnings, printed on stderr and recorded in the JSON records
 //! ([`crate::experiment::SplitRecord::warnings`]).
 //!
-//! * Outputs ([`check_outputs`]): an output may not be an input of the same run nor another
+//! * Outputs ([`check_outputs`]): an output may not be an input of the same run, lie
+//!   inside a UCI data folder the run reads ([`check_not_in_data_folder`]), nor be another
 //!   output (compared by canonical path and, for files that exist, by device and inode,
 //!   so hard links and symlinks are seen through); a directory is refused where a file is
 //!   written; every output directory is created and probed for writing (a probe file is
@@ -175,6 +176,9 @@ pub fn check_outputs(inputs: &[PathBuf], outputs: &[OutputFile]) -> Result<()> {
             )));
         }
     }
+    for o in outputs {
+        check_not_in_data_folder(inputs, &o.flag, &o.path)?;
+    }
     for (i, a) in outputs.iter().enumerate() {
         for (j, b) in outputs.iter().enumerate().skip(i + 1) {
             if outs[i].same(&outs[j]) {
@@ -190,6 +194,75 @@ pub fn check_outputs(inputs: &[PathBuf], outputs: &[OutputFile]) -> Result<()> {
     let mut probed = HashSet::new();
     for o in outputs {
         check_writable(o, &mut probed)?;
+    }
+    Ok(())
+}
+
+/// The UCI data folders of `inputs`, canonical: the folder of an input file when it holds
+/// `data.txt` and `index_target.txt`, or the folder above when the input is in its
+/// `splits/`.
+fn data_folders(inputs: &[PathBuf]) -> Vec<PathBuf> {
+    let is_uci = |d: &Path| d.join("data.txt").is_file() && d.join("index_target.txt").is_file();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in inputs {
+        let Some(dir) = p.parent().and_then(|d| fs::canonicalize(d).ok()) else {
+            continue;
+        };
+        let folder = if is_uci(&dir) {
+            Some(dir)
+        } else {
+            dir.parent()
+                .filter(|up| dir.file_name().is_some_and(|n| n == "splits") && is_uci(up))
+                .map(Path::to_path_buf)
+        };
+        if let Some(f) = folder
+            && !out.contains(&f)
+        {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Refuses an output (a file, or a directory such as `--checkpoint DIR`) that lies inside
+/// a UCI data folder read by this run, or is that folder: reports, records and state files
+/// are not written among the data (refused rather than warned: a folder of published data
+/// that gains files of a run is no longer the published data, and a later run reading it
+/// would find them there).
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the flag, the path and the data folder.
+pub fn check_not_in_data_folder(inputs: &[PathBuf], flag: &str, path: &Path) -> Result<()> {
+    let target = identity(path).canonical;
+    for folder in data_folders(inputs) {
+        if target.starts_with(&folder) {
+            return Err(BenchError::Usage(format!(
+                "{flag}: {} is inside the data folder {} of --data; a run writes no file \
+                 among its input data (choose a directory outside it)",
+                path.display(),
+                folder.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// [`check_not_in_data_folder`] for the `--checkpoint` and `--resume` directories of `run`.
+///
+/// # Errors
+/// As [`check_not_in_data_folder`].
+pub fn check_checkpoint_dirs(
+    paths: &IoPaths<'_>,
+    flags: &crate::checkpointing::CheckpointFlags,
+) -> Result<()> {
+    let inputs = paths.inputs();
+    for (flag, dir) in [
+        ("--checkpoint", &flags.checkpoint),
+        ("--resume", &flags.resume),
+    ] {
+        if let Some(d) = dir {
+            check_not_in_data_folder(&inputs, flag, d)?;
+        }
     }
     Ok(())
 }
@@ -382,6 +455,7 @@ pub fn check_run(
     }
     check_outputs(&paths.inputs(), &outputs)?;
     check_stdout(&paths.inputs())?;
+    lock_outputs(paths)?;
     let mut warnings = Warnings(data.warnings().iter().map(|w| (None, w.clone())).collect());
     let splits = specs.first().map(|s| s.splits.clone()).unwrap_or_default();
     let mut min_train = usize::MAX;
@@ -427,7 +501,22 @@ pub fn check_time(inducing: Option<usize>, paths: &IoPaths<'_>) -> Result<()> {
         .map(|p| OutputFile::new(format!("--json {}", p.display()), p))
         .collect();
     check_outputs(&paths.inputs(), &outputs)?;
-    check_stdout(&paths.inputs())
+    check_stdout(&paths.inputs())?;
+    lock_outputs(paths)
+}
+
+/// Takes the locks on `--json` and `--out` ([`crate::locks`]) for the rest of the command.
+///
+/// # Errors
+/// As [`crate::locks::lock_file`] and [`crate::locks::lock_dir`].
+fn lock_outputs(paths: &IoPaths<'_>) -> Result<()> {
+    if let Some(p) = paths.json {
+        crate::locks::lock_file(&format!("--json {}", p.display()), p)?;
+    }
+    if let Some(d) = paths.out {
+        crate::locks::lock_dir(&format!("--out {}", d.display()), d)?;
+    }
+    Ok(())
 }
 
 /// What the default job checks before training: its `--out` directory can be written
@@ -438,7 +527,8 @@ pub fn check_time(inducing: Option<usize>, paths: &IoPaths<'_>) -> Result<()> {
 pub fn check_default(out: &Path) -> Result<()> {
     let files = ["report.md", "results.json"]
         .map(|f| OutputFile::new(format!("--out {} ({f})", out.display()), out.join(f)));
-    check_outputs(&[], &files)
+    check_outputs(&[], &files)?;
+    crate::locks::lock_dir(&format!("--out {}", out.display()), out)
 }
 
 /// Fewest training rows a run accepts: a GP cannot estimate a target scale (nor a

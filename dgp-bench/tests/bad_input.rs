@@ -436,7 +436,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
         case(
             "CSV empty file",
             &["run", "--data", &empty_csv],
-            &["empty.csv", "at least two columns"],
+            &["empty.csv", "the file is empty"],
         ),
         case(
             "CSV header only",
@@ -608,6 +608,7 @@ fn catalogue(s: &Scratch) -> Vec<Case> {
     ];
     cases.extend(reliability_cases(s, &u));
     cases.extend(second_pass_cases(s, &u));
+    cases.extend(third_pass_cases(s, &u));
     if cfg!(unix) {
         cases.push(case(
             "--json a dangling symlink",
@@ -829,7 +830,7 @@ fn reliability_cases(s: &Scratch, u: &str) -> Vec<Case> {
         case(
             "--data /dev/zero (no header line)",
             &["run", "--data", "/dev/zero"],
-            &["/dev/zero", "header line is longer"],
+            &["/dev/zero", "longer than 1048576 bytes", "binary file"],
         ),
         case(
             "--inducing 10000 on 40 rows (over the memory budget)",
@@ -1167,6 +1168,157 @@ fn second_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
         ));
     }
     cases
+}
+
+/// The cases of issue 56: answers that were right but unclear (a byte-order mark, a CSV
+/// file with another separator or empty, a valid row longer than the line limit, the flag
+/// of a zero sample count, a backend or layer count named twice, outputs inside the data
+/// folder) and the findings of the fuzz targets (`fuzz/`) that reach the binary.
+fn third_pass_cases(s: &Scratch, u: &str) -> Vec<Case> {
+    // A byte-order mark inside data.txt (at its start it is ignored: see
+    // `a_byte_order_mark_at_the_start_of_a_file_is_ignored`).
+    let mut rows = std::fs::read_to_string(Path::new(u).join("data.txt")).unwrap();
+    rows.insert(rows.find('\n').unwrap() + 1, '\u{feff}');
+    let bom_inside = uci_with(s, "u_bom_inside", "data.txt", &rows);
+    let semicolon = file(s, "semicolon.csv", "a;b;y\n1;2;3\n4;5;6\n");
+    let spaces = file(s, "spaces.csv", "a b y\n1 2 3\n4 5 6\n");
+    let tabs = file(s, "tabs.csv", "a\tb\ty\n1\t2\t3\n");
+    let blank = file(s, "blank.csv", "\n \n");
+    // One row of a million fields ("1 " × 10⁶: 2 MB, over the 1 MiB line limit).
+    let wide_row = format!("{}\n{}\n", "1 ".repeat(1_000_000), "1 ".repeat(1_000_000));
+    let wide = uci_with(s, "u_wide", "data.txt", &wide_row);
+    let wide_dir = Path::new(&wide).to_path_buf();
+    std::fs::write(wide_dir.join("index_features.txt"), "0\n1\n").unwrap();
+    std::fs::write(wide_dir.join("index_target.txt"), "2\n").unwrap();
+    let uci_out = format!("{u}/report-dir");
+    let uci_ck = format!("{u}/splits");
+    let uci_json = format!("{u}/records.jsonl");
+    let mut cases = vec![
+        case(
+            "a byte-order mark inside data.txt",
+            &["run", "--data", &bom_inside],
+            &["data.txt:2:1", "'<BOM>", "byte-order mark (U+FEFF"],
+        ),
+        case(
+            "CSV separated by semicolons",
+            &["run", "--data", &semicolon],
+            &["semicolon.csv", "one column", "';' (semicolons)"],
+        ),
+        case(
+            "CSV separated by spaces",
+            &["run", "--data", &spaces],
+            &["spaces.csv", "one column", "separated by spaces"],
+        ),
+        case(
+            "CSV separated by tabs",
+            &["run", "--data", &tabs],
+            &["tabs.csv", "separated by tabs"],
+        ),
+        case(
+            "CSV of blank lines",
+            &["run", "--data", &blank],
+            &["blank.csv", "the file is empty"],
+        ),
+        case(
+            "a row of a million fields",
+            &["run", "--data", &wide],
+            &[
+                "data.txt:1:",
+                "longer than 1048576 bytes (1.0 MiB)",
+                "a row of numbers, at least 524288 fields",
+                "DGP_MAX_LINE_BYTES",
+            ],
+        ),
+        case(
+            "a row of a million fields, the line limit lifted (read, then refused for its splits)",
+            &["run", "--data", &wide],
+            &["index_train_0.txt", "out of range (must be < 2)"],
+        )
+        .with_env("DGP_MAX_LINE_BYTES", "4000000"),
+        case(
+            "--train-samples 0",
+            &["run", "--data", u, "--train-samples", "0"],
+            &["--train-samples must be at least 1"],
+        ),
+        case(
+            "--backend svi,svi",
+            &["run", "--data", u, "--backend", "svi,svi"],
+            &["--backend svi,svi", "svi is named more than once"],
+        ),
+        case(
+            "--layers 1,2,1",
+            &["run", "--data", u, "--layers", "1,2,1"],
+            &["--layers 1,2,1", "1 is named more than once"],
+        ),
+        case(
+            "--out inside the UCI data folder",
+            &["run", "--data", u, "--out", &uci_out],
+            &["--out", "inside the data folder", "report-dir"],
+        ),
+        case(
+            "--json inside the UCI data folder",
+            &["run", "--data", u, "--json", &uci_json],
+            &["--json", "inside the data folder"],
+        ),
+        case(
+            "--checkpoint at the splits of the UCI data folder",
+            &ck_run(u, &["--checkpoint", &uci_ck]),
+            &["--checkpoint", "inside the data folder"],
+        ),
+    ];
+    // Fuzz finding (target `parquet`): a malformed embedded Arrow schema made the
+    // Parquet reader's dependency panic; now the file is read from its Parquet schema.
+    let bad_arrow = s.path("bad-arrow-schema.parquet");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../dgp-io/tests/data/fuzz/parquet-bad-arrow-schema.parquet"),
+        &bad_arrow,
+    )
+    .unwrap();
+    cases.push(case(
+        "Parquet file with a malformed embedded Arrow schema (fuzz finding)",
+        &["run", "--data", bad_arrow.to_str().unwrap()],
+        &["bad-arrow-schema.parquet"],
+    ));
+    cases.push(case(
+        "--out the UCI data folder itself",
+        &["run", "--data", u, "--out", u],
+        &["--out", "inside the data folder"],
+    ));
+    cases
+}
+
+/// A byte-order mark at the start of a data file (UCI text or CSV) is ignored, as the
+/// CSV reader and `--config` do (issue 56): the run is the run of the same file without it.
+#[test]
+fn a_byte_order_mark_at_the_start_of_a_file_is_ignored() {
+    let s = Scratch::new("bom");
+    let u = s.path("uci");
+    write_uci(&u);
+    for f in ["data.txt", "index_features.txt", "splits/index_test_0.txt"] {
+        let text = std::fs::read_to_string(u.join(f)).unwrap();
+        std::fs::write(u.join(f), format!("\u{feff}{text}")).unwrap();
+    }
+    std::fs::write(s.path("bom.csv"), format!("\u{feff}{}", csv_text(1.0))).unwrap();
+    for data in [u.to_str().unwrap(), &s.s("bom.csv")] {
+        let o = bench(&[
+            "run",
+            "--quiet",
+            "--data",
+            data,
+            "--steps",
+            "2",
+            "--splits",
+            "0",
+            "--inducing",
+            "5",
+            "--backend",
+            "svi",
+            "--layers",
+            "1",
+        ]);
+        assert!(o.status.success(), "{data}: {}", stderr(&o));
+    }
 }
 
 fn check_case(s: &Scratch, c: &Case) -> Result<(), String> {

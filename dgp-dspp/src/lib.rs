@@ -114,6 +114,7 @@ pub mod prelude {
     pub use dgp_traits::data::{Dataset, load_csv};
     pub use dgp_traits::fit::Training;
     pub use dgp_traits::fitted::{Estimator, Fitted, Loadable};
+    pub use dgp_traits::guard::Guard;
     pub use dgp_traits::metrics::{nll, rmse};
     pub use dgp_traits::model::{FitConfig, FitHooks, Model, Objective, PredictConfig};
     pub use faer::Mat;

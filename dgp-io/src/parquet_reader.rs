@@ -10,11 +10,13 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, FileStamp};
 use dgp_traits::{Error, Result};
 use faer::Mat;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 
 use crate::rowstore::Schema;
 use crate::tabular::ChunkReader;
@@ -29,6 +31,46 @@ fn perr(path: &Path, message: String) -> Error {
         column: 0,
         message,
     }
+}
+
+/// The reader of `file` (at `path`), its column types taken from the Parquet schema alone:
+/// the Arrow schema some writers embed in the file's metadata (`ARROW:schema`, an Arrow
+/// IPC message) is ignored. It adds nothing for numeric columns, and its decoder
+/// (`arrow-ipc`) panics on a malformed one instead of returning an error (a fuzz finding
+/// of issue 56: `fuzz/`, target `parquet`).
+///
+/// The footer's column chunk locations are checked against the file (offsets and sizes
+/// not negative, every chunk inside the file): the decoder asserts them when it reads a
+/// chunk and would panic on a corrupt footer (a second fuzz finding).
+fn reader_builder(path: &Path, file: File) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+    let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+    for (g, group) in builder.metadata().row_groups().iter().enumerate() {
+        for (c, col) in group.columns().iter().enumerate() {
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or(col.data_page_offset());
+            let size = col.compressed_size();
+            let inside = start >= 0
+                && size >= 0
+                && col.data_page_offset() >= 0
+                && (start as u64)
+                    .checked_add(size as u64)
+                    .is_some_and(|end| end <= len);
+            if !inside {
+                return Err(perr(
+                    path,
+                    format!(
+                        "corrupt Parquet footer: column chunk {c} of row group {g} lies at \
+                         offset {start} with {size} bytes, outside the file of {len} bytes"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(builder)
 }
 
 /// Whether values of this type convert to `f64` (integers above 2⁵³ are rounded).
@@ -70,7 +112,8 @@ fn value(a: &dyn Array, i: usize) -> f64 {
 ///
 /// Accepted column types: 8- to 64-bit integers and 32/64-bit floats (integers beyond
 /// 2⁵³ in magnitude are rounded to the nearest `f64`). Compression codecs: uncompressed
-/// and Snappy.
+/// and Snappy. A file that changes while it is read (checked before each chunk,
+/// [`FileStamp`]) is an [`Error::Io`] saying so.
 pub struct ParquetChunks {
     reader: ParquetRecordBatchReader,
     /// Column positions in the projected batches: inputs, then targets.
@@ -79,6 +122,9 @@ pub struct ParquetChunks {
     path: PathBuf,
     pending: Option<(RecordBatch, usize)>,
     row: usize,
+    /// The file as opened, to detect a change while it is read ([`FileStamp`]).
+    file: File,
+    stamp: FileStamp,
 }
 
 impl std::fmt::Debug for ParquetChunks {
@@ -117,8 +163,12 @@ impl ParquetChunks {
             path: path.to_path_buf(),
             source,
         })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+        let stamp = FileStamp::of(&file, path)?;
+        let watched = file.try_clone().map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let builder = reader_builder(path, file)?;
         let fields = builder.schema().fields().clone();
         let mut roots = Vec::new();
         for name in schema.inputs.iter().chain(&schema.targets) {
@@ -171,6 +221,8 @@ impl ParquetChunks {
             path: path.to_path_buf(),
             pending: None,
             row: 0,
+            file: watched,
+            stamp,
         })
     }
 }
@@ -182,6 +234,7 @@ impl ChunkReader for ParquetChunks {
 
     fn next_chunk(&mut self, out: &mut Vec<f64>, max_rows: usize) -> Result<usize> {
         out.clear();
+        self.stamp.check(&self.file, &self.path)?;
         let w = self.cols.len();
         let d = self.schema.d();
         let mut rows = 0;
@@ -243,8 +296,7 @@ pub fn parquet_column_names(path: &Path) -> Result<Vec<String>> {
         path: path.to_path_buf(),
         source,
     })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| perr(path, format!("not a readable Parquet file: {e}")))?;
+    let builder = reader_builder(path, file)?;
     Ok(builder
         .schema()
         .fields()

@@ -24,9 +24,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
-use dgp_traits::data::{Dataset, RowSource, check_gather};
+use dgp_traits::data::{Dataset, FileStamp, RowSource, check_gather};
 use dgp_traits::{Error, Result};
 use faer::{Mat, MatMut, MatRef};
 use memmap2::Mmap;
@@ -573,8 +572,8 @@ pub struct RowStore {
     schema: Schema,
     n: usize,
     header_len: usize,
-    file_len: u64,
-    mtime: Option<SystemTime>,
+    /// The file as opened ([`FileStamp`]), checked before every read.
+    stamp: FileStamp,
 }
 
 impl RowStore {
@@ -616,14 +615,13 @@ impl RowStore {
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Random);
         Ok(Self {
-            mtime: meta.modified().ok(),
+            stamp: FileStamp::of(&file, path)?,
             map,
             file,
             path: path.to_path_buf(),
             schema: h.schema,
             n: h.n,
             header_len: h.len,
-            file_len: actual,
         })
     }
 
@@ -642,19 +640,7 @@ impl RowStore {
     /// # Errors
     /// [`Error::Io`] if it cannot be checked or has changed.
     pub fn check_unchanged(&self) -> Result<()> {
-        let meta = self.file.metadata().map_err(|e| io_err(&self.path, e))?;
-        if meta.len() != self.file_len || meta.modified().ok() != self.mtime {
-            return Err(io_err(
-                &self.path,
-                std::io::Error::other(format!(
-                    "the row store changed while it was read (length {} at open, {} now, or \
-                     a new modification time); reopen it",
-                    self.file_len,
-                    meta.len()
-                )),
-            ));
-        }
-        Ok(())
+        self.stamp.check(&self.file, &self.path)
     }
 
     /// The values of row `i` (D inputs then P targets), as stored.

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, FileStamp, quote_field};
 use dgp_traits::{Error, Result};
 
 use crate::rowstore::{RowStoreWriter, Schema};
@@ -79,7 +79,8 @@ fn parse_err(path: &Path, line: usize, column: usize, message: String) -> Error 
 ///
 /// Fields are trimmed; each chosen field must parse as an `f64` and be finite; other
 /// columns are not parsed. A physical line longer than the limit is an error naming the
-/// line.
+/// line; a file that changes while it is read (checked before each chunk and at the
+/// end, [`FileStamp`]) is an [`Error::Io`] saying so.
 pub struct CsvChunks {
     rdr: csv::Reader<LineLimited<BufReader<File>>>,
     record: csv::ByteRecord,
@@ -87,6 +88,9 @@ pub struct CsvChunks {
     schema: Schema,
     path: PathBuf,
     row: usize,
+    /// The file as opened, to detect a change while it is read ([`FileStamp`]).
+    file: File,
+    stamp: FileStamp,
 }
 
 impl std::fmt::Debug for CsvChunks {
@@ -148,6 +152,11 @@ impl CsvChunks {
             path: path.to_path_buf(),
             source,
         })?;
+        let stamp = FileStamp::of(&file, path)?;
+        let watched = file.try_clone().map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let limited = LineLimited {
             inner: BufReader::new(file),
             limit: max_line_bytes,
@@ -173,6 +182,8 @@ impl CsvChunks {
             schema,
             path: path.to_path_buf(),
             row: 0,
+            file: watched,
+            stamp,
         })
     }
 }
@@ -184,6 +195,7 @@ impl ChunkReader for CsvChunks {
 
     fn next_chunk(&mut self, out: &mut Vec<f64>, max_rows: usize) -> Result<usize> {
         out.clear();
+        self.stamp.check(&self.file, &self.path)?;
         let mut rows = 0;
         while rows < max_rows {
             let more = self.rdr.read_byte_record(&mut self.record).map_err(|e| {
@@ -191,6 +203,8 @@ impl ChunkReader for CsvChunks {
                 parse_err(&self.path, line, 0, e.to_string())
             })?;
             if !more {
+                // The end as it was opened (a file appended to meanwhile is an error).
+                self.stamp.check(&self.file, &self.path)?;
                 break;
             }
             let line = self
@@ -212,17 +226,21 @@ impl ChunkReader for CsvChunks {
                         format!("record has no field for column '{name}'"),
                     )
                 })?;
+                // Trimmed as text (Unicode white space, as the core's `load_csv` trims its
+                // fields): the reader's own trim of a byte record drops ASCII white space
+                // only, and a vertical tab or a no-break space around a number would make
+                // the two loaders disagree on the same file.
                 let v = std::str::from_utf8(field)
                     .ok()
-                    .and_then(|s| s.parse::<f64>().ok())
+                    .and_then(|s| s.trim().parse::<f64>().ok())
                     .ok_or_else(|| {
                         parse_err(
                             &self.path,
                             line,
                             c + 1,
                             format!(
-                                "column '{name}': '{}' is not a number",
-                                String::from_utf8_lossy(field)
+                                "column '{name}': {} is not a number",
+                                quote_field(&String::from_utf8_lossy(field))
                             ),
                         )
                     })?;
@@ -386,6 +404,58 @@ mod tests {
             e.to_string().contains("line 3 is longer than 100 bytes"),
             "{e}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_csv_file_changed_while_streamed_is_an_error() {
+        let dir = tmp("csvchanged");
+        let csv = dir.join("c.csv");
+        let mut text = String::from("a,y\n");
+        for i in 0..50 {
+            text.push_str(&format!("{i},{}\n", 2 * i));
+        }
+        std::fs::write(&csv, &text).unwrap();
+        let mut r = CsvChunks::open(&csv, &names(&["a"]), &names(&["y"]), 100).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(r.next_chunk(&mut buf, 10).unwrap(), 10);
+        // Appended to (a writer still at work): the next chunk says so.
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&csv).unwrap();
+        writeln!(f, "50,100").unwrap();
+        drop(f);
+        let e = r.next_chunk(&mut buf, 10).unwrap_err();
+        assert!(
+            matches!(e, Error::Io { .. }) && e.to_string().contains("changed while it was read"),
+            "{e}"
+        );
+        // A file replaced by rename is not a change of the open file.
+        let mut r = CsvChunks::open(&csv, &names(&["a"]), &names(&["y"]), 100).unwrap();
+        let other = dir.join("other.csv");
+        std::fs::write(&other, "a,y\n7,7\n").unwrap();
+        std::fs::rename(&other, &csv).unwrap();
+        let mut n = 0;
+        while r.next_chunk(&mut buf, 16).unwrap() > 0 {
+            n += buf.len() / 2;
+        }
+        assert_eq!(n, 51);
+        // A whole-file read of a file that changed: see dgp_traits::data::FileStamp.
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Fuzz finding (target `csv`): a field " \u{b}4" (vertical tab) was a number to the
+    /// core's `load_csv` and not to the streaming reader.
+    #[test]
+    fn fields_are_trimmed_as_the_core_loader_trims_them() {
+        let dir = tmp("csvtrim");
+        let csv = dir.join("t.csv");
+        std::fs::write(&csv, "x0,y\r\n1,2\r\n\u{b}4\u{a0},\u{2003}6\r\n").unwrap();
+        let core = dgp_traits::data::load_csv(&csv, "y").unwrap();
+        let mut r = CsvChunks::open(&csv, &names(&["x0"]), &names(&["y"]), 100).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(r.next_chunk(&mut buf, 10).unwrap(), 2);
+        assert_eq!(buf, vec![1.0, 2.0, 4.0, 6.0]);
+        assert_eq!((core.x()[(1, 0)], core.y()[(1, 0)]), (4.0, 6.0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

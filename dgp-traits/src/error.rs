@@ -101,6 +101,78 @@ pub enum Error {
     /// candidates, an L-BFGS run between evaluations); names what was stopped.
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// A checkpoint directory or file of a guarded fit ([`crate::guard`]) that cannot be
+    /// used: in use by another run, written by another run, damaged, or one that a fresh
+    /// start would overwrite; [`CheckpointError`] names the file and what is wrong.
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[from] CheckpointError),
+}
+
+/// What is wrong with a checkpoint directory or file ([`crate::guard`]). Every variant
+/// names the file or directory; none is raised after anything was written over.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// Another run holds the directory's advisory lock (a second run, or a second resume,
+    /// on the same directory while the first is running).
+    #[error(
+        "{dir} is in use by another run{}, which holds its lock; wait for that run to end, or use another directory",
+        holder.map_or(String::new(), |p| format!(" (process {p})"))
+    )]
+    Locked {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// The process holding the lock, where the system tells (Linux).
+        holder: Option<u32>,
+    },
+    /// The saved state belongs to another run: another backend, configuration, data set
+    /// or training setting (the first field of the identity that differs).
+    #[error("{file} was written with other settings: {field} is {saved} there, {now} in this run")]
+    OtherRun {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The path of the first identity field that differs (`config.adam.lr`, `fit.seed`,
+        /// `estimator`, ...; empty when the identities differ as a whole).
+        field: String,
+        /// Its value in the saved file.
+        saved: String,
+        /// Its value in this run.
+        now: String,
+    },
+    /// A file that is not a checkpoint this build wrote, was changed after it was written
+    /// (checksum), or holds a state no run can be in (non-finite parameters, negative
+    /// second moments, counters that disagree, a stuck generator).
+    #[error("{file}: {}{message}; refusing to resume from it", field.as_ref().map_or(String::new(), |f| format!("field {f}: ")))]
+    Damaged {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// The field that is wrong (`checksum`, `version`, `params[3]`, ...), when one is.
+        field: Option<String>,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A fresh start asked for a file that already holds a saved state.
+    #[error(
+        "{file} holds a saved training state that a fresh start would overwrite; refusing (resume it, or use another directory)"
+    )]
+    WouldOverwrite {
+        /// The checkpoint file.
+        file: PathBuf,
+    },
+    /// A resume asked for a file that holds no saved state.
+    #[error("nothing to resume: {file} does not exist")]
+    NothingToResume {
+        /// The checkpoint file that was expected.
+        file: PathBuf,
+    },
+    /// A directory or file that cannot be created, locked or written.
+    #[error("cannot write {path}: {message}")]
+    Write {
+        /// The directory or file.
+        path: PathBuf,
+        /// The operating system's error.
+        message: String,
+    },
 }
 
 /// A configuration value that cannot be used: which field, and why.

@@ -419,16 +419,32 @@ fn check_standardizer(s: &Standardizer) -> std::result::Result<(), String> {
 /// Writes `bytes` to `path` through a temporary file in the same folder, synced, then
 /// renamed over `path`.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let io = |source| Error::Io {
+    write_atomic_io(path, bytes).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
-    };
+    })
+}
+
+/// Writes `bytes` to `path` atomically: to `<path>.tmp` in the same folder, synced to
+/// disk, renamed over `path`, and the folder synced (where folders can be opened), so
+/// that at every moment — a crash or `kill -9` included — `path` holds either its old
+/// contents or the new ones, never a part.
+pub(crate) fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    // The rename itself is durable once the folder is synced; a platform that cannot
+    // open a folder (Windows) keeps the rename's own guarantee.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }

@@ -112,6 +112,7 @@ pub mod error;
 pub mod fastexp;
 pub mod fit;
 pub mod fitted;
+pub mod guard;
 pub mod joint_q;
 pub mod kernels;
 pub mod kl;
@@ -140,4 +141,4 @@ pub mod testing;
 pub mod train;
 pub mod transforms;
 
-pub use error::{ConfigError, Error, Result};
+pub use error::{CheckpointError, ConfigError, Error, Result};

@@ -233,7 +233,11 @@ pub(super) fn check_backend_supports(
 }
 
 /// Runs the classification experiments of `a` (see the module docs).
-pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Result<()> {
+pub(super) fn cmd_run_classification(
+    a: &RunArgs,
+    requested: &Requested,
+    process: &crate::session::Process,
+) -> Result<()> {
     crate::validate::check_inducing(a.model.inducing)?;
     if a.per_point {
         return Err(BenchError::Usage(
@@ -274,8 +278,12 @@ pub(super) fn cmd_run_classification(a: &RunArgs, requested: &Requested) -> Resu
     }
     // Prints the data's warnings (constant features, ...) and checks the outputs.
     crate::validate::check_run(&a.io_paths(), &data, &specs)?;
-    crate::checkpointing::start_session(&a.ckpt, &specs)?;
-    crate::checkpointing::install_interrupt_handler();
+    crate::validate::check_checkpoint_dirs(&a.io_paths(), &a.ckpt)?;
+    let session = crate::checkpointing::start_session(&a.ckpt, &specs, process)?;
+    process.stop_on_signals();
+    for spec in &mut specs {
+        spec.session = session.clone();
+    }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {
             BenchError::Usage(format!("--out {}: cannot create it: {e}", dir.display()))

@@ -40,6 +40,7 @@ pub(super) fn cmd_convert(args: &ConvertArgs) -> Result<()> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
+    crate::locks::lock_file(&format!("--out {}", args.out.display()), &args.out)?;
     let t0 = Instant::now();
     let mut reader: Box<dyn ChunkReader> = match ext.as_deref() {
         Some("csv") => Box::new(

@@ -40,6 +40,7 @@ use serde_json::Value;
 use crate::backends::{ArchSpec, BackendEntry, backend_names, find_backend};
 use crate::datasets::BenchData;
 use crate::error::{BenchError, Result};
+use crate::session::Process;
 use crate::settings::{parse_assignment, settings_from_json};
 
 mod backends;
@@ -59,9 +60,9 @@ pub use classify::TaskFlags;
 pub use compare::CompareArgs;
 pub use convert::ConvertArgs;
 pub use results::ResultsArgs;
-pub use run::RunArgs;
+pub use run::{RunArgs, parse_backends, parse_layers};
 pub use stream::{StreamArgs, StreamRecord};
-pub use synth::SynthArgs;
+pub use synth::{SynthArgs, parse_rows};
 pub use table::TableArgs;
 pub use time::{TIME_DEFAULTS, TimeArgs};
 pub use vs_paper::VsPaperArgs;
@@ -72,7 +73,7 @@ pub use vs_paper::VsPaperArgs;
 ///
 /// # Errors
 /// A usage error for anything else or invalid settings.
-pub(crate) fn parse_early_stopping(text: &str) -> Result<Option<HeldOutRule>> {
+pub fn parse_early_stopping(text: &str) -> Result<Option<HeldOutRule>> {
     let rule = match text.trim() {
         "none" => return Ok(None),
         "patience" => HeldOutRule::Patience(Default::default()),
@@ -151,10 +152,26 @@ pub enum Command {
 /// Any [`BenchError`]; the binary prints it on one line and exits with
 /// [`BenchError::exit_code`].
 pub fn execute(cli: Cli) -> Result<()> {
+    execute_in(cli, &Process::default())
+}
+
+/// [`execute`] in `process` (its stop flag and whether it writes: a process of a
+/// distributed launch, see `crate::distributed`).
+///
+/// # Errors
+/// As [`execute`].
+pub fn execute_in(cli: Cli, process: &Process) -> Result<()> {
+    let result = execute_command(cli, process);
+    // The output locks of the command (`crate::locks`) end with it.
+    crate::locks::release_all();
+    result
+}
+
+fn execute_command(cli: Cli, process: &Process) -> Result<()> {
     match cli.command {
         None => default::cmd_default(&cli.out, cli.seed, !cli.quiet),
-        Some(Command::Run(a)) => run_command(&a),
-        Some(Command::Stream(a)) => stream::cmd_stream(&a),
+        Some(Command::Run(a)) => run_command(&a, process),
+        Some(Command::Stream(a)) => stream::cmd_stream(&a, process),
         Some(Command::Time(a)) => time::cmd_time(&a),
         Some(Command::Table(a)) => table::cmd_table(&a),
         Some(Command::Results(a)) => results::cmd_results(&a),
@@ -324,17 +341,7 @@ impl ModelFlags {
         }
         input.sugar = self.sugar(natgrad)?;
         for s in &self.set {
-            let (backend, assignment) = match s.split_once(':') {
-                Some((b, rest)) if !b.contains('=') => {
-                    let b = find_backend(b.trim())
-                        .map_err(|e| BenchError::Usage(format!("--set {s}: {e}")))?;
-                    (Some(b.name()), rest)
-                }
-                _ => (None, s.as_str()),
-            };
-            let (key, value) = parse_assignment(assignment)
-                .map_err(|e| BenchError::Usage(format!("--set: {}", config_text(e))))?;
-            input.set.push((backend, key, value));
+            input.add_set(s)?;
         }
         Ok(input)
     }
@@ -376,10 +383,10 @@ impl ModelFlags {
 
 /// `run`: a classification run when the task or a likelihood asks for one, else the
 /// regression run.
-fn run_command(a: &run::RunArgs) -> Result<()> {
+fn run_command(a: &run::RunArgs, process: &Process) -> Result<()> {
     match classify::requested(a)? {
-        Some(requested) => classify::cmd_run_classification(a, &requested),
-        None => run::cmd_run(a),
+        Some(requested) => classify::cmd_run_classification(a, &requested, process),
+        None => run::cmd_run(a, process),
     }
 }
 
@@ -408,9 +415,30 @@ impl SettingsInput {
         let text = std::fs::read_to_string(path).map_err(|e| {
             BenchError::Usage(format!("--config {}: I/O error: {e}", path.display()))
         })?;
+        self.read_text(&text, path)
+    }
+
+    /// One `--set` value: `KEY=VALUE` or `BACKEND:KEY=VALUE`.
+    fn add_set(&mut self, s: &str) -> Result<()> {
+        let (backend, assignment) = match s.split_once(':') {
+            Some((b, rest)) if !b.contains('=') => {
+                let b = find_backend(b.trim())
+                    .map_err(|e| BenchError::Usage(format!("--set {s}: {e}")))?;
+                (Some(b.name()), rest)
+            }
+            _ => (None, s),
+        };
+        let (key, value) = parse_assignment(assignment)
+            .map_err(|e| BenchError::Usage(format!("--set: {}", config_text(e))))?;
+        self.set.push((backend, key, value));
+        Ok(())
+    }
+
+    /// The text of a `--config` file (`path` names it in errors).
+    fn read_text(&mut self, text: &str, path: &Path) -> Result<()> {
         // A UTF-8 byte-order mark (editors on Windows write one) is allowed by RFC 8259 §8.1
         // to be ignored; it is not part of the settings.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         if let Some(key) = duplicate_key(text) {
             return Err(BenchError::Usage(format!(
                 "--config {}: the key {key} appears twice in one object; JSON keys must be \
@@ -570,6 +598,31 @@ fn duplicate_key(text: &str) -> Option<String> {
     found.into_inner()
 }
 
+/// The settings backend `b` receives from a `--config` file's text (`origin` names it in
+/// errors) and `--set` values, read and distributed exactly as `run` does (byte-order
+/// mark, repeated keys, objects under a backend's name, settings aimed at a backend not
+/// in the run); the caller checks them with the backend
+/// ([`dgp_traits::backend::Backend::check`]). The entry point of the fuzz target of these
+/// inputs (`fuzz/`).
+///
+/// # Errors
+/// [`BenchError::Usage`] as `run --config FILE --set ...` reports it.
+pub fn settings_for_backend(
+    config: Option<(&str, &Path)>,
+    set: &[String],
+    b: &BackendEntry,
+) -> Result<Settings> {
+    let mut input = SettingsInput::default();
+    if let Some((text, origin)) = config {
+        input.read_text(text, origin)?;
+    }
+    for s in set {
+        input.add_set(s)?;
+    }
+    input.check_targets(&[b.name()])?;
+    input.for_backend(b)
+}
+
 /// What the command line says about one model.
 struct ArchArgs<'a> {
     /// The backend's named configuration the model starts from.
@@ -581,6 +634,10 @@ struct ArchArgs<'a> {
     predict_samples: usize,
     /// `--samples` as typed, for backends whose model has a fixed number of components.
     samples: Option<usize>,
+    /// The flags that give `train_samples` and `predict_samples` in this subcommand (for
+    /// messages: `run` has `--train-samples` and `--samples`, `time` `--samples` and
+    /// `--predict-samples`).
+    sample_flags: [&'static str; 2],
     flags: &'a ModelFlags,
     settings: &'a SettingsInput,
     tune: bool,
@@ -590,19 +647,20 @@ struct ArchArgs<'a> {
 /// The architecture of one backend, its settings checked by the backend.
 fn arch_from(b: &BackendEntry, a: &ArchArgs<'_>) -> Result<ArchSpec> {
     let d = b.preset_defaults(a.preset)?;
-    let (train_samples, predict_samples) = if b.capabilities().samples_are_components {
-        let s = a.samples.unwrap_or(d.predict_samples);
-        (s, s)
-    } else {
-        (a.train_samples, a.predict_samples)
-    };
+    let (train_samples, predict_samples, [train_flag, predict_flag]) =
+        if b.capabilities().samples_are_components {
+            let s = a.samples.unwrap_or(d.predict_samples);
+            (s, s, ["--samples"; 2])
+        } else {
+            (a.train_samples, a.predict_samples, a.sample_flags)
+        };
     let arch = ArchSpec {
         preset: a.preset.to_string(),
         layers: nonzero("--layers", a.layers)?,
         num_inducing: nonzero("--inducing", a.flags.inducing.unwrap_or(d.num_inducing))?,
         hidden_width: a.flags.hidden.map(|h| nonzero("--hidden", h)).transpose()?,
-        train_samples: nonzero("--samples", train_samples)?,
-        predict_samples: nonzero("--samples", predict_samples)?,
+        train_samples: nonzero(train_flag, train_samples)?,
+        predict_samples: nonzero(predict_flag, predict_samples)?,
         seed: a.seed,
         tune: a.tune,
         settings: a.settings.for_backend(b)?,

@@ -77,9 +77,16 @@ pub(super) fn cmd_results(a: &ResultsArgs) -> Result<()> {
         .collect();
     let outs: Vec<crate::validate::OutputFile> = outputs
         .iter()
-        .map(|(p, _)| crate::validate::OutputFile::new(format!("--out {}", p.display()), p))
+        .enumerate()
+        .map(|(i, (p, _))| {
+            let flag = if i == 0 { "--out" } else { "--dir" };
+            crate::validate::OutputFile::new(format!("{flag} {}", p.display()), p)
+        })
         .collect();
     crate::validate::check_outputs(&inputs, &outs)?;
+    for o in &outs {
+        crate::locks::lock_file(&o.flag, &o.path)?;
+    }
     for (p, text) in &outputs {
         write_text(p, text)?;
     }

@@ -172,14 +172,24 @@ fn protocol_flags(flags: &ModelFlags, p: Protocol) -> ModelFlags {
     f
 }
 
-/// Parses a comma-separated list of layer counts such as `1,2`.
-fn parse_layers(s: &str) -> Result<Vec<usize>> {
+/// Parses a `--layers` value: a comma-separated list of layer counts such as `1,2`, each
+/// at least 1 and named once.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming the bad or repeated count.
+pub fn parse_layers(s: &str) -> Result<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let l: usize = part.parse().map_err(|_| {
             BenchError::Usage(format!("--layers: '{part}' is not a number of layers"))
         })?;
-        out.push(nonzero("--layers", l)?);
+        let l = nonzero("--layers", l)?;
+        if out.contains(&l) {
+            return Err(BenchError::Usage(format!(
+                "--layers {s}: {l} is named more than once; each layer count runs once"
+            )));
+        }
+        out.push(l);
     }
     if out.is_empty() {
         return Err(BenchError::Usage("--layers: no layer count given".into()));
@@ -187,8 +197,12 @@ fn parse_layers(s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// Parses a comma-separated list of backend names such as `svi,dspp`.
-fn parse_backends(s: &str) -> Result<Vec<&'static BackendEntry>> {
+/// Parses a `--backend` value: a comma-separated list of registered backend names such as
+/// `svi,dspp`, each named once.
+///
+/// # Errors
+/// [`BenchError::Usage`] naming an unknown or repeated backend.
+pub fn parse_backends(s: &str) -> Result<Vec<&'static BackendEntry>> {
     let out: Vec<&'static BackendEntry> = s
         .split(',')
         .map(str::trim)
@@ -197,6 +211,15 @@ fn parse_backends(s: &str) -> Result<Vec<&'static BackendEntry>> {
         .collect::<Result<_>>()?;
     if out.is_empty() {
         return Err(BenchError::Usage("--backend: no backend given".into()));
+    }
+    // Refused, not deduplicated: the run would otherwise train the same models twice
+    // (or, deduplicated, quietly do less than the command line says).
+    if let Some(k) = (1..out.len()).find(|&k| out[..k].iter().any(|b| b.name() == out[k].name())) {
+        return Err(BenchError::Usage(format!(
+            "--backend {s}: {} is named more than once; each backend runs once per layer \
+             count (for repeated runs use several --seed values)",
+            out[k].name()
+        )));
     }
     Ok(out)
 }
@@ -349,6 +372,7 @@ pub(super) fn build_specs<'d>(
                         .or(ps_samples.map(|s| s.predict_samples))
                         .unwrap_or(d.predict_samples),
                     samples: a.samples,
+                    sample_flags: ["--train-samples", "--samples"],
                     flags: &flags,
                     settings: &settings,
                     tune: !a.no_tune,
@@ -404,6 +428,7 @@ pub(super) fn build_specs<'d>(
                 lr_schedule: ps.map_or(LrSchedule::Constant, |s| s.lr_schedule.clone()),
                 per_point: a.per_point,
                 protocol: protocol.label(kind),
+                session: crate::session::Session::default(),
             };
             spec.validate()?;
             refuse_unsupported_early_stopping(&spec)?;
@@ -589,17 +614,21 @@ fn write_outputs(
 
 /// `run` for regression targets (classification runs go to `classify`, chosen in
 /// [`super::run_command`]).
-pub(super) fn cmd_run(a: &RunArgs) -> Result<()> {
+pub(super) fn cmd_run(a: &RunArgs, process: &crate::session::Process) -> Result<()> {
     // Before the backends' configs see M, so the message names the flag.
     crate::validate::check_inducing(a.model.inducing)?;
     let (protocol, kind) = protocol_of(a)?;
     let data = a.source.load(a.seed)?.with_split_kind(kind, a.seed)?;
     let splits = parse_splits(&a.splits, data.n_splits())?;
-    let specs = build_specs(a, &data, &splits)?;
+    let mut specs = build_specs(a, &data, &splits)?;
     check_memory(a.memory_budget.as_deref(), &data, &specs)?;
     let warnings = crate::validate::check_run(&a.io_paths(), &data, &specs)?;
-    crate::checkpointing::start_session(&a.ckpt, &specs)?;
-    crate::checkpointing::install_interrupt_handler();
+    crate::validate::check_checkpoint_dirs(&a.io_paths(), &a.ckpt)?;
+    let session = crate::checkpointing::start_session(&a.ckpt, &specs, process)?;
+    process.stop_on_signals();
+    for spec in &mut specs {
+        spec.session = session.clone();
+    }
     // Output locations are arguments: check them before training (exit code 2).
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).map_err(|e| {

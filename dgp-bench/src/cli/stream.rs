@@ -54,12 +54,12 @@ use serde::Serialize;
 use super::{ArchArgs, ModelFlags, TaskFlags, arch_from, nonzero, progress_enabled};
 use crate::backends::find_backend;
 use crate::checkpointing::{
-    CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, install_interrupt_handler,
-    start_session_for, stop_requested,
+    CheckpointFlags, CheckpointTarget, SplitControl, backend_refusal, start_session_for,
 };
 use crate::classification::{label_error, with_likelihood};
 use crate::error::{BenchError, Result};
 use crate::progress::BarObserver;
+use crate::session::Process;
 
 /// Arguments of `dgp-bench stream`.
 #[derive(Debug, Args)]
@@ -250,7 +250,7 @@ fn open(path: &Path, what: &str) -> Result<RowStore> {
 /// # Errors
 /// Usage errors (a backend that cannot stream, bad sizes, an output that names an input),
 /// read errors of the files, training and prediction errors.
-pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
+pub fn cmd_stream(a: &StreamArgs, process: &Process) -> Result<()> {
     let tmp = a
         .predictions
         .as_deref()
@@ -264,6 +264,11 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
                     input.display()
                 )));
             }
+        }
+    }
+    for (flag, out) in [("--predictions", &a.predictions), ("--json", &a.json)] {
+        if let Some(p) = out {
+            crate::locks::lock_file(&format!("{flag} {}", p.display()), p)?;
         }
     }
     let b = find_backend(&a.backend)?;
@@ -314,6 +319,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
                 train_samples: a.train_samples,
                 predict_samples: a.samples,
                 samples: Some(a.samples),
+                sample_flags: ["--train-samples", "--samples"],
                 flags,
                 settings: &settings,
                 tune: false,
@@ -377,7 +383,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     // The configuration's schedule after its settings (its convergence stop).
     let resolved = b.check(&arch)?;
     let steps = super::steps_for(b, &arch.settings, a.steps, b.defaults().training.steps)?;
-    install_interrupt_handler();
+    process.stop_on_signals();
     // Classification standardises the inputs alone: labels are class indices.
     let opts = if class.is_some() {
         StandardizeOptions::default().keep_targets()
@@ -419,7 +425,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
         }),
         learning_rate: b.capabilities().uses_learning_rate.then_some(lr),
     };
-    start_session_for(&a.ckpt, std::slice::from_ref(&target))?;
+    let session = start_session_for(&a.ckpt, std::slice::from_ref(&target), process)?;
     let (source, rows_from): (Box<dyn RowSource>, &str) = if a.in_memory {
         let d = train_file
             .to_dataset()
@@ -458,7 +464,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     let label = format!("training {}", b.name());
     let start = Instant::now();
     let (model, report) = {
-        let mut control = SplitControl::for_target(&mut obs, target)?;
+        let mut control = SplitControl::for_target(&mut obs, &session, target)?;
         if let (Some(p), Some(step)) = (control.resumed_from(), control.resumed_step()) {
             eprintln!("resuming from step {step} of {}", p.display());
         }
@@ -556,7 +562,7 @@ pub fn cmd_stream(a: &StreamArgs) -> Result<()> {
     if let Some(path) = &a.json {
         append_json(path, &record)?;
     }
-    if stop_requested() {
+    if session.stop_requested() {
         return Err(BenchError::Interrupted(format!(
             "training stopped after {} of {} steps; the record above is of that model",
             report.steps, fit.steps

@@ -32,8 +32,12 @@ pub struct SynthArgs {
     pub task: String,
 }
 
-/// Parses a row count written as an integer (`_` separators allowed) or as `<m>e<k>`.
-fn parse_rows(s: &str) -> Result<u64> {
+/// Parses a `synth --rows` value: a row count written as an integer (`_` separators
+/// allowed) or as `<m>e<k>`, from 1 to `SYNTH_MAX_ROWS`.
+///
+/// # Errors
+/// [`BenchError::Usage`] for anything else.
+pub fn parse_rows(s: &str) -> Result<u64> {
     let t = s.trim().replace('_', "");
     let v = if let Ok(v) = t.parse::<u64>() {
         v
@@ -67,6 +71,7 @@ pub(super) fn cmd_synth(args: &SynthArgs) -> Result<()> {
             )));
         }
     };
+    crate::locks::lock_file(&format!("--out {}", args.out.display()), &args.out)?;
     let show = !args.quiet && n >= 10_000_000;
     let t0 = Instant::now();
     let mut last = t0;

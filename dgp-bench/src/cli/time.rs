@@ -114,6 +114,7 @@ fn timed_backends(a: &TimeArgs) -> Result<Vec<TimedBackend>> {
                 train_samples: a.samples.unwrap_or(d.train_samples),
                 predict_samples: a.predict_samples.unwrap_or(d.predict_samples),
                 samples: a.samples,
+                sample_flags: ["--samples", "--predict-samples"],
                 flags: &a.model,
                 settings: &settings,
                 tune: false,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use faer::Mat;
 
-use dgp_traits::data::Dataset;
+use dgp_traits::data::{Dataset, quote_field, strip_bom};
 use dgp_traits::error::{Error, Result};
 
 /// A UCI benchmark data set with its published train/test splits.
@@ -95,7 +95,9 @@ fn parse_err(path: &Path, line: usize, column: usize, message: String) -> Error 
 
 /// Parses whitespace-separated numbers, one row per non-blank line, into an N×D matrix.
 ///
-/// `path` only labels errors. Blank (whitespace-only) lines are skipped anywhere.
+/// `path` only labels errors. Blank (whitespace-only) lines are skipped anywhere; a
+/// byte-order mark at the start of the text is ignored, one elsewhere is named in the
+/// error ([`dgp_traits::data::quote_field`]).
 ///
 /// # Errors
 /// [`Error::Parse`] with the 1-based line and field number for a token that is not a finite
@@ -105,19 +107,24 @@ pub fn parse_matrix(text: &str, path: &Path) -> Result<Mat<f64>> {
     let mut values: Vec<f64> = Vec::new();
     let mut ncols: Option<usize> = None;
     let mut nrows = 0usize;
-    for (li, line) in text.lines().enumerate() {
+    for (li, line) in strip_bom(text).lines().enumerate() {
         let lineno = li + 1;
         let start = values.len();
         for (fi, tok) in line.split_whitespace().enumerate() {
-            let v: f64 = tok
-                .parse()
-                .map_err(|_| parse_err(path, lineno, fi + 1, format!("'{tok}' is not a number")))?;
+            let v: f64 = tok.parse().map_err(|_| {
+                parse_err(
+                    path,
+                    lineno,
+                    fi + 1,
+                    format!("{} is not a number", quote_field(tok)),
+                )
+            })?;
             if !v.is_finite() {
                 return Err(parse_err(
                     path,
                     lineno,
                     fi + 1,
-                    format!("'{tok}' is not a finite number"),
+                    format!("{} is not a finite number", quote_field(tok)),
                 ));
             }
             values.push(v);
@@ -150,21 +157,21 @@ pub fn parse_matrix(text: &str, path: &Path) -> Result<Mat<f64>> {
 }
 
 /// Parses whitespace-separated non-negative integers (typically one per line, blank lines
-/// ignored), each required to be `< bound`.
+/// ignored; a byte-order mark at the start ignored), each required to be `< bound`.
 ///
 /// # Errors
 /// [`Error::Parse`] with the 1-based line and field number for a token that is not a
 /// non-negative integer or is `≥ bound` (an out-of-range row or column index).
 pub fn parse_indices(text: &str, path: &Path, bound: usize) -> Result<Vec<usize>> {
     let mut out = Vec::new();
-    for (li, line) in text.lines().enumerate() {
+    for (li, line) in strip_bom(text).lines().enumerate() {
         for (fi, tok) in line.split_whitespace().enumerate() {
             let v: usize = tok.parse().map_err(|_| {
                 parse_err(
                     path,
                     li + 1,
                     fi + 1,
-                    format!("'{tok}' is not a non-negative integer"),
+                    format!("{} is not a non-negative integer", quote_field(tok)),
                 )
             })?;
             if v >= bound {
@@ -394,25 +401,27 @@ fn parse_split_file(text: &str, path: &Path, n: usize) -> Result<Vec<usize>> {
     let mut seen = vec![false; n];
     for &i in &idx {
         if seen[i] {
-            // Locate the repeat for the error message.
-            let mut count = 0;
-            for (li, line) in text.lines().enumerate() {
-                for (fi, tok) in line.split_whitespace().enumerate() {
-                    if tok.parse::<usize>().ok() == Some(i) {
-                        count += 1;
-                        if count == 2 {
-                            return Err(parse_err(
-                                path,
-                                li + 1,
-                                fi + 1,
-                                format!("row index {i} repeated"),
-                            ));
-                        }
-                    }
-                }
-            }
+            return Err(repeat_error(text, path, i));
         }
         seen[i] = true;
     }
     Ok(idx)
+}
+
+/// The error of a row index `i` that `text` holds twice, at the second occurrence (found
+/// as `parse_indices` reads the text: a byte-order mark at the start skipped).
+fn repeat_error(text: &str, path: &Path, i: usize) -> Error {
+    let message = format!("row index {i} repeated");
+    let mut count = 0;
+    for (li, line) in strip_bom(text).lines().enumerate() {
+        for (fi, tok) in line.split_whitespace().enumerate() {
+            if tok.parse::<usize>().ok() == Some(i) {
+                count += 1;
+                if count == 2 {
+                    return parse_err(path, li + 1, fi + 1, message);
+                }
+            }
+        }
+    }
+    parse_err(path, 0, 0, message)
 }

@@ -5,12 +5,16 @@ use std::path::{Path, PathBuf};
 use faer::Mat;
 
 use crate::data::dataset::Dataset;
+use crate::data::text::{narrow_header, quote_field, strip_bom_bytes};
 use crate::error::{Error, Result};
 
 /// Loads a CSV file with a header; the column named `target` becomes `y` (N×1) and all other
 /// columns, in file order, become `x`. Feature and target names are taken from the header.
 ///
-/// Fields are trimmed; every field must be a finite number (no missing values).
+/// Fields are trimmed; every field must be a finite number (no missing values). A
+/// byte-order mark at the start of the file is ignored; a header of fewer than two
+/// columns is explained ([`crate::data::narrow_header`]: an empty file, or the separator
+/// the line seems to use instead of the comma).
 ///
 /// # Errors
 /// [`Error::Io`] if the file cannot be read; [`Error::Parse`] with the 1-based line and
@@ -28,7 +32,7 @@ pub fn load_csv(path: impl AsRef<Path>, target: &str) -> Result<Dataset> {
 /// As [`load_csv`].
 pub fn load_csv_targets(path: impl AsRef<Path>, targets: &[&str]) -> Result<Dataset> {
     let path = path.as_ref();
-    let bytes = crate::data::read_bounded(path, crate::data::MAX_LINE_BYTES)?;
+    let bytes = crate::data::read_bounded(path, crate::data::line_limit())?;
     parse_csv_bytes(&bytes, targets, path)
 }
 
@@ -83,6 +87,16 @@ fn parse_csv_bytes(bytes: &[u8], targets: &[&str], path: &Path) -> Result<Datase
         .iter()
         .map(str::to_string)
         .collect();
+    if header.len() < 2 {
+        let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+        let empty = strip_bom_bytes(bytes).iter().all(u8::is_ascii_whitespace);
+        return Err(perr(
+            path,
+            1,
+            0,
+            narrow_header(&String::from_utf8_lossy(first), empty),
+        ));
+    }
     let mut target_cols = Vec::with_capacity(targets.len());
     for &t in targets {
         let hits: Vec<usize> = (0..header.len()).filter(|&j| header[j] == t).collect();
@@ -126,15 +140,20 @@ fn parse_csv_bytes(bytes: &[u8], targets: &[&str], path: &Path) -> Result<Datase
         }
         let line = record.position().map(|p| p.line() as usize).unwrap_or(0);
         for (j, field) in record.iter().enumerate() {
-            let v: f64 = field
-                .parse()
-                .map_err(|_| perr(path, line, j + 1, format!("'{field}' is not a number")))?;
+            let v: f64 = field.parse().map_err(|_| {
+                perr(
+                    path,
+                    line,
+                    j + 1,
+                    format!("{} is not a number", quote_field(field)),
+                )
+            })?;
             if !v.is_finite() {
                 return Err(perr(
                     path,
                     line,
                     j + 1,
-                    format!("'{field}' is not a finite number"),
+                    format!("{} is not a finite number", quote_field(field)),
                 ));
             }
             values.push(v);

@@ -5,7 +5,10 @@
 //! * Loaders — CSV files with a header ([`load_csv`], [`parse_csv_str`]). Every loader
 //!   refuses a line longer than [`MAX_LINE_BYTES`] (1 MiB) as soon as it reads it, with an
 //!   error naming the file and the line ([`read_bounded`], [`read_text_bounded`]); the
-//!   benchmark folder format lives with the other file formats in `dgp-io`.
+//!   benchmark folder format lives with the other file formats in `dgp-io`. A byte-order
+//!   mark at the start of a file is ignored, one elsewhere is named in the error
+//!   ([`strip_bom`], [`quote_field`]). A file that changes while it is read is an error
+//!   ([`FileStamp`]).
 //! * [`Standardizer`] — per-column mean and population standard deviation of the training
 //!   split; predictive mixtures are mapped back to original units by
 //!   [`crate::predictive::Predictive::unstandardize`].
@@ -27,10 +30,14 @@ mod kmeans;
 mod permute;
 mod source;
 mod splits;
+mod stamp;
 mod standardize;
+mod text;
 
 pub use batches::{FEISTEL_ROUNDS, Minibatches, PERMUTATION_TABLE_MAX_N, gather_rows_into};
-pub use bounded::{MAX_LINE_BYTES, read_bounded, read_text_bounded};
+pub use bounded::{
+    LINE_LIMIT_VAR, MAX_LINE_BYTES, line_limit, long_line_message, read_bounded, read_text_bounded,
+};
 pub use csv_file::{load_csv, load_csv_targets, parse_csv_str};
 pub use dataset::Dataset;
 pub use kmeans::{KMEANS_JITTER, kmeans, kmeans_plus_plus};
@@ -40,7 +47,9 @@ pub use splits::{
     EXTRAPOLATION_FEATURE_STD, EXTRAPOLATION_HOLDOUT_FRACTION, ExtrapolationSplit,
     extrapolation_split, holdout_with_replacement, permutation, random_split, validation_split,
 };
+pub use stamp::FileStamp;
 pub use standardize::{
     CONSTANT_REL_STD, CONSTANT_STD, ColumnStats, DIRECT_MAGNITUDE, DROP_FEATURE_STD,
     StandardizeOptions, Standardizer, TARGET_SCALE_RANGE, TargetScaling,
 };
+pub use text::{BOM, narrow_header, quote_field, strip_bom, strip_bom_bytes};

@@ -13,7 +13,9 @@
 //! [`FitHooks::checkpoints`]), or one object that answers all three when they share state
 //! ([`FitHooks::all`]: e.g. a harness that stops a run whose objective diverged and never
 //! saves a diverged state). Every hook has a do-nothing default, so an implementation
-//! states only what it does.
+//! states only what it does. Ready-made implementations — a stop flag, stopping on
+//! signals, checkpoints in a locked directory with exact resume, the divergence guard —
+//! are in [`crate::guard`].
 //!
 //! ```
 //! use dgp_traits::fit::{FitHooks, Progress, RunControl};
