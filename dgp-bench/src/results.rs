@@ -951,12 +951,16 @@ pub fn render_all(dir: &Path) -> Result<Documents> {
     s.push_str(
         "\n## Which backend for my data\n\n\
          Each backend's current records per data set the project ships, as `results/INDEX.md` declares \
-         them (its table `| records | models | use |`): the backend's `dgp-bench run` defaults on the \
-         published splits unless the run column names other settings. Test NLL and RMSE in original units (classification: test \
-         error rate and log loss), mean ± s.e. over the splits; s / split = mean wall seconds of a whole \
-         split (training, prediction, evaluation; records without them: training plus prediction) on the \
-         project's 2-core machine, at one or two threads and under the load each folder's README states, \
-         so differences of less than 2–3× can be the machine's rather than the backend's.\n\n",
+         them and says why they are current (its table `| records | models | use |`): the backend's \
+         `dgp-bench run` defaults on the published splits unless the run column names other settings. \
+         Test NLL and RMSE in original units (classification: log loss and test error rate), mean ± s.e. \
+         over the splits; s / split = mean wall seconds of a whole split (training, prediction, \
+         evaluation; records without them: training plus prediction) over the timed splits, on the \
+         project's 2-core machine at two threads idle where measured, else one thread under load (an \
+         upper bound), as each folder's README states; — = timed only under a load that says nothing \
+         about speed. Differences of less than 2–3× in seconds can be the machine's rather than the \
+         backend's, and a model with 1–2 splits is shown but not ranked: its row says what was run, not \
+         how it compares.\n\n",
     );
     let rows = chooser::rows(dir, sections, &index.chooser)?;
     if rows.is_empty() {
