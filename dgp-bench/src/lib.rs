@@ -26,7 +26,8 @@
 //!   §4.2) from records with per-test-point log densities (`run --per-point`).
 //! * [`summary`] — mean ± standard error over splits (ddof = 1).
 //! * [`report`] — Markdown table, `report.md`, `results.json`, JSON Lines.
-//! * [`results`] — the repository's `RESULTS.md`, regenerated from the records in `results/`.
+//! * [`results`] — the repository's `RESULTS.md` and each `results/FOLDER/TABLES.md`, regenerated from
+//!   the records in `results/`.
 //! * [`plots`] — SVG predictive bands of 1-D models and calibration curves.
 //! * [`timing`] — `time`: milliseconds per REAL training step (each backend's own `fit`),
 //!   several backends interleaved in one run with per-round ratios, and per prediction.

@@ -225,8 +225,10 @@ fn the_command_line_runs_classification_and_tables_it() {
     )
     .unwrap();
     std::fs::copy(&json, results.join("cls/records/blobs.jsonl")).unwrap();
-    let doc = dgp_bench::results::render(&results).unwrap();
-    assert!(doc.contains("### cls: classification records"), "{doc}");
+    let docs = dgp_bench::results::render_all(&results).unwrap();
+    assert_eq!(docs.tables[0].0, "cls");
+    let doc = &docs.tables[0].1;
+    assert!(doc.contains("## cls: classification records"), "{doc}");
     assert!(doc.contains("`results/cls/records/blobs.jsonl`"), "{doc}");
     assert!(
         doc.contains("--json results/cls/records/blobs.jsonl"),
