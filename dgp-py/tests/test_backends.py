@@ -45,7 +45,7 @@ def test_regressor(backend, regression_data):
 def test_binary_classifier(backend, classification_data):
     X, y = classification_data
     if not supports(backend, "bernoulli"):
-        with pytest.raises(ValueError, match="does not train Bernoulli"):
+        with pytest.raises(ValueError, match="does not train probit likelihoods"):
             dgp.DeepGPClassifier(backend, **fast(backend)).fit(X, y)
         return
     m = dgp.DeepGPClassifier(backend, **fast(backend)).fit(X, y)
@@ -67,7 +67,7 @@ def test_binary_classifier(backend, classification_data):
 def test_multiclass_classifier(backend, multiclass_data):
     X, y = multiclass_data
     if not supports(backend, "multiclass"):
-        with pytest.raises(ValueError, match="does not train Multiclass"):
+        with pytest.raises(ValueError, match="does not train robust-max likelihoods"):
             dgp.DeepGPClassifier(backend, **fast(backend)).fit(X, y)
         return
     m = dgp.DeepGPClassifier(backend, **fast(backend)).fit(X, y)

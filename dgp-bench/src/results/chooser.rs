@@ -261,10 +261,7 @@ fn reg_config(r: &SplitRecord) -> RowConfig {
 fn class_config(r: &ClassSplitRecord) -> RowConfig {
     vec![
         ("protocol", protocol_name(&r.protocol)),
-        (
-            "likelihood",
-            crate::classification::likelihood_name(&r.likelihood).into(),
-        ),
+        ("likelihood", r.likelihood.name().into()),
         ("M", r.num_inducing.to_string()),
         (
             "hidden",
