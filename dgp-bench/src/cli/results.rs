@@ -31,6 +31,16 @@ pub(super) fn cmd_results(a: &ResultsArgs) -> Result<()> {
             a.dir.display()
         )));
     }
+    if !a.check {
+        // `--out` must not be one of the records, notes or READMEs it is made from: said
+        // before the records are read, whatever else is wrong with them.
+        let records: Vec<PathBuf> = crate::validate::files_under(&a.dir)
+            .into_iter()
+            .filter(|p| p.file_name() != Some(std::ffi::OsStr::new(TABLES_FILE)))
+            .collect();
+        let out = crate::validate::OutputFile::new(format!("--out {}", a.out.display()), &a.out);
+        crate::validate::check_outputs(&records, &[out])?;
+    }
     let docs = render_all(&a.dir)?;
     let mut outputs: Vec<(PathBuf, &str)> = vec![(a.out.clone(), docs.results.as_str())];
     for (folder, text) in &docs.tables {
