@@ -14,7 +14,8 @@ EarlyStopping = Union[str, None, dict[str, Any]]
 
 class _DeepGPBase(BaseEstimator):
     backend: str
-    layers: int
+    layers: Optional[int]
+    preset: Optional[str]
     num_inducing: Optional[int]
     hidden_width: Optional[int]
     train_samples: Optional[int]
@@ -23,6 +24,7 @@ class _DeepGPBase(BaseEstimator):
     batch_size: Optional[int]
     learning_rate: Optional[float]
     early_stopping: EarlyStopping
+    convergence: Optional[str]
     tune: bool
     random_state: Optional[int]
     verbose: bool
@@ -56,8 +58,9 @@ class DeepGPRegressor(RegressorMixin, _DeepGPBase):
     def __init__(
         self,
         backend: str = "svi",
-        layers: int = 2,
+        layers: Optional[int] = None,
         *,
+        preset: Optional[str] = None,
         num_inducing: Optional[int] = None,
         hidden_width: Optional[int] = None,
         train_samples: Optional[int] = None,
@@ -66,6 +69,7 @@ class DeepGPRegressor(RegressorMixin, _DeepGPBase):
         batch_size: Optional[int] = None,
         learning_rate: Optional[float] = None,
         early_stopping: EarlyStopping = "default",
+        convergence: Optional[str] = "default",
         tune: bool = True,
         random_state: Optional[int] = 0,
         verbose: bool = False,
@@ -92,9 +96,10 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
     def __init__(
         self,
         backend: str = "svi",
-        layers: int = 2,
+        layers: Optional[int] = None,
         *,
         likelihood: Optional[str] = None,
+        preset: Optional[str] = None,
         num_inducing: Optional[int] = None,
         hidden_width: Optional[int] = None,
         train_samples: Optional[int] = None,
@@ -103,6 +108,7 @@ class DeepGPClassifier(ClassifierMixin, _DeepGPBase):
         batch_size: Optional[int] = None,
         learning_rate: Optional[float] = None,
         early_stopping: EarlyStopping = "default",
+        convergence: Optional[str] = "default",
         tune: bool = True,
         random_state: Optional[int] = 0,
         verbose: bool = False,
